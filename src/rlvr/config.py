@@ -1,0 +1,354 @@
+"""RunConfig: the one typed config object of a run, loaded from TOML.
+
+Every field is documented by the docstring under it (`rlvr train --help-config` prints them). Validation
+raises a UserError naming the file and field and never rewrites a user's value. Command-line overrides use
+dotted keys (`train.lr=1e-4`); their values are parsed as TOML values, falling back to plain strings.
+Each run writes its resolved config to `<run_dir>/config.toml`.
+"""
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rlvr.errors import UserError
+
+CONFIG_SCHEMA_VERSION = 1
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, frozen=True)
+
+
+class TasksConfig(Section):
+    """What the run practises and what it is judged on."""
+
+    train: str = "code"
+    """Tasks SPEC for training: domain names or pack paths, each with an optional `:N`, joined by commas."""
+    heldout: str | None = None
+    """Tasks SPEC of the held-out set (pass@1 before and after). None: no held-out evaluation."""
+    heldout_offset: int = Field(1_000_000, ge=0)
+    """Index offset of held-out tasks in procedural domains, so they never overlap training indices."""
+    domains: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-domain settings passed to the domain factory, e.g. `[tasks.domains.code] tier = "tiny"`."""
+
+
+class SandboxConfig(Section):
+    """Where candidate code runs."""
+
+    isolation: Literal["bwrap", "none"] = "bwrap"
+    """`bwrap`: bubblewrap + namespaces + cgroups. `none`: no isolation at all (warns loudly; trusted code only)."""
+    workers: int = Field(2, ge=1)
+    """Warm workers in the local pool."""
+    timeout_s: float = Field(10.0, gt=0)
+    """Default wall-clock limit of one sandboxed command."""
+    memory_mb: int = Field(512, ge=16)
+    """Default memory limit of one sandboxed command (MiB)."""
+    processes: int = Field(64, ge=1)
+    """Default process/thread limit of one sandboxed command."""
+    output_bytes: int = Field(1 << 20, ge=1024)
+    """Default cap on captured stdout and stderr each."""
+
+
+class PolicyConfig(Section):
+    """Which model acts and how it generates."""
+
+    backend: Literal["hf", "openai", "scripted", "vllm"] = "hf"
+    """Inference backend."""
+    model: str = "builtin:tiny"
+    """Model path or hub name (`hf`), `BASE_URL#MODEL` (`openai`), a script file (`scripted`), or
+    `builtin:tiny` — the small model rlvr builds from scratch with its own tokenizer."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Weights and compute dtype."""
+    device: str = "auto"
+    """`auto`, `cpu`, `cuda` or `cuda:N`."""
+    max_context: int = Field(2048, ge=16)
+    """Context window used for prompts plus generation; older tool output is elided beyond it."""
+    temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature (0: greedy)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    max_new_tokens: int = Field(256, ge=1)
+    """Tokens generated per model turn."""
+    request_timeout_s: float = Field(120.0, gt=0)
+    """`openai` backend: timeout of one request."""
+    max_retries: int = Field(3, ge=0)
+    """`openai` backend: retries of a failed request."""
+    threads: int = Field(1, ge=1)
+    """torch CPU threads (1 is fastest beside sandboxes on a small machine)."""
+
+
+class RolloutConfig(Section):
+    """How episodes are run."""
+
+    group_size: int = Field(8, ge=1)
+    """Episodes per task per step (the GRPO group)."""
+    max_turns: int | None = Field(None, ge=1)
+    """Override of the tasks' turn budget (None: each task's own)."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Override of the tasks' generated-token budget per episode (None: each task's own)."""
+    concurrency: int = Field(64, ge=1)
+    """Episodes in flight at once."""
+    tool_workers: int = Field(2, ge=1)
+    """Threads executing tools and verification beside generation."""
+    infra_retries: int = Field(1, ge=0)
+    """Retries of an infra fault before the episode is masked."""
+
+
+class TrainConfig(Section):
+    """The GRPO-family trainer."""
+
+    steps: int = Field(40, ge=0)
+    """Policy-update steps."""
+    batch_size: int = Field(16, ge=1)
+    """Tasks per step (each sampled `rollout.group_size` times)."""
+    lr: float = Field(5e-5, gt=0)
+    """AdamW learning rate (constant after warm-up)."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear learning-rate warm-up steps."""
+    weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
+    advantage: str = "grpo"
+    """Advantage estimator: grpo, dr_grpo or rloo."""
+    loss: str = "ppo_clip"
+    """Policy loss from the loss table."""
+    aggregation: Literal["token", "sequence"] = "token"
+    """Average the loss over all tokens of the batch, or per sequence then over sequences."""
+    clip_low: float = Field(0.2, ge=0)
+    """PPO clip range below 1."""
+    clip_high: float = Field(0.2, ge=0)
+    """PPO clip range above 1 (DAPO's clip-higher: set it above clip_low, e.g. 0.28)."""
+    kl_coef: float = Field(0.0, ge=0)
+    """Coefficient of the KL penalty to a frozen reference (0: no reference model)."""
+    epochs: int = Field(1, ge=1)
+    """Gradient passes over each batch (importance ratios from the stored log-probs)."""
+    micro_batch_size: int = Field(32, ge=1)
+    """Sequences per forward/backward; gradients accumulate over the batch."""
+    max_grad_norm: float = Field(1.0, gt=0)
+    """Gradient clipping norm."""
+    lora: bool = False
+    """Train LoRA adapters (peft) instead of all weights."""
+    lora_rank: int = Field(16, ge=1)
+    """LoRA rank."""
+    checkpoint_every: int = Field(10, ge=1)
+    """Steps between checkpoints (a final one is always written)."""
+    flag_penalty: float = 0.0
+    """Reward of an episode with an integrity flag."""
+
+
+class SFTConfig(Section):
+    """Supervised warm start before RL."""
+
+    enabled: bool = False
+    """Run SFT before RL."""
+    source: str = "reference"
+    """`reference`: the training domains' reference solutions; or a JSONL file of {prompt, completion} records."""
+    examples: int = Field(2000, ge=1)
+    """Examples drawn from the reference solutions."""
+    steps: int = Field(300, ge=0)
+    """Optimizer steps."""
+    lr: float = Field(1e-3, gt=0)
+    """Learning rate (constant)."""
+    batch_size: int = Field(32, ge=1)
+    """Examples per step."""
+
+
+class ScheduleConfig(Section):
+    """What to practise next."""
+
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Sampling weight per domain (default: equal)."""
+    quotas: dict[str, int] = Field(default_factory=dict)
+    """Minimum tasks per step per domain."""
+    ema: float = Field(0.3, gt=0, le=1)
+    """Weight of a new observation in a task's pass-rate EMA."""
+    band_low: float = Field(0.05, ge=0, le=1)
+    """Pass rate at or below which a task counts as never solved."""
+    band_high: float = Field(0.95, ge=0, le=1)
+    """Pass rate at or above which a task counts as always solved."""
+    outside_band_weight: float = Field(0.2, ge=0)
+    """Relative sampling weight of tasks outside the learnable band."""
+    skip_zero_variance: bool = True
+    """Leave groups with equal rewards out of the update (counted and stored)."""
+    failed_retention: float = Field(1.0, ge=0, le=1)
+    """Share of failed trajectories kept in the store."""
+    pass_rates_from: str | None = None
+    """Path of a previous run's pass rates to start from."""
+
+    @model_validator(mode="after")
+    def _bands(self) -> ScheduleConfig:
+        if self.band_low >= self.band_high:
+            raise ValueError("band_low must be below band_high")
+        return self
+
+
+class StoreConfig(Section):
+    """What is kept."""
+
+    url: str | None = None
+    """fsspec URL of the run's storage (default: the run directory). `s3://bucket/run` works."""
+
+
+class MonitorConfig(Section):
+    """What is seen."""
+
+    tensorboard: bool = True
+    """Write TensorBoard event files under the run directory."""
+    mlflow: bool = False
+    """Also log to MLflow (needs mlflow installed)."""
+    wandb: bool = False
+    """Also log to Weights & Biases (needs wandb installed)."""
+    report: bool = True
+    """Write the HTML report at the end of the run."""
+
+
+class ClusterConfig(Section):
+    """Scale-out."""
+
+    address: str | None = None
+    """Ray address (`auto`, `ray://host:port`); None: run locally."""
+
+
+class RunConfig(Section):
+    """The whole configuration of a run."""
+
+    name: str = "quickstart"
+    """Run name; the run directory is `<output_dir>/<name>`."""
+    output_dir: str = "runs"
+    """Parent directory of run directories."""
+    seed: int = 0
+    """Master seed (task sampling, generation, initialisation)."""
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    schema_version: int = CONFIG_SCHEMA_VERSION
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.name
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML (None values are left out: TOML has no null)."""
+        return tomli_w.dumps(_drop_none(self.model_dump(mode="json")))
+
+    def write(self, run_dir: str | Path) -> Path:
+        """Write the resolved config to `<run_dir>/config.toml` atomically."""
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / "config.toml"
+        tmp = path.with_suffix(".toml.tmp")
+        tmp.write_text(self.to_toml())
+        tmp.replace(path)
+        return path
+
+
+def _drop_none(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _drop_none(v) for k, v in d.items() if v is not None}
+    if isinstance(d, list):
+        return [_drop_none(v) for v in d]
+    return d
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _model_at(path: list[str]) -> type[BaseModel] | None:
+    model: type[BaseModel] = RunConfig
+    for key in path:
+        ann = model.model_fields[key].annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:
+            return None
+    return model
+
+
+def apply_override(data: dict[str, Any], override: str, source: str = "command line") -> None:
+    """Apply one `a.b.c=value` override to raw config data, refusing unknown keys."""
+    key, sep, raw = override.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise UserError(f"override {override!r} is not KEY=VALUE", file=source, fix="write e.g. train.lr=1e-4")
+    parts = key.split(".")
+    model: type[BaseModel] | None = RunConfig
+    node = data
+    for i, part in enumerate(parts):
+        if model is not None:
+            if part not in model.model_fields:
+                close = difflib.get_close_matches(part, list(model.model_fields), n=1)
+                hint = f"did you mean {'.'.join(parts[:i] + close)!r}?" if close else "see rlvr train --help-config"
+                raise UserError("unknown config key", file=source, field=key, fix=hint)
+            model = _model_at(parts[: i + 1])
+        if i == len(parts) - 1:
+            node[part] = _parse_value(raw.strip())
+        else:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise UserError("is not a table", file=source, field=".".join(parts[: i + 1]), fix="override a leaf key")
+            node = nxt
+
+
+def _config_error(exc: ValidationError, file: str) -> UserError:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        parts = [str(p) for p in err["loc"]]
+        model = _model_at(parts[:-1]) or RunConfig
+        close = difflib.get_close_matches(parts[-1], list(model.model_fields), n=1)
+        hint = f"did you mean {'.'.join(parts[:-1] + close)!r}?" if close else "see rlvr train --help-config"
+        return UserError("unknown config key", file=file, field=loc, fix=hint)
+    got = err.get("input")
+    fix = f"got {got!r}" if not isinstance(got, dict) else "see rlvr train --help-config"
+    return UserError(err["msg"], file=file, field=loc, fix=fix)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Load a RunConfig from TOML (None: the built-in quickstart defaults) and apply dotted overrides."""
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        p = Path(path)
+        source = str(p)
+        if not p.is_file():
+            raise UserError("no such config file", file=p, fix="check the path")
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise UserError(f"TOML syntax error: {exc}", file=p, fix="fix the syntax") from None
+    for ov in overrides:
+        apply_override(data, ov)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _config_error(exc, source if not overrides else f"{source} (+ overrides)") from None
+
+
+def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(dotted key, type, default, doc) for every leaf field, for --help-config."""
+    rows: list[tuple[str, str, str, str]] = []
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        key = f"{prefix}{name}"
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            rows.extend(describe_fields(ann, key + "."))
+            continue
+        default = f.default_factory() if f.default_factory else f.default  # type: ignore[call-arg]
+        tname = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+        rows.append((key, tname, repr(default), " ".join((f.description or "").split())))
+    return rows

@@ -1,0 +1,1 @@
+"""How the model acts: Env (reset/step), tools, budgets."""

@@ -1,0 +1,49 @@
+"""Typed errors, one per boundary a failure can cross.
+
+`UserError` is a mistake in what a user gave us (a file, a field, a flag). The CLI prints its one-line
+message and exits 2, never a traceback. Everything else is an internal error (exit 1).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class RlvrError(Exception):
+    """Base of every error rlvr raises on purpose."""
+
+
+class UserError(RlvrError):
+    """Bad input: names the file (and line or field), what is wrong and what to do.
+
+    The message is always one line, so a CLI can print it as is.
+    """
+
+    def __init__(self, what: str, *, file: str | Path | None = None, field: str | None = None,
+                 fix: str | None = None, line: int | None = None) -> None:
+        self.file = str(file) if file is not None else None
+        self.field = field
+        self.fix = fix
+        self.line = line
+        self.what = what
+        where = ""
+        if self.file:
+            where = self.file + (f":{line}" if line is not None else "")
+        if field:
+            where = f"{where} [{field}]" if where else f"[{field}]"
+        parts = [p for p in (where, what) if p]
+        msg = ": ".join(parts)
+        if fix:
+            msg += f" ({fix})"
+        super().__init__(" ".join(msg.split()))
+
+
+class NotYetAvailable(UserError):
+    """A command whose machinery has not landed yet."""
+
+
+class InfraError(RlvrError):
+    """The infrastructure failed (a sandbox crashed, a verifier could not judge), not the policy."""
+
+
+class SandboxUnavailable(UserError):
+    """The sandbox cannot start on this machine (e.g. bubblewrap is missing)."""

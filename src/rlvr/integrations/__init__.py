@@ -1,0 +1,1 @@
+"""Adapters that expose rlvr domains and verifiers to other frameworks."""

@@ -1,0 +1,1 @@
+"""What is seen: metric sinks, anomaly detectors, the HTML report."""

@@ -1,0 +1,1 @@
+"""The inference side: Policy protocol and backends, the rollout engine, Episode records."""

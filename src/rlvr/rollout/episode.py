@@ -1,0 +1,93 @@
+"""Episode records: everything training and analysis need about one attempt at one task."""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlvr.tasks.spec import FinalState
+from rlvr.verify.verdict import Verdict
+
+EPISODE_SCHEMA_VERSION = 1
+
+
+class ToolCall(BaseModel):
+    """A tool call parsed from the model's output."""
+
+    id: str = ""
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(BaseModel):
+    """One chat message of the transcript (system, user, assistant or tool)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Calls the assistant made in this message."""
+    tool_call_id: str | None = None
+    """For a tool message: the call it answers."""
+    name: str | None = None
+    """For a tool message: the tool's name."""
+    exec_status: str | None = None
+    """For a tool message that ran in the sandbox: the ExecResult status."""
+    elided: bool = False
+    """True when this message's content was shortened to fit the context budget."""
+
+
+class Episode(BaseModel):
+    """One attempt at one task by one policy version.
+
+    Token layout for training: `token_ids` is the whole conversation as the model saw it, `loss_mask` marks the
+    tokens the model generated (1) versus prompt and tool output (0), and `logprobs` holds the behaviour
+    policy's log-probability of each generated token (0.0 elsewhere). All three have the same length.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = ""
+    step: int = 0
+    """Training step (or eval round) that produced it."""
+    task_id: str
+    domain: str
+    group_id: str = ""
+    """Episodes of the same task sampled together for a GRPO group share this id."""
+    sample_index: int = 0
+    """Index within the group."""
+    seed: int = 0
+    """Sampling seed of this episode."""
+    policy_version: int = 0
+    """Version of the weights that generated it (increments with each policy update)."""
+    messages: list[Message] = Field(default_factory=list)
+    token_ids: list[int] = Field(default_factory=list)
+    loss_mask: list[int] = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
+    final_state: FinalState = Field(default_factory=FinalState)
+    verdict: Verdict | None = None
+    reward: float = 0.0
+    status: Literal["done", "truncated", "infra_error", "pending"] = "pending"
+    """done: terminated by submit/answer; truncated: a budget ran out; infra_error: masked from training."""
+    truncated_by: str | None = None
+    """Which budget ran out: turns, tokens, wall, context."""
+    context_elided: bool = False
+    """True when older tool output was elided to fit the context."""
+    num_turns: int = 0
+    num_generated_tokens: int = 0
+    infra_retries: int = 0
+    """How many times an infra fault was retried within this episode."""
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Seconds per phase: generate, tools, verify, total."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    schema_version: int = EPISODE_SCHEMA_VERSION
+
+    @property
+    def masked(self) -> bool:
+        """Infra faults are masked from training, never scored 0."""
+        return self.status == "infra_error" or (self.verdict is not None and self.verdict.infra_error is not None)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdict and self.verdict.passed)

@@ -1,0 +1,1 @@
+"""Ray backends for the sandbox pool and rollout workers. Needs rlvr[ray]."""

@@ -1,0 +1,1 @@
+"""What to practise next: domain mixing, pass-rate tracking, tiers, budgets."""

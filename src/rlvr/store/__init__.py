@@ -1,0 +1,1 @@
+"""What is kept: the trajectory store (Parquet), checkpoints, failure mining and exports."""

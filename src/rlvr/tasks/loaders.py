@@ -1,0 +1,212 @@
+"""Loaders for the on-disk task forms: task directories, packs of them, and JSONL packs.
+
+Loading is lazy: a pack lists its members by directory name (or JSONL line offset) and reads a task's
+files only when that task is asked for, so listing a pack of 10,000 tasks opens none of them.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlvr.errors import UserError
+from rlvr.tasks.source import TaskSource
+from rlvr.tasks.spec import Files, Task
+
+TASK_TOML = "task.toml"
+
+CODE_PROTECTED_DEFAULT: tuple[str, ...] = (
+    "test_*.py", "*/test_*.py", "*_test.py", "*/*_test.py", "tests/*", "conftest.py", "*/conftest.py",
+    "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "*.pth", "sitecustomize.py", "usercustomize.py",
+)
+"""Workspace files of a code task that the candidate must not change unless the task says otherwise."""
+
+
+def validation_error(exc: ValidationError, file: str | Path, prefix: str = "", line: int | None = None) -> UserError:
+    """Turn pydantic's first error into a one-line UserError naming the file and field."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+        fix = "remove it or check its spelling"
+    elif err["type"] == "missing":
+        fix = "add it"
+    else:
+        fix = f"got {err.get('input')!r}" if not isinstance(err.get("input"), dict) else None
+    return UserError(msg, file=file, field=f"{prefix}{loc}", fix=fix, line=line)
+
+
+def read_tree(root: Path) -> Files:
+    """Every regular file under `root` as text, keyed by POSIX relative path (sorted; symlinks refused)."""
+    files: Files = {}
+    if not root.is_dir():
+        return files
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".pytest_cache"))
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink():
+                raise UserError("symlinks are not allowed in tasks", file=p, fix="copy the file instead")
+            try:
+                files[rel] = p.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise UserError("not a UTF-8 text file", file=p, fix="tasks hold text files only") from None
+    return files
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"TOML syntax error: {exc}", file=path, fix="fix the syntax") from None
+
+
+def _code_defaults(data: dict[str, Any], hidden: Files, toml_path: Path) -> None:
+    """A bare code task: hidden tests default to every test_*.py under hidden/, workspace tests protected."""
+    verifier = data.setdefault("verifier", {})
+    if not isinstance(verifier, dict):
+        raise UserError("must be a table", file=toml_path, field="verifier", fix="write [verifier]")
+    if "tests" not in verifier:
+        verifier["tests"] = sorted(p for p in hidden if fnmatch.fnmatch(Path(p).name, "test_*.py"))
+    declared = tuple(data.get("protected", ()))
+    data["protected"] = tuple(dict.fromkeys(CODE_PROTECTED_DEFAULT + declared))
+
+
+def load_task_dir(path: str | Path) -> Task:
+    """Load one task directory (`task.toml`, `prompt.md`, `workspace/`, `hidden/`, optional `solution/`)."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError("no such task directory", file=path, fix="check the path")
+    toml_path = path / TASK_TOML
+    if not toml_path.is_file():
+        raise UserError(f"missing {TASK_TOML}", file=path, fix=f"add {TASK_TOML} with id and domain")
+    data = _read_toml(toml_path)
+    for key in ("prompt", "workspace", "hidden", "solution", "source", "schema_version"):
+        if key in data:
+            raise UserError("set by the directory layout, not task.toml", file=toml_path, field=key,
+                            fix="remove it from task.toml")
+    prompt_path = path / "prompt.md"
+    data["prompt"] = prompt_path.read_text(encoding="utf-8") if prompt_path.is_file() else ""
+    data.setdefault("id", path.name)
+    data["workspace"] = read_tree(path / "workspace")
+    data["hidden"] = read_tree(path / "hidden")
+    data["solution"] = read_tree(path / "solution") if (path / "solution").is_dir() else None
+    data["source"] = str(path)
+    if data.get("domain") == "code":
+        _code_defaults(data, data["hidden"], toml_path)
+    try:
+        return Task(**data)
+    except ValidationError as exc:
+        raise validation_error(exc, toml_path) from None
+
+
+def is_task_dir(path: Path) -> bool:
+    return (path / TASK_TOML).is_file()
+
+
+class TaskDirPack(TaskSource):
+    """A directory of task directories. Listing reads directory names only."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise UserError("no such pack directory", file=self.path, fix="check the path")
+        self._names = sorted(e.name for e in os.scandir(self.path) if e.is_dir() and not e.name.startswith("."))
+        self.name = self.path.name
+        self.description = f"task pack at {self.path}"
+
+    @property
+    def size(self) -> int:
+        return len(self._names)
+
+    def id_at(self, index: int) -> str:
+        return self._names[index]
+
+    def get(self, index: int) -> Task:
+        return load_task_dir(self.path / self._names[index])
+
+    def find(self, task_id: str) -> Task:
+        if task_id in self._names:
+            return load_task_dir(self.path / task_id)
+        return super().find(task_id)
+
+
+class JsonlPack(TaskSource):
+    """A JSONL file of Task records, one per line. Indexing scans for line offsets; lines parse on demand.
+
+    A record needs `domain` and `prompt`; `id` defaults to `<file stem>-<line number>`.
+    """
+
+    def __init__(self, path: str | Path, domain: str | None = None) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise UserError("no such JSONL file", file=self.path, fix="check the path")
+        self.default_domain = domain
+        self.name = self.path.stem
+        self.description = f"JSONL pack at {self.path}"
+        self._offsets: list[tuple[int, int]] = []  # (byte offset, 1-based line number)
+        with self.path.open("rb") as f:
+            pos, lineno = 0, 0
+            for raw in f:
+                lineno += 1
+                if raw.strip():
+                    self._offsets.append((pos, lineno))
+                pos += len(raw)
+
+    @property
+    def size(self) -> int:
+        return len(self._offsets)
+
+    def _record(self, index: int) -> tuple[dict[str, Any], int]:
+        off, lineno = self._offsets[index]
+        with self.path.open("rb") as f:
+            f.seek(off)
+            raw = f.readline()
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", file=self.path,
+                            line=lineno, fix="each line must be one JSON object") from None
+        if not isinstance(rec, dict):
+            raise UserError("a line must be a JSON object", file=self.path, line=lineno, fix="wrap it in {...}")
+        return rec, lineno
+
+    def get(self, index: int) -> Task:
+        rec, lineno = self._record(index)
+        rec.setdefault("id", f"{self.path.stem}-{lineno}")
+        if self.default_domain is not None:
+            rec.setdefault("domain", self.default_domain)
+        rec["source"] = f"{self.path}:{lineno}"
+        try:
+            return Task(**rec)
+        except ValidationError as exc:
+            raise validation_error(exc, self.path, line=lineno) from None
+
+    def validate_all(self) -> list[Task]:
+        """Parse every line (used by `rlvr tasks validate`)."""
+        return [self.get(i) for i in range(self.size)]
+
+
+def open_path(path: str | Path) -> TaskSource:
+    """A task source for a path: a task directory (a pack of one), a pack directory, or a JSONL file."""
+    from rlvr.tasks.source import ListSource
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError("no such file or directory", file=p, fix="check the path")
+    if p.is_file():
+        if p.suffix != ".jsonl":
+            raise UserError("not a task pack", file=p, fix="give a task directory, a pack directory or a .jsonl file")
+        return JsonlPack(p)
+    if is_task_dir(p):
+        task = load_task_dir(p)
+        return ListSource([task], name=task.id, description=f"task directory {p}")
+    return TaskDirPack(p)

@@ -1,0 +1,93 @@
+"""The Task record: what is practised. Frozen data; behaviour lives in loaders, envs and verifiers."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TASK_SCHEMA_VERSION = 1
+
+Files = dict[str, str]
+"""Relative POSIX path -> file text. Binary files are not part of the task format."""
+
+
+class TaskLimits(BaseModel):
+    """Budgets of one episode on a task. Running out is truncation, not failure."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_turns: int = Field(1, ge=1)
+    """Model turns allowed (1 for single-turn tasks)."""
+    max_tokens: int = Field(512, ge=1)
+    """Tokens the model may generate over the whole episode."""
+    wall_s: float = Field(120.0, gt=0)
+    """Wall-clock seconds for the whole episode, tools included."""
+    exec_timeout_s: float = Field(10.0, gt=0)
+    """Wall-clock seconds for one sandboxed command (a tool call or the verification run)."""
+    memory_mb: int = Field(512, ge=16)
+    """Memory limit of one sandboxed command, in MiB."""
+
+
+class Task(BaseModel):
+    """One task: everything needed to rebuild its initial state and judge its final state.
+
+    Hidden material (`hidden`, `solution`, `answer`) never enters the agent's sandbox; only the verifier sees it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    """Unique id within its domain or pack (for a task directory, normally the directory name)."""
+    domain: str = Field(min_length=1)
+    """Registered domain name; decides the default verifier."""
+    prompt: str = ""
+    """The statement the model sees."""
+    workspace: Files = Field(default_factory=dict)
+    """Initial files the model sees and may edit (stubs, visible tests, data)."""
+    hidden: Files = Field(default_factory=dict)
+    """Material only the verifier sees (hidden tests, generators, reference data)."""
+    solution: Files | None = None
+    """Optional gold final state of the workspace, used to prove the verifier."""
+    answer: Any = None
+    """Reference answer for single-turn tasks (the verifier's material; never shown to the model)."""
+    verifier: dict[str, Any] = Field(default_factory=dict)
+    """Verifier settings, e.g. the `[verifier]` table of task.toml (kind, weights, protected files)."""
+    protected: tuple[str, ...] = ()
+    """Workspace paths (globs) the candidate must not change; tampering with them is flagged."""
+    difficulty: float | None = None
+    """Prior difficulty in [0, 1] (0 easy), if known; the scheduler refines it from pass rates."""
+    tier: str | None = None
+    """Named difficulty tier of procedural domains (e.g. "tiny", "easy")."""
+    limits: TaskLimits = Field(default_factory=TaskLimits)
+    """Episode budgets."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Free-form facts about the task (generator parameters, source package, ...)."""
+    source: str | None = None
+    """Where the task came from: a path, `path:line` for JSONL, or `domain:seed:index`."""
+    seed: int | None = None
+    """Seed of a procedural task (the task is rebuilt from (domain, seed, index))."""
+    index: int | None = None
+    """Index of a procedural task within its domain."""
+    schema_version: int = TASK_SCHEMA_VERSION
+    """Version of this record's layout."""
+
+    @property
+    def multi_turn(self) -> bool:
+        """True when the model acts through tools over several turns."""
+        return self.limits.max_turns > 1
+
+    @property
+    def key(self) -> str:
+        """Globally unique key: `domain/id`."""
+        return f"{self.domain}/{self.id}"
+
+
+class FinalState(BaseModel):
+    """The end state of an episode that a verifier judges: the workspace files and/or the final answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    files: Files = Field(default_factory=dict)
+    """The workspace at the end (multi-turn and code tasks)."""
+    answer: str | None = None
+    """The model's final answer text (single-turn tasks)."""

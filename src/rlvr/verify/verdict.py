@@ -1,0 +1,86 @@
+"""The Verdict: a verifier's judgement of a final state, with its checks and integrity flags."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+VERDICT_SCHEMA_VERSION = 1
+
+
+class Check(BaseModel):
+    """One weighted check (a hidden test, a rule, a field): partial score in [0, 1]."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """What was checked, e.g. `hidden/test_a.py::test_x` or `rule:unique_ports`."""
+    score: float = Field(ge=0.0, le=1.0)
+    """Partial score of this check."""
+    weight: float = Field(1.0, ge=0.0)
+    """Weight in the verdict's score."""
+    passed: bool = False
+    detail: str = ""
+    """Short human-readable reason (an assertion message, the expected vs seen value)."""
+
+
+class Evidence(BaseModel):
+    """Where an integrity flag was seen."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str | None = None
+    line: int | None = None
+    seen: str = ""
+    """What was seen (a code excerpt, a diff line, a value)."""
+
+
+class Flag(BaseModel):
+    """A suspected reward hack, with evidence. A flagged verdict does not pass."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    """One of: tampering, exit_trick, report_forgery, special_casing, always_equal, no_change, parroting, ..."""
+    evidence: list[Evidence] = Field(default_factory=list)
+    message: str = ""
+
+
+class Verdict(BaseModel):
+    """The judgement of one final state."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float = Field(0.0, ge=0.0, le=1.0)
+    """Weighted fraction of checks passed (0 when infra_error)."""
+    passed: bool = False
+    """Every required check passed and no integrity flag was raised."""
+    checks: list[Check] = Field(default_factory=list)
+    flags: list[Flag] = Field(default_factory=list)
+    infra_error: str | None = None
+    """Set when the verifier could not judge: such an episode is masked from training, never scored 0."""
+    seed: int | None = None
+    """Seed of randomised hidden cases, if any were drawn."""
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Seconds per phase of the verification (e.g. `sandbox`, `total`)."""
+    details: dict[str, Any] = Field(default_factory=dict)
+    """Verifier-specific extras (parsed answer, tool output excerpts)."""
+    schema_version: int = VERDICT_SCHEMA_VERSION
+
+    @classmethod
+    def from_checks(cls, checks: list[Check], flags: list[Flag] | None = None, **kw: Any) -> Verdict:
+        """Score = weighted mean of check scores; passed = every check passed and no flag."""
+        flags = flags or []
+        total = sum(c.weight for c in checks)
+        score = sum(c.score * c.weight for c in checks) / total if total > 0 else 0.0
+        passed = bool(checks) and all(c.passed for c in checks) and not flags
+        return cls(score=min(1.0, max(0.0, score)), passed=passed, checks=checks, flags=flags, **kw)
+
+    @classmethod
+    def infra(cls, message: str, **kw: Any) -> Verdict:
+        """A verdict that could not be reached (masked from training)."""
+        return cls(score=0.0, passed=False, infra_error=message, **kw)
+
+    def reward(self, flag_penalty: float = 0.0) -> float:
+        """Reward for training: the score, or `flag_penalty` (default 0) when flagged."""
+        return flag_penalty if self.flags else self.score
