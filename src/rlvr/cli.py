@@ -271,7 +271,7 @@ def sandbox_bench(json_out: Annotated[bool, typer.Option("--json", help="One fla
 def main(argv: list[str] | None = None) -> int:
     """Entry point: maps UserError to one line on stderr and exit 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)  # click returns the code of typer.Exit here
     except UserError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 def entry() -> None:

@@ -157,6 +157,15 @@ class SFTConfig(Section):
     """Examples per step."""
 
 
+class BudgetConfig(Section):
+    """Episode budget overrides of a tier or domain (unset: keep the task's own)."""
+
+    max_turns: int | None = Field(None, ge=1)
+    """Model turns allowed."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Tokens the model may generate over the whole episode."""
+
+
 class ScheduleConfig(Section):
     """What to practise next."""
 
@@ -178,6 +187,12 @@ class ScheduleConfig(Section):
     """Share of failed trajectories kept in the store."""
     pass_rates_from: str | None = None
     """Path of a previous run's pass rates to start from."""
+    fresh_share: float = Field(0.5, ge=0, le=1)
+    """Procedural domains: share of draws that take a fresh index; the rest revisit known tasks by tier."""
+    tier_budgets: dict[str, BudgetConfig] = Field(default_factory=dict)
+    """Episode budgets per tier (`unseen`, `never`, `learnable`, `always`); they win over domain budgets."""
+    domain_budgets: dict[str, BudgetConfig] = Field(default_factory=dict)
+    """Episode budgets per domain, over the tasks' own limits."""
 
     @model_validator(mode="after")
     def _bands(self) -> ScheduleConfig:
@@ -233,6 +248,7 @@ class RunConfig(Section):
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     schema_version: int = CONFIG_SCHEMA_VERSION
+    """Version of the config layout (written with every resolved config)."""
 
     @property
     def run_dir(self) -> Path:

@@ -1,0 +1,78 @@
+"""The domain registry: register, make, duplicates, did-you-mean, config validation."""
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from rlvr.errors import UserError
+from rlvr.tasks import registry
+from rlvr.tasks.source import TaskSource
+from rlvr.tasks.spec import Task
+
+
+class CountConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    start: int = 0
+
+
+class CountSource(TaskSource):
+    def __init__(self, cfg: CountConfig) -> None:
+        self.cfg = cfg
+
+    @property
+    def size(self) -> None:
+        return None
+
+    def get(self, index: int) -> Task:
+        n = self.cfg.start + index
+        return Task(id=f"n{n}", domain="counting", prompt=f"What comes after {n}?", answer=str(n + 1),
+                    index=index)
+
+
+@pytest.fixture
+def counting():
+    registry.register("counting", CountSource, CountConfig, description="Say the next number.\nMore text.")
+    yield
+    registry.unregister("counting")
+
+
+def test_register_and_make(counting: None) -> None:
+    src = registry.make("counting", start=5)
+    assert src.size is None and src.name == "counting"
+    assert src.description == "Say the next number."
+    assert src.get(0).answer == "6"
+    assert "counting" in registry.names()
+    assert [t.id for t in src.sample(3, offset=10)] == ["n15", "n16", "n17"]
+
+
+def test_duplicate_refused(counting: None) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("counting", CountSource, CountConfig)
+
+
+def test_bad_names_refused() -> None:
+    for bad in ("a b", "a,b", "a:b", ""):
+        with pytest.raises(ValueError):
+            registry.register(bad, CountSource, CountConfig)
+
+
+def test_unknown_domain_did_you_mean(counting: None) -> None:
+    with pytest.raises(UserError, match="did you mean 'counting'"):
+        registry.make("countng")
+    with pytest.raises(UserError, match="unknown domain"):
+        registry.make("zzzzzzzz")
+
+
+def test_bad_config_is_user_error(counting: None) -> None:
+    with pytest.raises(UserError, match=r"counting\.start"):
+        registry.make("counting", start="many")
+    with pytest.raises(UserError, match=r"counting\.colour"):
+        registry.make("counting", colour=1)
+
+
+def test_default_gold_and_negatives(counting: None) -> None:
+    src = registry.make("counting")
+    task = src.get(1)
+    assert src.gold(task).answer == "2"
+    neg = src.negatives(task)
+    assert neg["empty_answer"].answer == "" and neg["echoed_prompt"].answer == task.prompt

@@ -1,0 +1,77 @@
+"""RunConfig: TOML loading, dotted overrides, validation that raises, resolved config round trip."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rlvr.config import RunConfig, describe_fields, load_config
+from rlvr.errors import UserError
+
+
+def test_defaults_are_the_quickstart() -> None:
+    cfg = load_config()
+    assert cfg == RunConfig() and cfg.name == "quickstart"
+
+
+def test_toml_and_overrides(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('name = "exp"\n[train]\nlr = 3e-4\nsteps = 7\n[tasks.domains.code]\ntier = "tiny"\n')
+    cfg = load_config(p, ["train.lr=1e-4", "rollout.group_size=4", 'policy.model="hf:x"', "tasks.train=math:5"])
+    assert cfg.name == "exp" and cfg.train.lr == 1e-4 and cfg.train.steps == 7
+    assert cfg.rollout.group_size == 4 and cfg.policy.model == "hf:x"
+    assert cfg.tasks.train == "math:5"  # unquoted strings fall back to plain strings
+    assert cfg.tasks.domains == {"code": {"tier": "tiny"}}
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "needle"),
+    [
+        ("[train]\nlrr = 1\n", [], "did you mean 'train.lr'"),
+        ("[trian]\nlr = 1\n", [], "did you mean 'train'"),
+        ("[train]\nsteps = \"ten\"\n", [], "train.steps"),
+        ("[train]\nlr = -1\n", [], "train.lr"),
+        ("[train\n", [], "TOML syntax error"),
+        ("", ["train.nope=3"], "train.nope"),
+        ("", ["train"], "KEY=VALUE"),
+        ("", ["train.lr.x=3"], "train.lr"),
+        ("[schedule]\nband_low = 0.9\nband_high = 0.1\n", [], "band_low"),
+        ("[sandbox]\nisolation = \"docker\"\n", [], "sandbox.isolation"),
+    ],
+)
+def test_invalid(tmp_path: Path, text: str, overrides: list[str], needle: str) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(UserError) as exc:
+        load_config(p, overrides)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_never_rewrites_values(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text("[train]\nsteps = 3.0\n")  # a float where an int is expected: refused, not truncated
+    with pytest.raises(UserError, match="train.steps"):
+        load_config(p)
+    p.write_text('[train]\nlr = "0.1"\n')  # a string is not silently parsed as a number
+    with pytest.raises(UserError, match="train.lr"):
+        load_config(p)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(UserError, match="no such config file"):
+        load_config("/nonexistent/x.toml")
+
+
+def test_written_config_round_trips(tmp_path: Path) -> None:
+    cfg = load_config(None, ["train.steps=3", "cluster.address=auto"])
+    path = cfg.write(tmp_path / "run")
+    data = tomllib.loads(path.read_text())
+    assert RunConfig.model_validate(data) == cfg
+
+
+def test_every_field_documented() -> None:
+    rows = describe_fields()
+    assert len(rows) > 40
+    undocumented = [key for key, _, _, doc in rows if not doc]
+    assert undocumented == []
