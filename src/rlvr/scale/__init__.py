@@ -1,1 +1,31 @@
-"""Ray backends for the sandbox pool and rollout workers. Needs rlvr[ray]."""
+"""Ray backends for the sandbox pool (scale-out). Needs rlvr[ray]; local stays the default.
+
+`pool_for(cfg)` is how the trainer and `rlvr eval` get their sandbox pool: the local isolated pool, or — when
+`[cluster] address` is set (or `--cluster ADDRESS`) — a `RayPool` of pool actors across the cluster, with no
+other change to the run.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlvr.errors import UserError
+
+if TYPE_CHECKING:
+    from rlvr.config import RunConfig
+    from rlvr.sandbox.base import SandboxPool
+
+
+def pool_for(cfg: RunConfig) -> SandboxPool:
+    """The run's sandbox pool: local, or on Ray when `cfg.cluster.address` is set."""
+    if not cfg.cluster.address:
+        from rlvr.sandbox import make_pool
+
+        return make_pool(cfg.sandbox)
+    try:
+        from rlvr.scale.ray_pool import RayPool
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("ray"):
+            raise UserError("running on a cluster needs Ray", field="cluster.address",
+                            fix="pip install 'rlvr[ray]'") from None
+        raise
+    return RayPool(cfg.cluster.address, cfg.sandbox)

@@ -1,0 +1,304 @@
+"""Sandbox pools as Ray actors: one pool actor per node, jobs routed to free capacity, dead actors replaced.
+
+`RayPool` implements the SandboxPool protocol, so every layer that runs commands or verifies episodes works on a
+cluster unchanged. Placement: one `PoolActor` per alive node (hard node affinity), each holding that node's local
+isolated pool (`rlvr.sandbox.make_pool`). Routing: a job goes to the actor with the fewest jobs in flight; each
+actor takes at most `slots` jobs at once, and when every slot on the cluster is taken the caller blocks (back
+pressure) instead of queueing without bound. Verification of an episode runs entirely on one node
+(`verify_remote`): hidden material and the trusted harness never need to cross to the candidate's node.
+
+Fault tolerance: a job whose actor died (node lost, process killed) is retried once on another actor and the dead
+actor is replaced on its node if the node is still alive; a job is returned exactly once, so no result is lost or
+counted twice. A lease (a workspace that persists between commands) lives on one actor: if that actor dies, the
+workspace is gone, so the lease's later commands return `infra_error` and the episode is retried or masked by the
+rollout engine, never scored as the program's failure.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from rlvr.config import SandboxConfig
+from rlvr.errors import UserError
+from rlvr.sandbox.base import FileMap
+from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
+from rlvr.tasks.spec import FinalState, Task
+from rlvr.verify.verdict import Verdict
+
+ACTOR_FAULTS = (RayActorError, ActorDiedError, ActorUnavailableError)
+
+
+@ray.remote(num_cpus=0)
+class PoolActor:
+    """Holds one node's local sandbox pool and the leases opened on it."""
+
+    def __init__(self, sandbox_config: dict[str, Any]) -> None:
+        from contextlib import ExitStack
+
+        from rlvr.sandbox import make_pool
+
+        self.cfg = SandboxConfig.model_validate(sandbox_config)
+        self.pool = make_pool(self.cfg)
+        self.leases: dict[str, tuple[ExitStack, Any]] = {}
+        self._stack_type = ExitStack
+
+    def ping(self) -> dict[str, Any]:
+        import os
+
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "leases": len(self.leases)}
+
+    def run(self, argv: list[str], files: dict[str, Any] | None, stdin: Any, limits: dict[str, Any] | None,
+            read: list[str]) -> dict[str, Any]:
+        lim = ExecLimits.model_validate(limits) if limits else None
+        return self.pool.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
+
+    def open_lease(self, lease_id: str, files: dict[str, Any] | None) -> None:
+        stack = self._stack_type()
+        sandbox = stack.enter_context(self.pool.lease(files))
+        self.leases[lease_id] = (stack, sandbox)
+
+    def lease_run(self, lease_id: str, argv: list[str], files: dict[str, Any] | None, stdin: Any,
+                  limits: dict[str, Any] | None, read: list[str]) -> dict[str, Any]:
+        lim = ExecLimits.model_validate(limits) if limits else None
+        sandbox = self.leases[lease_id][1]
+        return sandbox.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
+
+    def lease_write(self, lease_id: str, files: dict[str, Any]) -> None:
+        self.leases[lease_id][1].write_files(files)
+
+    def lease_read(self, lease_id: str, paths: list[str] | None) -> dict[str, str]:
+        return self.leases[lease_id][1].read_files(paths)
+
+    def close_lease(self, lease_id: str) -> None:
+        entry = self.leases.pop(lease_id, None)
+        if entry is not None:
+            entry[0].close()
+
+    def verify(self, task: dict[str, Any], final: dict[str, Any], seed: int) -> dict[str, Any]:
+        from rlvr.verify.base import VerifyContext, verify
+
+        verdict = verify(Task.model_validate(task), FinalState.model_validate(final),
+                         VerifyContext(pool=self.pool, seed=seed))
+        return verdict.model_dump(mode="json")
+
+    def shutdown(self) -> None:
+        for lease_id in list(self.leases):
+            self.close_lease(lease_id)
+        self.pool.close()
+
+
+@dataclass
+class _Slot:
+    """One pool actor as the driver sees it."""
+
+    node_id: str
+    handle: Any
+    in_flight: int = 0
+    alive: bool = True
+    served: int = 0
+    generation: int = 0
+    leases: set[str] = field(default_factory=set)
+
+
+class RaySandbox:
+    """A lease on one pool actor; the Sandbox protocol over Ray calls."""
+
+    def __init__(self, pool: RayPool, slot: _Slot, lease_id: str) -> None:
+        self._pool, self._slot, self.lease_id = pool, slot, lease_id
+        self._generation = slot.generation
+
+    def _lost(self) -> bool:
+        return not self._slot.alive or self._slot.generation != self._generation
+
+    def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
+            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
+        if self._lost():
+            return _infra("the node holding this workspace was lost")
+        call = self._slot.handle.lease_run.remote(self.lease_id, list(argv), dict(files) if files else None, stdin,
+                                                  limits.model_dump() if limits else None, list(read))
+        try:
+            return ExecResult.model_validate(ray.get(call))
+        except ACTOR_FAULTS as exc:
+            self._pool._mark_dead(self._slot)
+            return _infra(f"sandbox actor died during the command: {type(exc).__name__}")
+
+    def write_files(self, files: FileMap) -> None:
+        if self._lost():
+            raise RuntimeError("the node holding this workspace was lost")
+        ray.get(self._slot.handle.lease_write.remote(self.lease_id, dict(files)))
+
+    def read_files(self, paths: Sequence[str] | None = None) -> dict[str, str]:
+        if self._lost():
+            return {}
+        try:
+            return ray.get(self._slot.handle.lease_read.remote(self.lease_id, list(paths) if paths else None))
+        except ACTOR_FAULTS:
+            self._pool._mark_dead(self._slot)
+            return {}
+
+
+def _infra(message: str, attempts: int = 1) -> ExecResult:
+    return ExecResult(status=ExecStatus.infra_error, error=message, attempts=attempts)
+
+
+class RayPool:
+    """The SandboxPool protocol on a Ray cluster (see the module docstring)."""
+
+    def __init__(self, address: str | None = None, sandbox: SandboxConfig | None = None, *,
+                 slots_per_node: int | None = None, connect_timeout_s: float = 60.0) -> None:
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise UserError(f"cannot connect to the Ray cluster at {address!r}: {exc}", field="cluster.address",
+                                fix="start it with `ray start --head` or give the right address") from None
+        self.sandbox = sandbox or SandboxConfig()
+        self.slots_per_node = slots_per_node or self.sandbox.workers * 2
+        self._lock = threading.Condition()
+        self._slots: list[_Slot] = []
+        self.replaced = 0
+        self.retried = 0
+        deadline = time.monotonic() + connect_timeout_s
+        while not self._alive_nodes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for node_id in self._alive_nodes():
+            self._slots.append(self._start(node_id))
+        if not self._slots:
+            raise UserError("the Ray cluster has no alive nodes", field="cluster.address", fix="add nodes")
+        ray.get([s.handle.ping.remote() for s in self._slots])
+
+    # ------------------------------------------------------------------ placement and fault handling
+    @staticmethod
+    def _alive_nodes() -> list[str]:
+        return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
+
+    def _start(self, node_id: str) -> _Slot:
+        handle = PoolActor.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+            max_concurrency=self.slots_per_node + 4, max_restarts=0,
+        ).remote(self.sandbox.model_dump())
+        return _Slot(node_id=node_id, handle=handle)
+
+    def _mark_dead(self, slot: _Slot) -> None:
+        """Replace a dead actor on its node if the node is alive; otherwise drop the node."""
+        with self._lock:
+            if not slot.alive:
+                return
+            slot.alive = False
+            try:
+                ray.kill(slot.handle, no_restart=True)
+            except Exception:  # already gone
+                pass
+            if slot.node_id in self._alive_nodes():
+                fresh = self._start(slot.node_id)
+                slot.handle, slot.alive, slot.in_flight = fresh.handle, True, 0
+                slot.generation += 1
+                self.replaced += 1
+            self._lock.notify_all()
+
+    def _acquire(self, exclude: _Slot | None = None, timeout_s: float = 600.0) -> _Slot:
+        """The live actor with the fewest jobs in flight; blocks while every slot is busy (back pressure)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while True:
+                live = [s for s in self._slots if s.alive and s is not exclude] or \
+                       [s for s in self._slots if s.alive]
+                if not live:
+                    raise RuntimeError("no live sandbox actors")
+                best = min(live, key=lambda s: s.in_flight)
+                if best.in_flight < self.slots_per_node:
+                    best.in_flight += 1
+                    return best
+                if not self._lock.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError("sandbox cluster saturated")
+
+    def _release(self, slot: _Slot) -> None:
+        with self._lock:
+            slot.in_flight = max(0, slot.in_flight - 1)
+            slot.served += 1
+            self._lock.notify_all()
+
+    def _call(self, method: str, *args: Any) -> tuple[Any, int]:
+        """Call a pool-actor method; on an actor fault retry once elsewhere. Returns (result or None, attempts)."""
+        slot: _Slot | None = None
+        for attempt in (1, 2):
+            slot = self._acquire(exclude=slot)
+            gen = slot.generation
+            try:
+                return ray.get(getattr(slot.handle, method).remote(*args)), attempt
+            except ACTOR_FAULTS:
+                if slot.generation == gen:
+                    self._mark_dead(slot)
+                self.retried += attempt == 1
+            finally:
+                self._release(slot)
+        return None, 2
+
+    # ---------------------------------------------------------------------------------- the protocol
+    def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
+            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
+        out, attempts = self._call("run", list(argv), dict(files) if files else None, stdin,
+                                   limits.model_dump() if limits else None, list(read))
+        if out is None:
+            return _infra("sandbox actor died twice running this job", attempts=attempts)
+        return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
+
+    def verify_remote(self, task: Task, final: FinalState, seed: int = 0) -> Verdict:
+        """Verify on one node (hidden material stays with the verifier there)."""
+        out, attempts = self._call("verify", task.model_dump(mode="json"), final.model_dump(mode="json"), seed)
+        if out is None:
+            return Verdict.infra(f"sandbox actor died twice verifying (attempts={attempts})")
+        return Verdict.model_validate(out)
+
+    @contextmanager
+    def lease(self, files: FileMap | None = None) -> Iterator[RaySandbox]:
+        slot = self._acquire()
+        lease_id = uuid.uuid4().hex
+        try:
+            ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None))
+            yield RaySandbox(self, slot, lease_id)
+        except ACTOR_FAULTS:
+            self._mark_dead(slot)
+            raise
+        finally:
+            if slot.alive:
+                try:
+                    ray.get(slot.handle.close_lease.remote(lease_id))
+                except ACTOR_FAULTS:
+                    self._mark_dead(slot)
+            self._release(slot)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"nodes": len({s.node_id for s in self._slots if s.alive}), "actors": len(self._slots),
+                    "in_flight": sum(s.in_flight for s in self._slots), "replaced": self.replaced,
+                    "retried": self.retried, "served": sum(s.served for s in self._slots)}
+
+    def actor_handles(self) -> list[Any]:
+        """The live pool actors (tests kill one to check recovery)."""
+        return [s.handle for s in self._slots if s.alive]
+
+    def close(self) -> None:
+        for slot in self._slots:
+            if slot.alive:
+                try:
+                    ray.get(slot.handle.shutdown.remote(), timeout=30)
+                    ray.kill(slot.handle, no_restart=True)
+                except Exception:  # shutting down: a dead actor is fine
+                    pass
+                slot.alive = False
+
+    def __enter__(self) -> RayPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
