@@ -12,7 +12,8 @@ EXTRAS ?= train,domains,ray,trl,dev
 
 setup: system-deps $(STAMP)
 
-# Debian packages: bubblewrap for the sandbox. Installed with apt-get when we are root and it is missing.
+# Debian packages: bubblewrap for the sandbox, chromium for the report's headless browser test.
+# Each is installed with apt-get when we are root and it is missing.
 system-deps:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
@@ -20,6 +21,15 @@ system-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else \
 	    echo "bubblewrap is missing: run 'sudo apt-get install -y bubblewrap'" >&2; exit 2; \
+	  fi; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      chromium fonts-liberation >/dev/null; \
+	  else \
+	    echo "chromium is missing: run 'sudo apt-get install -y chromium'" >&2; exit 2; \
 	  fi; \
 	fi
 

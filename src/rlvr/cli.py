@@ -80,7 +80,42 @@ def eval_(
     cluster: Annotated[Optional[str], typer.Option(help="Ray address; default local.")] = None,
 ) -> None:
     """Evaluate a policy: pass@1 and pass@k per domain with confidence intervals."""
-    _not_yet("evaluation (`rlvr eval`)")
+    from rlvr.rollout.evaluate import compare as compare_reports
+    from rlvr.rollout.evaluate import load_report, run_eval, write_report
+
+    def pct(x: float | None, ci: list[float] | None = None) -> str:
+        if x is None:
+            return "-"
+        return f"{100 * x:.1f}%" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
+
+    if compare:
+        if len(compare) != 2:
+            raise UserError(f"--compare takes two eval runs, got {len(compare)}", field="--compare",
+                            fix="write --compare RUN_A --compare RUN_B")
+        diff = compare_reports(load_report(compare[0]), load_report(compare[1]))
+        if json_out:
+            _print_json(diff)
+            return
+        table = Table("domain", "A pass@1", "B pass@1", "B-A pass@1 [95% CI]", f"B-A pass@{diff['k']} [95% CI]", "tasks")
+        for d, r in diff["domains"].items():
+            table.add_row(d, pct(r["a_pass@1"]), pct(r["b_pass@1"]), pct(r["delta_pass@1"], r["delta_pass@1_ci"]),
+                          pct(r["delta_pass@k"], r["delta_pass@k_ci"]), str(r["shared_tasks"]))
+        out.print(table)
+        return
+    if not policy or not tasks:
+        raise UserError("give --policy and --tasks (or --compare RUN_A --compare RUN_B)",
+                        fix="e.g. rlvr eval --policy scripted:actions.json --tasks code:20 -k 4")
+    rep = run_eval(policy, tasks, k=k, seed=seed, cluster=cluster, show_progress=not json_out)
+    path = write_report(rep)
+    if json_out:
+        _print_json(rep)
+    else:
+        table = Table("domain", "tasks", "samples", "pass@1 [95% CI]", f"pass@{k} [95% CI]", "masked")
+        for d, r in rep["domains"].items():
+            table.add_row(d, str(r["n"]), str(r["samples"]), pct(r["pass@1"], r["pass@1_ci"]),
+                          pct(r["pass@k"], r["pass@k_ci"]), str(r["masked_episodes"]))
+        out.print(table)
+    err.print(f"wrote {path}", markup=False, highlight=False)
 
 
 @app.command()
@@ -90,13 +125,37 @@ def verify(
     json_out: Annotated[bool, typer.Option("--json", help="Print the Verdict as one JSON object.")] = False,
 ) -> None:
     """Verify a final workspace against a task; exit 0 whether or not it passed."""
-    _not_yet("verification (`rlvr verify`)")
+    from rlvr.tasks.loaders import load_task_dir
+    from rlvr.tasks.spec import FinalState
+    from rlvr.verify.base import verify as run_verify
+    from rlvr.verify.code import read_workspace
+
+    task = load_task_dir(task_dir)
+    verdict = run_verify(task, FinalState(files=read_workspace(workspace_dir)))
+    if json_out:
+        _print_json(verdict.model_dump(mode="json"))
+        return
+    table = Table("check", "weight", "score", "result", "detail")
+    for c in verdict.checks:
+        table.add_row(c.name, f"{c.weight:.2f}", f"{c.score:.2f}", "[green]pass[/green]" if c.passed else
+                      "[red]fail[/red]", c.detail[:120])
+    out.print(table)
+    for f in verdict.flags:
+        out.print(f"[red]flag {f.kind}[/red]: {f.message}", highlight=False)
+        for e in f.evidence[:5]:
+            where = f"{e.file or ''}{':' + str(e.line) if e.line else ''}"
+            out.print(f"  {where} {e.seen}", markup=False, highlight=False)
+    if verdict.infra_error:
+        out.print(f"[yellow]infra error[/yellow]: {verdict.infra_error}", highlight=False)
+    out.print(f"score {verdict.score:.3f}  passed {verdict.passed}  ({verdict.timings.get('total', 0.0):.2f} s)")
 
 
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
     """Write the run's self-contained HTML report."""
-    _not_yet("the run report (`rlvr report`)")
+    from rlvr.monitor.report import write_report
+
+    out.print(f"wrote {write_report(run_dir)}", markup=False, highlight=False)
 
 
 @app.command()
@@ -105,9 +164,37 @@ def failures(
     export: Annotated[Optional[str], typer.Option(help="recovery or contrastive.")] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Export file (JSONL).")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
+    top: Annotated[int, typer.Option(help="Clusters shown (all with --json).")] = 30,
 ) -> None:
     """Cluster failed episodes by error signature; export recovery or contrastive data."""
-    _not_yet("failure mining (`rlvr failures`)")
+    from rlvr.store.episodes import open_run
+    from rlvr.store.exports import EXPORTS, write_jsonl
+    from rlvr.store.failures import cluster, failed_episodes, load_episodes
+
+    store = open_run(run_dir)
+    if export is not None:
+        if export not in EXPORTS:
+            raise UserError(f"unknown export {export!r}", field="--export", fix=f"use one of: {', '.join(EXPORTS)}")
+        records = EXPORTS[export](load_episodes(store))
+        path = write_jsonl(records, output or Path(run_dir) / f"{export}.jsonl")
+        if json_out:
+            _print_json({"export": export, "records": len(records), "path": str(path)})
+        else:
+            out.print(f"wrote {len(records)} {export} records to {path}", markup=False, highlight=False)
+        return
+    clusters = [c.to_json() for c in cluster(failed_episodes(store))]
+    if json_out:
+        _print_json(clusters)
+        return
+    from rich.text import Text
+
+    table = Table("count", "signature", "domains", "tasks", "examples")
+    for c in clusters[:top]:
+        # Signatures quote program output: shown as text, never parsed as rich markup.
+        table.add_row(str(c["count"]), Text(c["signature"]), Text(", ".join(f"{d}: {n}" for d, n in
+                      c["domains"].items())), str(c["tasks"]), Text(" ".join(c["examples"][:3])))
+    out.print(table)
+    out.print(f"{sum(c['count'] for c in clusters)} failed episodes in {len(clusters)} clusters")
 
 
 @app.command()
@@ -115,9 +202,31 @@ def query(
     run_dir: Annotated[str, typer.Argument(help="A run directory or URL.")],
     sql: Annotated[str, typer.Argument(help="SQL over the table `episodes`.")],
     json_out: Annotated[bool, typer.Option("--json")] = False,
+    max_rows: Annotated[int, typer.Option(help="Rows printed in the table view (all with --json).")] = 100,
 ) -> None:
     """Query a run's episodes with DuckDB SQL (table `episodes`)."""
-    _not_yet("queries (`rlvr query`)")
+    from rlvr.store.episodes import open_run
+    from rlvr.store.query import query as run_query
+
+    result = run_query(open_run(run_dir), sql)
+    rows = result.to_pylist()
+    if json_out:
+        _print_json(rows)
+        return
+    from rich.text import Text
+
+    table = Table()
+    for name in result.column_names:
+        table.add_column(Text(name))
+    for row in rows[:max_rows]:
+        table.add_row(*(Text(_cell(v)) for v in row.values()))
+    out.print(table)
+    out.print(f"{len(rows)} rows" + (f" ({max_rows} shown)" if len(rows) > max_rows else ""))
+
+
+def _cell(value: object, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------------------------------------------- tasks
@@ -239,7 +348,18 @@ def tasks_profile(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Pre-flight: per-task pass rates, tiers, learnable share, reward variance, verifier determinism."""
-    _not_yet("task profiling (`rlvr tasks profile`)")
+    from rich.progress import Progress
+
+    from rlvr.schedule.profile import print_report, run_profile
+
+    with Progress(console=err, transient=True, disable=json_out or not err.is_terminal) as bar:
+        job = bar.add_task("sampling episodes", total=None)
+        report = run_profile(policy, tasks, k, progress=lambda done, total: bar.update(job, completed=done,
+                                                                                        total=total))
+    if json_out:
+        _print_json(report.to_json())
+    else:
+        print_report(report, out)
 
 
 # -------------------------------------------------------------------------------------------------- sandbox
@@ -252,19 +372,76 @@ def sandbox_run(
     json_out: Annotated[bool, typer.Option("--json", help="Print the ExecResult as JSON.")] = False,
 ) -> None:
     """Run one command in a sandbox on a copy of a workspace and print the ExecResult."""
-    _not_yet("the sandbox (`rlvr sandbox run`)")
+    from rlvr.sandbox import ExecLimits, ExecStatus
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.sandbox.workspace import list_files, read_file
+
+    if not cmd:
+        raise UserError("no command given", field="CMD", fix="write e.g. rlvr sandbox run -- python -c 'print(1)'")
+    files: dict[str, bytes] = {}
+    if workspace is not None:
+        if not workspace.is_dir():
+            raise UserError("not a directory", file=workspace, field="--workspace", fix="pass an existing directory")
+        files = {rel: read_file(workspace, rel) or b"" for rel in list_files(workspace)}
+    if timeout <= 0 or memory < 16:
+        raise UserError(f"out of range (timeout {timeout}, memory {memory})", field="--timeout/--memory",
+                        fix="use a timeout above 0 seconds and at least 16 MiB of memory")
+    limits = ExecLimits(timeout_s=timeout, memory_mb=memory)
+    with BwrapPool(limits, workers=1, spares=0) as pool, pool.lease(files) as sb:
+        result = sb.run(list(cmd), limits=limits)
+    if json_out:
+        _print_json(result.model_dump(mode="json"))
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        err.print(f"[{result.status.value}] exit={result.exit_code} signal={result.signal} "
+                  f"wall={result.wall_s * 1000:.1f}ms cpu={result.cpu_s * 1000:.1f}ms "
+                  f"peak={result.peak_memory_mb:.1f}MiB", markup=False, highlight=False)
+    if result.status is ExecStatus.infra_error:
+        raise typer.Exit(1)
 
 
 @sandbox_app.command("check")
 def sandbox_check() -> None:
     """Containment self-test: one line per property; exit 1 if any fails."""
-    _not_yet("the sandbox self-test (`rlvr sandbox check`)")
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.sandbox.selftest import run_checks
+
+    with BwrapPool(workers=1, spares=0) as pool:
+        results = run_checks(pool)
+    for r in results:
+        mark = "[green]PASS[/green]" if r.passed else "[red]FAIL[/red]"
+        out.print(f"{mark} {r.name}: [dim]{r.detail}[/dim]", highlight=False)
+    failed = sum(not r.passed for r in results)
+    out.print(f"{len(results) - failed}/{len(results)} containment checks passed")
+    if failed:
+        raise typer.Exit(1)
 
 
 @sandbox_app.command("bench")
 def sandbox_bench(json_out: Annotated[bool, typer.Option("--json", help="One flat JSON object.")] = False) -> None:
     """Sandbox latency and throughput beside their baselines, measured in the same run."""
-    _not_yet("the sandbox benchmark (`rlvr sandbox bench`)")
+    from rich.progress import Progress
+
+    from rlvr.sandbox.bench import run_bench
+
+    n = 200
+    with Progress(console=err, transient=True, disable=json_out) as progress:
+        task = progress.add_task("sandbox bench", total=n + n // 4 + n // 10 + n // 40)
+        figures = run_bench(n, progress=lambda: progress.advance(task))
+    if json_out:
+        _print_json({k: round(v, 3) for k, v in figures.items()})
+        return
+    table = Table("figure", "sandbox", "baseline", "ratio")
+    rows = [("trivial job p50 (ms)", "warm_p50_ms", "subprocess_p50_ms", "warm_speedup"),
+            ("trivial job p99 (ms)", "warm_p99_ms", None, None),
+            ("pytest, 5 tests (ms)", "pytest_sandbox_ms", "pytest_subprocess_ms", "pytest_speedup"),
+            ("jobs/s, 2 workers", "jobs_per_s", "subprocess_jobs_per_s", "throughput_speedup"),
+            ("recovery after SIGKILL (ms)", "recovery_ms", "cold_worker_ms", None)]
+    for label, a, b, ratio in rows:
+        table.add_row(label, f"{figures[a]:.1f}", f"{figures[b]:.1f}" if b else "-",
+                      f"{figures[ratio]:.1f}x" if ratio else "-")
+    out.print(table)
 
 
 # ------------------------------------------------------------------------------------------------------ main

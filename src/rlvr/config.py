@@ -97,6 +97,8 @@ class RolloutConfig(Section):
     """Threads executing tools and verification beside generation."""
     infra_retries: int = Field(1, ge=0)
     """Retries of an infra fault before the episode is masked."""
+    max_output_chars: int = Field(4000, ge=200)
+    """Characters of one tool result the model sees (head and tail kept, the middle cut)."""
 
 
 class TrainConfig(Section):
@@ -116,8 +118,11 @@ class TrainConfig(Section):
     """Advantage estimator: grpo, dr_grpo or rloo."""
     loss: str = "ppo_clip"
     """Policy loss from the loss table."""
-    aggregation: Literal["token", "sequence"] = "token"
-    """Average the loss over all tokens of the batch, or per sequence then over sequences."""
+    aggregation: Literal["token", "sequence", "constant"] = "token"
+    """Average the loss over all tokens of the batch (token), per sequence then over sequences (sequence), or
+    sum it over tokens and divide by sequences x `norm_length` (constant: Dr. GRPO, no length bias)."""
+    norm_length: int = Field(256, ge=1)
+    """The constant length of the `constant` aggregation."""
     clip_low: float = Field(0.2, ge=0)
     """PPO clip range below 1."""
     clip_high: float = Field(0.2, ge=0)
@@ -126,6 +131,8 @@ class TrainConfig(Section):
     """Coefficient of the KL penalty to a frozen reference (0: no reference model)."""
     epochs: int = Field(1, ge=1)
     """Gradient passes over each batch (importance ratios from the stored log-probs)."""
+    minibatches: int = Field(1, ge=1)
+    """Optimizer steps per pass over a batch (the batch is split into this many parts)."""
     micro_batch_size: int = Field(32, ge=1)
     """Sequences per forward/backward; gradients accumulate over the batch."""
     max_grad_norm: float = Field(1.0, gt=0)
@@ -206,6 +213,11 @@ class StoreConfig(Section):
 
     url: str | None = None
     """fsspec URL of the run's storage (default: the run directory). `s3://bucket/run` works."""
+    storage_options: dict[str, Any] = Field(default_factory=dict)
+    """Options of the fsspec filesystem, e.g. `{ endpoint_url = "http://127.0.0.1:9000" }` for an S3-compatible
+    server (credentials come from the usual environment variables, never from this file)."""
+    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+    """Parquet compression of stored episodes."""
 
 
 class MonitorConfig(Section):
@@ -219,6 +231,43 @@ class MonitorConfig(Section):
     """Also log to Weights & Biases (needs wandb installed)."""
     report: bool = True
     """Write the HTML report at the end of the run."""
+    mlflow_tracking_uri: str | None = None
+    """MLflow tracking URI (None: MLflow's own default, `./mlruns` or MLFLOW_TRACKING_URI)."""
+    mlflow_experiment: str = "rlvr"
+    """MLflow experiment name."""
+    wandb_project: str = "rlvr"
+    """Weights & Biases project."""
+    wandb_mode: Literal["online", "offline", "disabled"] = "online"
+    """Weights & Biases mode (`offline` writes under the run directory and syncs later)."""
+    detectors: bool = True
+    """Run the anomaly detectors and write alerts to `<run_dir>/alerts.jsonl` and the run log."""
+    window: int = Field(5, ge=1)
+    """Steps in each window the trend detectors compare (the latest window against the one before it); while a
+    run has fewer than two windows of steps, half of its steps (at least two)."""
+    flag_rate_rise: float = Field(0.10, gt=0, le=1)
+    """Reward hacking: rise of the flagged share of episodes between the two windows that raises an alert."""
+    reward_rise: float = Field(0.10, gt=0)
+    """Reward hacking: rise of the mean training reward between the two windows that counts as rising."""
+    heldout_metric: str = "heldout/pass_rate"
+    """Extra metric holding the held-out pass rate (logged by the trainer at its eval steps)."""
+    heldout_tolerance: float = Field(0.02, ge=0)
+    """Reward hacking: a held-out pass rate that rose by no more than this counts as not rising."""
+    task_spike: float = Field(0.5, gt=0, le=1)
+    """Jump of one task's mean reward above its own history that raises a spike alert."""
+    task_spike_z: float = Field(4.0, ge=0)
+    """And it must stand this many standard errors above the task's own reward noise."""
+    task_min_history: int = Field(2, ge=1)
+    """Earlier steps a task must have been seen at before spikes on it are judged."""
+    length_ratio: float = Field(2.0, gt=1)
+    """Length blow-up: mean generated tokens at or above this multiple of the recent median."""
+    length_min_delta: float = Field(32.0, ge=0)
+    """Length blow-up: and at least this many tokens above it (ignores noise on short answers)."""
+    entropy_ratio: float = Field(0.2, gt=0, lt=1)
+    """Entropy collapse: `policy/entropy` at or below this share of its early level."""
+    zero_variance_share: float = Field(0.8, gt=0, le=1)
+    """Share of groups with equal rewards (no learning signal) that raises an alert."""
+    patience: int = Field(3, ge=1)
+    """Consecutive steps the level detectors (entropy, zero-variance groups) must see before alerting."""
 
 
 class ClusterConfig(Section):

@@ -1,0 +1,199 @@
+"""Anomaly detectors over a run's metric history: each is a named function that returns the alerts it raises.
+
+Trend detectors compare the latest `window` steps with the `window` before them; level detectors need their
+condition to hold for `patience` consecutive steps. The monitor keeps an alert from repeating while its
+condition holds: it is raised again only after the condition has cleared.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlvr.config import MonitorConfig
+from rlvr.rollout.episode import Episode
+
+MAX_LINKED_EPISODES = 20
+"""Episodes linked from one alert (the report links each to the episode viewer)."""
+SPIKE_MIN_VARIANCE = 0.01
+"""Floor of a task's reward variance when judging whether a jump stands out from its noise."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One anomaly, as written to `<run_dir>/alerts.jsonl`."""
+
+    step: int
+    """Step at which it was detected."""
+    detector: str
+    """Name of the detector (a key of DETECTORS)."""
+    message: str
+    """One line for a person."""
+    value: float
+    """The measured value that crossed the threshold."""
+    threshold: float
+    """The threshold it crossed."""
+    severity: str = "warning"
+    """`warning` or `critical` (suspected reward hacking)."""
+    key: str = ""
+    """What the alert is about within its detector (a task id), so that each is raised once per onset."""
+    episode_ids: list[str] = field(default_factory=list)
+    """Episodes that show the anomaly."""
+    time: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "detector": self.detector, "severity": self.severity, "message": self.message,
+                "value": self.value, "threshold": self.threshold, "key": self.key,
+                "episode_ids": list(self.episode_ids), "time": self.time}
+
+
+@dataclass
+class History:
+    """What the detectors see: metrics per step and each task's mean reward per step."""
+
+    metrics: dict[int, dict[str, float]] = field(default_factory=dict)
+    task_rewards: dict[str, list[tuple[int, list[float]]]] = field(default_factory=lambda: defaultdict(list))
+    """Each task's episode rewards per step it was seen at."""
+
+    def series(self, name: str, upto: int) -> list[tuple[int, float]]:
+        """(step, value) of a metric at the steps that logged it, up to and including `upto`."""
+        return [(s, m[name]) for s, m in sorted(self.metrics.items()) if s <= upto and name in m]
+
+
+Detector = Callable[[History, int, list[Episode], MonitorConfig], list[Alert]]
+
+
+MIN_TREND_POINTS = 4
+"""Fewest logged values a trend detector compares (two windows of two), so short runs are judged too."""
+
+
+def _window(n: int, cfg: MonitorConfig) -> int:
+    """The window actually used: the configured one, shrunk to half the points there are."""
+    return min(cfg.window, n // 2)
+
+
+def _windows(values: list[float], w: int) -> tuple[float, float] | None:
+    """Means of the previous and the latest window, when there are enough points for both."""
+    if len(values) < MIN_TREND_POINTS:
+        return None
+    return float(np.mean(values[-2 * w:-w])), float(np.mean(values[-w:]))
+
+
+def _flagged_ids(eps: list[Episode]) -> list[str]:
+    return [e.episode_id for e in eps if e.verdict and e.verdict.flags][:MAX_LINKED_EPISODES]
+
+
+def flag_rate_rising(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    rates = [v for _, v in h.series("flags/rate", step)]
+    w = _window(len(rates), cfg)
+    pair = _windows(rates, w)
+    if pair is None or pair[1] - pair[0] < cfg.flag_rate_rise:
+        return []
+    before, now = pair
+    return [Alert(step, "flag_rate_rising", f"reward-hacking onset: flagged share rose from {before:.1%} to "
+                  f"{now:.1%} over the last {w} steps", now - before, cfg.flag_rate_rise,
+                  severity="critical", episode_ids=_flagged_ids(eps))]
+
+
+def reward_without_heldout(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    rewards = h.series("reward/mean", step)
+    w = _window(len(rewards), cfg)
+    pair = _windows([v for _, v in rewards], w)
+    if pair is None or pair[1] - pair[0] < cfg.reward_rise:
+        return []
+    # Held-out change over the same span as the reward's rise: from the last figure before the latest
+    # window began to the newest one inside it.
+    boundary = rewards[-w][0]
+    heldout = h.series(cfg.heldout_metric, step)
+    before = [v for s, v in heldout if s < boundary]
+    inside = [v for s, v in heldout if s >= boundary]
+    if not before or not inside:
+        return []
+    change = inside[-1] - before[-1]
+    if change > cfg.heldout_tolerance:
+        return []
+    return [Alert(step, "reward_without_heldout", f"reward-hacking onset: training reward rose {pair[0]:.3f} -> "
+                  f"{pair[1]:.3f} while held-out pass rate moved {change:+.3f}", pair[1] - pair[0], cfg.reward_rise,
+                  severity="critical", episode_ids=_flagged_ids(eps))]
+
+
+def task_reward_spike(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    by_task: dict[str, list[Episode]] = defaultdict(list)
+    for e in eps:
+        if not e.masked:
+            by_task[e.task_id].append(e)
+    alerts = []
+    for task, group in sorted(by_task.items()):
+        past = [r for s, rs in h.task_rewards.get(task, []) if s < step for r in rs]
+        seen = len({s for s, _ in h.task_rewards.get(task, []) if s < step})
+        if seen < cfg.task_min_history:
+            continue
+        rewards = [e.reward for e in group]
+        now, base = float(np.mean(rewards)), float(np.mean(past))
+        # A group mean of a few samples is noisy: the jump must also stand out against the task's own reward
+        # spread (floored, so a task that always scored the same is not infinitely sensitive).
+        noise = float(np.sqrt(max(float(np.var(past)), SPIKE_MIN_VARIANCE) / len(rewards)))
+        z = (now - base) / noise
+        if now - base >= cfg.task_spike and z >= cfg.task_spike_z:
+            flagged = sum(bool(e.verdict and e.verdict.flags) for e in group)
+            ids = [e.episode_id for e in sorted(group, key=lambda e: -e.reward)][:MAX_LINKED_EPISODES]
+            alerts.append(Alert(step, "task_reward_spike", f"reward spike on task {task}: mean {base:.2f} over "
+                                f"{seen} earlier steps -> {now:.2f}, {z:.1f} standard errors "
+                                f"({flagged}/{len(group)} flagged)", now - base, cfg.task_spike, key=task,
+                                episode_ids=ids))
+    return alerts
+
+
+def length_blowup(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    lengths = [v for _, v in h.series("episode/length", step)]
+    if len(lengths) < MIN_TREND_POINTS:
+        return []
+    base = float(np.median(lengths[-1 - 2 * cfg.window:-1]))
+    now = lengths[-1]
+    if now < cfg.length_ratio * base or now - base < cfg.length_min_delta:
+        return []
+    ids = [e.episode_id for e in sorted(eps, key=lambda e: -e.num_generated_tokens)][:MAX_LINKED_EPISODES]
+    return [Alert(step, "length_blowup", f"response length blew up: {now:.0f} generated tokens per episode vs a "
+                  f"recent median of {base:.0f}", now / max(base, 1e-9), cfg.length_ratio, episode_ids=ids)]
+
+
+def entropy_collapse(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    ent = [v for _, v in h.series("policy/entropy", step)]
+    if len(ent) < cfg.patience + 2:
+        return []
+    early = float(max(ent[:min(cfg.window, len(ent) - cfg.patience)]))
+    limit = cfg.entropy_ratio * early
+    recent = ent[-cfg.patience:]
+    if early <= 0 or max(recent) > limit:
+        return []
+    return [Alert(step, "entropy_collapse", f"entropy collapse: policy entropy {recent[-1]:.3g} for "
+                  f"{cfg.patience} steps, down from {early:.3g} early in the run", recent[-1], limit)]
+
+
+def zero_variance_groups(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    shares = [v for _, v in h.series("groups/zero_variance_share", step)]
+    if len(shares) < cfg.patience or min(shares[-cfg.patience:]) < cfg.zero_variance_share:
+        return []
+    return [Alert(step, "zero_variance_groups", f"{shares[-1]:.0%} of groups have equal rewards (no learning "
+                  f"signal) for {cfg.patience} steps: tasks are too easy or too hard", shares[-1],
+                  cfg.zero_variance_share)]
+
+
+DETECTORS: dict[str, Detector] = {
+    "flag_rate_rising": flag_rate_rising,
+    "reward_without_heldout": reward_without_heldout,
+    "task_reward_spike": task_reward_spike,
+    "length_blowup": length_blowup,
+    "entropy_collapse": entropy_collapse,
+    "zero_variance_groups": zero_variance_groups,
+}
+"""Every anomaly detector, by name."""
+
+
+def detect(history: History, step: int, episodes: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    """Run every detector on the history (which already holds `step`)."""
+    return [a for fn in DETECTORS.values() for a in fn(history, step, episodes, cfg)]

@@ -1,0 +1,153 @@
+"""Per-step metrics computed from a batch of episodes: a table of named functions, each adding its namespace.
+
+Masked episodes (infra faults) are left out of reward and pass-rate figures: they are infra's fault, not the
+policy's, and `infra/rate` counts them. Run-level figures the episodes cannot show (phase timings
+`time/<phase>`, `policy/idle_fraction`, `policy/entropy`, the held-out pass rate) come from the trainer as extras.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import numpy as np
+
+from rlvr.rollout.episode import Episode
+
+Metrics = dict[str, float]
+
+
+def _quantiles(prefix: str, values: list[float], scale: float = 1.0) -> Metrics:
+    if not values:
+        return {}
+    arr = np.asarray(values, dtype=float) * scale
+    return {f"{prefix}/mean": float(arr.mean()), f"{prefix}/std": float(arr.std()),
+            f"{prefix}/min": float(arr.min()), f"{prefix}/max": float(arr.max()),
+            f"{prefix}/p10": float(np.quantile(arr, 0.1)), f"{prefix}/p50": float(np.quantile(arr, 0.5)),
+            f"{prefix}/p90": float(np.quantile(arr, 0.9))}
+
+
+def reward_metrics(eps: list[Episode]) -> Metrics:
+    scored = [e for e in eps if not e.masked]
+    out = _quantiles("reward", [e.reward for e in scored])
+    scores = [e.verdict.score for e in scored if e.verdict is not None]
+    if scores:
+        out["verdict/score_mean"] = float(np.mean(scores))
+    return out
+
+
+def pass_rate_metrics(eps: list[Episode]) -> Metrics:
+    scored = [e for e in eps if not e.masked]
+    if not scored:
+        return {}
+    by_domain: dict[str, list[bool]] = defaultdict(list)
+    for e in scored:
+        by_domain[e.domain].append(e.passed)
+    out = {"pass_rate": float(np.mean([e.passed for e in scored]))}
+    out.update({f"pass_rate/{d}": float(np.mean(v)) for d, v in sorted(by_domain.items())})
+    return out
+
+
+def flag_metrics(eps: list[Episode]) -> Metrics:
+    if not eps:
+        return {}
+    kinds: dict[str, int] = defaultdict(int)
+    flagged = 0
+    for e in eps:
+        ks = {f.kind for f in e.verdict.flags} if e.verdict else set()
+        flagged += bool(ks)
+        for k in ks:
+            kinds[k] += 1
+    out = {"flags/rate": flagged / len(eps)}
+    out.update({f"flags/{k}": n / len(eps) for k, n in sorted(kinds.items())})
+    return out
+
+
+def infra_metrics(eps: list[Episode]) -> Metrics:
+    if not eps:
+        return {}
+    return {"infra/rate": sum(e.masked for e in eps) / len(eps),
+            "infra/retries_mean": float(np.mean([e.infra_retries for e in eps]))}
+
+
+def length_metrics(eps: list[Episode]) -> Metrics:
+    if not eps:
+        return {}
+    lengths = [e.num_generated_tokens for e in eps]
+    return {"episode/length": float(np.mean(lengths)), "episode/length_max": float(max(lengths)),
+            "episode/turns": float(np.mean([e.num_turns for e in eps])),
+            "episode/truncated_rate": sum(e.status == "truncated" for e in eps) / len(eps)}
+
+
+def sandbox_latencies_s(ep: Episode) -> list[float]:
+    """Sandbox latency samples of one episode: its `sandbox` timings, else tool time per tool call."""
+    out = []
+    if "sandbox" in ep.timings:
+        out.append(ep.timings["sandbox"])
+    elif "tools" in ep.timings:
+        calls = sum(len(m.tool_calls) for m in ep.messages) or 1
+        out.append(ep.timings["tools"] / calls)
+    if ep.verdict is not None and "sandbox" in ep.verdict.timings:
+        out.append(ep.verdict.timings["sandbox"])
+    return [float(x) for x in out if x >= 0]
+
+
+def sandbox_metrics(eps: list[Episode]) -> Metrics:
+    lat = [x for e in eps for x in sandbox_latencies_s(e)]
+    out: Metrics = {}
+    if lat:
+        out["sandbox/p50_ms"] = float(np.quantile(lat, 0.5) * 1000)
+        out["sandbox/p95_ms"] = float(np.quantile(lat, 0.95) * 1000)
+    statuses = [m.exec_status for e in eps for m in e.messages if m.role == "tool" and m.exec_status]
+    if statuses:
+        out["sandbox/exec_error_rate"] = sum(s != "ok" for s in statuses) / len(statuses)
+        out["sandbox/timeout_rate"] = sum(s == "timeout" for s in statuses) / len(statuses)
+        out["sandbox/infra_error_rate"] = sum(s == "infra_error" for s in statuses) / len(statuses)
+    return out
+
+
+def throughput_metrics(eps: list[Episode]) -> Metrics:
+    gen_s = sum(e.timings.get("generate", 0.0) for e in eps)
+    tokens = sum(e.num_generated_tokens for e in eps)
+    # Per generation stream; the trainer's batch-wide figure (tokens over rollout wall time) overrides it.
+    return {"policy/tokens_per_s": tokens / gen_s} if gen_s > 0 else {}
+
+
+def timing_metrics(eps: list[Episode]) -> Metrics:
+    phases: dict[str, list[float]] = defaultdict(list)
+    for e in eps:
+        for k, v in e.timings.items():
+            phases[k].append(v)
+    return {f"episode_time/{k}": float(np.mean(v)) for k, v in sorted(phases.items())}
+
+
+def group_rewards(eps: list[Episode]) -> dict[str, list[float]]:
+    """Rewards of each GRPO group (masked episodes left out), keyed by group_id (task_id when unset)."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for e in eps:
+        if not e.masked:
+            groups[e.group_id or f"task:{e.task_id}"].append(e.reward)
+    return groups
+
+
+def group_metrics(eps: list[Episode]) -> Metrics:
+    groups = [g for g in group_rewards(eps).values() if len(g) > 1]
+    if not groups:
+        return {}
+    zero = sum(max(g) - min(g) < 1e-9 for g in groups)
+    return {"groups/count": float(len(groups)), "groups/zero_variance_share": zero / len(groups)}
+
+
+METRICS: dict[str, Callable[[list[Episode]], Metrics]] = {
+    "reward": reward_metrics, "pass_rate": pass_rate_metrics, "flags": flag_metrics, "infra": infra_metrics,
+    "episode": length_metrics, "sandbox": sandbox_metrics, "policy": throughput_metrics,
+    "episode_time": timing_metrics, "groups": group_metrics,
+}
+"""Every metric family, by namespace."""
+
+
+def compute_metrics(episodes: list[Episode]) -> Metrics:
+    """All metric families of one step's episodes, plus the episode count."""
+    out: Metrics = {"episodes/count": float(len(episodes))}
+    for fn in METRICS.values():
+        out.update(fn(episodes))
+    return out

@@ -1,0 +1,93 @@
+"""Anomaly detectors on synthetic runs, each with its anomaly planted and without it."""
+from __future__ import annotations
+
+import pytest
+
+from rlvr.config import MonitorConfig
+from rlvr.monitor import DETECTORS, Monitor
+from rlvr.monitor.detectors import History, reward_without_heldout
+from tests.store.synthetic import PLANTS, run
+
+PLANTED = {"flag_rate": "flag_rate_rising", "reward_without_heldout": "reward_without_heldout",
+           "task_spike": "task_reward_spike", "length_blowup": "length_blowup",
+           "entropy_collapse": "entropy_collapse", "zero_variance": "zero_variance_groups"}
+
+
+def _alerts(tmp_path, plant, seed=0, steps=12, **cfg):
+    with Monitor(tmp_path, MonitorConfig(tensorboard=False, **cfg)) as mon:
+        for step, eps, extra in run(steps=steps, plant=plant, seed=seed):
+            mon.log(step, eps, extra)
+    return mon.alerts
+
+
+def test_every_detector_has_a_planted_case():
+    assert set(PLANTED.values()) == set(DETECTORS) and set(PLANTED) == set(PLANTS)
+
+
+@pytest.mark.parametrize("steps", [6, 12])
+@pytest.mark.parametrize("plant", PLANTS)
+def test_planted_anomaly_is_detected_after_its_onset(tmp_path, plant, steps):
+    alerts = [a for a in _alerts(tmp_path, plant, steps=steps) if a.detector == PLANTED[plant]]
+    assert alerts, f"{plant} not detected"
+    assert all(a.step >= steps // 2 for a in alerts)  # the anomaly starts at steps // 2
+
+
+@pytest.mark.parametrize(("seed", "steps"), [(0, 12), (1, 12), (2, 6), (3, 20)])
+def test_a_healthy_run_raises_nothing(tmp_path, seed, steps):
+    assert _alerts(tmp_path, None, seed=seed, steps=steps) == []
+
+
+def test_links_point_at_the_episodes_that_show_it(tmp_path):
+    [spike] = [a for a in _alerts(tmp_path, "task_spike") if a.detector == "task_reward_spike"]
+    assert spike.key == "t0" and len(spike.episode_ids) == 8
+    [hack] = [a for a in _alerts(tmp_path / "b", "flag_rate") if a.detector == "flag_rate_rising"]
+    assert hack.severity == "critical" and hack.episode_ids
+
+
+def test_reward_rising_with_heldout_rising_is_healthy():
+    cfg = MonitorConfig(window=2)
+    h = History()
+    for s in range(4):
+        h.metrics[s] = {"reward/mean": 0.2 + 0.2 * s, "heldout/pass_rate": 0.2 + 0.2 * s}
+    assert reward_without_heldout(h, 3, [], cfg) == []
+    for s in range(4):
+        h.metrics[s]["heldout/pass_rate"] = 0.3
+    assert [a.detector for a in reward_without_heldout(h, 3, [], cfg)] == ["reward_without_heldout"]
+    for s in range(4):
+        del h.metrics[s]["heldout/pass_rate"]
+    assert reward_without_heldout(h, 3, [], cfg) == []  # no held-out figures: no verdict either way
+
+
+def test_thresholds_come_from_the_config(tmp_path):
+    assert not [a for a in _alerts(tmp_path, "length_blowup", length_ratio=10.0) if a.detector == "length_blowup"]
+
+
+def test_detectors_can_be_switched_off(tmp_path):
+    assert _alerts(tmp_path, "flag_rate", detectors=False) == []
+
+
+def _binary_run(tmp_path, spike_from: float | None, z: float = 4.0):
+    """32 tasks x 8 binary samples for 20 steps at pass rate 0.35; optionally task t0 jumps from a low rate to 1."""
+    import random
+
+    from rlvr.rollout.episode import Episode
+
+    rng = random.Random(7)
+    with Monitor(tmp_path, MonitorConfig(tensorboard=False, task_spike=0.4, task_spike_z=z)) as mon:
+        for step in range(20):
+            eps = []
+            for t in range(32):
+                p = (1.0 if step == 19 else spike_from) if (t == 0 and spike_from is not None) else 0.35
+                eps += [Episode(step=step, task_id=f"t{t}", domain="code", group_id=f"{step}:{t}", sample_index=s,
+                                reward=float(rng.random() < p), status="done") for s in range(8)]
+            mon.log(step, eps)
+    return [a for a in mon.alerts if a.detector == "task_reward_spike"]
+
+
+def test_binary_reward_noise_is_not_a_spike_but_a_real_jump_is(tmp_path):
+    # 640 task-steps of 8 coin flips at 0.35 produce 7/8 and 8/8 groups by chance: judged by the size of the
+    # jump alone they look like spikes; against the task's own noise, none may raise an alert.
+    assert _binary_run(tmp_path / "naive", None, z=0.0)
+    assert _binary_run(tmp_path / "noise", None) == []
+    [spike] = _binary_run(tmp_path / "jump", 0.1)
+    assert spike.key == "t0" and spike.step == 19

@@ -1,0 +1,42 @@
+"""Per-step metrics from episodes."""
+from __future__ import annotations
+
+import pytest
+
+from rlvr.monitor.metrics import METRICS, compute_metrics
+from rlvr.rollout.episode import Episode
+from tests.store.synthetic import episode
+
+
+def test_metrics_of_a_mixed_batch():
+    eps = [episode(0, "a", domain="code", sample=0, reward=1.0, group="g1"),
+           episode(0, "a", domain="code", sample=1, reward=0.0, group="g1", exec_status="timeout", error="t"),
+           episode(0, "b", domain="math", sample=0, reward=1.0, group="g2", flags=("tampering",), length=150),
+           episode(0, "b", domain="math", sample=1, reward=1.0, group="g2"),
+           episode(0, "c", domain="math", sample=0, infra="sandbox crashed", group="g3")]
+    m = compute_metrics(eps)
+    assert m["episodes/count"] == 5
+    assert m["pass_rate/code"] == 0.5 and m["pass_rate/math"] == 0.5  # masked episode left out
+    assert m["pass_rate"] == pytest.approx(2 / 4)
+    assert m["reward/mean"] == pytest.approx(3 / 4) and m["reward/max"] == 1.0
+    assert m["flags/rate"] == pytest.approx(1 / 5) and m["flags/tampering"] == pytest.approx(1 / 5)
+    assert m["infra/rate"] == pytest.approx(1 / 5)
+    assert m["episode/length"] == pytest.approx((50 * 4 + 150) / 5) and m["episode/length_max"] == 150
+    # five tool executions (the masked episode ran one too), one timed out
+    assert m["sandbox/timeout_rate"] == pytest.approx(1 / 5) and m["sandbox/exec_error_rate"] == pytest.approx(1 / 5)
+    assert 20 <= m["sandbox/p50_ms"] <= 60
+    # g1 has 1.0 and 0.0; g2 has 1.0 and 1.0 (zero variance); g3 is a single masked episode.
+    assert m["groups/count"] == 2 and m["groups/zero_variance_share"] == 0.5
+    assert m["policy/tokens_per_s"] == pytest.approx(100.0)
+    assert m["episode_time/generate"] > 0
+
+
+def test_empty_batch_gives_only_the_count():
+    assert compute_metrics([]) == {"episodes/count": 0.0}
+
+
+def test_every_family_namespaces_its_metrics():
+    eps = [episode(0, "a", reward=0.5, passed=False), Episode(task_id="z", domain="d")]
+    for family, fn in METRICS.items():
+        for name in fn(eps):
+            assert name.split("/")[0] in (family, "verdict"), name
