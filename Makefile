@@ -8,12 +8,12 @@ STAMP := $(VENV)/.rlvr-installed
 TORCH_VERSION ?= 2.13.0
 EXTRAS ?= train,domains,ray,trl,dev
 
-.PHONY: setup quickstart test test-fast bench clean system-deps
+.PHONY: setup quickstart test test-fast bench clean system-deps test-deps
 
 setup: system-deps $(STAMP)
 
-# Debian packages: bubblewrap for the sandbox, chromium for the report's headless browser test.
-# Each is installed with apt-get when we are root and it is missing.
+# Debian packages: bubblewrap for the sandbox (everyone); chromium for the report's headless browser test
+# (make test only). Each is installed with apt-get when we are root and it is missing.
 system-deps:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
@@ -23,6 +23,8 @@ system-deps:
 	    echo "bubblewrap is missing: run 'sudo apt-get install -y bubblewrap'" >&2; exit 2; \
 	  fi; \
 	fi
+
+test-deps:
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing chromium (apt-get)"; \
@@ -48,7 +50,7 @@ $(STAMP): pyproject.toml | $(PY)
 quickstart: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr train
 
-test: setup
+test: setup test-deps
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout tests
 
 bench: setup
