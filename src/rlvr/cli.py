@@ -69,13 +69,14 @@ def train(
     run_training(cfg, resume=resume)
 
 
-@app.command("eval")
+@app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def eval_(
+    ctx: typer.Context,
     policy: Annotated[Optional[str], typer.Option(help="hf:PATH_OR_NAME, openai:BASE_URL#MODEL or scripted:FILE.")] = None,
     tasks: Annotated[Optional[str], typer.Option(help="Tasks SPEC: domains or pack paths with optional :N, comma-joined.")] = None,
     k: Annotated[int, typer.Option("-k", help="Samples per task for pass@k.")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    compare: Annotated[Optional[list[str]], typer.Option(help="Compare two eval runs: --compare A --compare B.")] = None,
+    compare: Annotated[Optional[list[str]], typer.Option(help="Compare two eval runs: --compare A B (each an eval.json or its directory).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of task sampling and generation.")] = 0,
     cluster: Annotated[Optional[str], typer.Option(help="Ray address; default local.")] = None,
 ) -> None:
@@ -88,7 +89,11 @@ def eval_(
             return "-"
         return f"{100 * x:.1f}%" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
 
+    extra = list(ctx.args)
+    if extra and not compare:
+        raise UserError(f"unexpected argument {extra[0]!r}", fix="see rlvr eval --help")
     if compare:
+        compare = [*compare, *extra]  # `--compare A B` as well as `--compare A --compare B`
         if len(compare) != 2:
             raise UserError(f"--compare takes two eval runs, got {len(compare)}", field="--compare",
                             fix="write --compare RUN_A --compare RUN_B")

@@ -29,12 +29,14 @@ class TasksConfig(Section):
 
     train: str = "code"
     """Tasks SPEC for training: domain names or pack paths, each with an optional `:N`, joined by commas."""
-    heldout: str | None = None
-    """Tasks SPEC of the held-out set (pass@1 before and after). None: no held-out evaluation."""
+    heldout: str | None = "code:200"
+    """Tasks SPEC of the held-out set (pass@1 before and after; the quickstart's is `code:200`). None: no
+    held-out evaluation."""
     heldout_offset: int = Field(1_000_000, ge=0)
     """Index offset of held-out tasks in procedural domains, so they never overlap training indices."""
-    domains: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per-domain settings passed to the domain factory, e.g. `[tasks.domains.code] tier = "tiny"`."""
+    domains: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"code": {"tier": "tiny"}})
+    """Per-domain settings passed to the domain factory, e.g. `[tasks.domains.code] tier = "tiny"` (the
+    quickstart's; a `[tasks.domains]` table in a config replaces it)."""
 
 
 class SandboxConfig(Section):
@@ -80,6 +82,9 @@ class PolicyConfig(Section):
     """`openai` backend: retries of a failed request."""
     threads: int = Field(1, ge=1)
     """torch CPU threads (1 is fastest beside sandboxes on a small machine)."""
+    vllm_kv_cache_mb: int | None = Field(512, ge=16)
+    """`vllm` backend: memory reserved for the engine's KV cache (MiB); None lets vLLM size it from free GPU
+    memory (CUDA only: on CPU vLLM would claim most of the machine's RAM)."""
 
 
 class RolloutConfig(Section):
@@ -104,11 +109,11 @@ class RolloutConfig(Section):
 class TrainConfig(Section):
     """The GRPO-family trainer."""
 
-    steps: int = Field(40, ge=0)
+    steps: int = Field(60, ge=0)
     """Policy-update steps."""
-    batch_size: int = Field(16, ge=1)
+    batch_size: int = Field(8, ge=1)
     """Tasks per step (each sampled `rollout.group_size` times)."""
-    lr: float = Field(5e-5, gt=0)
+    lr: float = Field(1e-4, gt=0)
     """AdamW learning rate (constant after warm-up)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up steps."""
@@ -145,20 +150,27 @@ class TrainConfig(Section):
     """Steps between checkpoints (a final one is always written)."""
     flag_penalty: float = 0.0
     """Reward of an episode with an integrity flag."""
+    heldout_samples: int = Field(2, ge=1)
+    """Samples per held-out task for pass@1 (the share that pass at the policy's temperature, per task)."""
+    heldout_greedy: bool = True
+    """Also measure greedy pass@1 (one argmax decode per held-out task)."""
+    heldout_every: int = Field(0, ge=0)
+    """Also measure held-out pass@1 every this many steps, for the learning curve in summary.json (0: only
+    before and after RL)."""
 
 
 class SFTConfig(Section):
     """Supervised warm start before RL."""
 
-    enabled: bool = False
-    """Run SFT before RL."""
+    enabled: bool = True
+    """Run SFT before RL (the quickstart's warm start: a brief constant-rate SFT on reference answers)."""
     source: str = "reference"
     """`reference`: the training domains' reference solutions; or a JSONL file of {prompt, completion} records."""
-    examples: int = Field(2000, ge=1)
+    examples: int = Field(12800, ge=1)
     """Examples drawn from the reference solutions."""
-    steps: int = Field(300, ge=0)
+    steps: int = Field(400, ge=0)
     """Optimizer steps."""
-    lr: float = Field(1e-3, gt=0)
+    lr: float = Field(2e-3, gt=0)
     """Learning rate (constant)."""
     batch_size: int = Field(32, ge=1)
     """Examples per step."""

@@ -71,6 +71,8 @@ class ExecResult(BaseModel):
     """For infra_error: what went wrong in the sandbox itself."""
     attempts: int = 1
     """How many times the job was run (a crashed worker is retried once)."""
+    channel: str = ""
+    """Bytes the program wrote to the extra result pipe on fd 3 (only when run with `channel=True`)."""
 
     @property
     def ok(self) -> bool:

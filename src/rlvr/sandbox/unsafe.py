@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from typing_extensions import Self
+
 from rlvr.sandbox.base import FileMap, iter_safe_paths
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
@@ -137,7 +139,7 @@ class UnsafePool:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> UnsafePool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

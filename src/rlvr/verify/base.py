@@ -60,7 +60,7 @@ def _load_builtin() -> None:
     import importlib
     import pkgutil
 
-    import rlvr.verify as pkg
+    pkg = importlib.import_module("rlvr.verify")  # not `import ... as`: rlvr.verify is also a function name
 
     for info in pkgutil.iter_modules(pkg.__path__):
         if info.name in ("base", "verdict") or info.name.startswith("_"):
@@ -92,6 +92,9 @@ def make_verifier(kind: str, ctx: VerifyContext | None = None) -> Verifier:
 def verify(task: Task, final: FinalState, ctx: VerifyContext | None = None) -> Verdict:
     """Verify with the task's verifier; an exception inside the verifier becomes an infra_error verdict."""
     t0 = time.perf_counter()
+    remote = getattr(ctx.pool, "verify_remote", None) if ctx is not None else None
+    if remote is not None:  # a cluster pool verifies on the node that runs the candidate (rlvr.scale)
+        return remote(task, final, ctx.seed)
     verifier = make_verifier(kind_of(task), ctx)
     try:
         verdict = verifier.verify(task, final)

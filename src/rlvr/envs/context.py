@@ -1,0 +1,41 @@
+"""The context-budget rule: which messages are shortened when a conversation outgrows the model's context.
+
+Rule: the leading system and user messages (the task statement) and the latest turn (the last assistant
+message and everything after it) are always kept whole. Before them, tool output and environment feedback
+are replaced by a one-line marker, oldest first, until the conversation fits. Assistant messages are never
+changed. When even that does not fit, the episode is truncated by "context".
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rlvr.rollout.episode import Message
+
+MARKER = "[{n} characters of older output elided to fit the context]"
+
+
+def _protected(messages: Sequence[Message]) -> tuple[int, int]:
+    """(end of the statement prefix, start of the latest turn)."""
+    head = 0
+    while head < len(messages) and messages[head].role in ("system", "user"):
+        head += 1
+    last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=len(messages))
+    return head, last
+
+
+def elide(messages: Sequence[Message], fits: Callable[[list[Message]], bool]) -> tuple[list[Message], int, bool]:
+    """Apply the rule: (messages, how many were elided, whether the result fits)."""
+    out = list(messages)
+    if fits(out):
+        return out, 0, True
+    head, last = _protected(out)
+    done = 0
+    for i in range(head, last):
+        m = out[i]
+        if m.role == "assistant" or m.elided:
+            continue
+        out[i] = m.model_copy(update={"content": MARKER.format(n=len(m.content)), "elided": True})
+        done += 1
+        if fits(out):
+            return out, done, True
+    return out, done, fits(out)

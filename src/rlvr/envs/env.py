@@ -1,0 +1,216 @@
+"""The Env: `reset(task, seed)` gives the first observation, `step(action)` runs the model's tool calls in the
+task's sandbox and says whether the episode terminated (submit, or the answer of a single-turn task) or was
+truncated (a turn, token or wall-clock budget ran out: truncation, not failure)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.envs.parse import FORMAT_HINT, parse_text
+from rlvr.envs.tools import TOOLS, ToolContext, call_tool
+from rlvr.errors import InfraError, UserError
+from rlvr.rollout.episode import Message, ToolCall
+from rlvr.sandbox.base import Sandbox, SandboxPool
+from rlvr.sandbox.result import ExecLimits
+from rlvr.tasks.spec import FinalState, Task
+
+SYSTEM_PROMPT = "Act by calling tools as {hint}. Tools: {tools}. submit() ends the task."
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Budgets of one episode (from the task's limits, optionally overridden by the run config)."""
+
+    max_turns: int
+    """Model turns allowed."""
+    max_tokens: int
+    """Generated tokens allowed over the episode."""
+    wall_s: float
+    """Wall-clock seconds for the episode, tools included."""
+
+
+@dataclass
+class Observation:
+    """What the model sees after reset: the conversation so far and the tools it may call."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StepResult:
+    """The outcome of one action."""
+
+    messages: list[Message]
+    """New messages to append (tool results or environment feedback)."""
+    terminated: bool = False
+    truncated: bool = False
+    truncated_by: str | None = None
+    """turns, tokens or wall."""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Env:
+    """One episode on one task. Multi-turn tasks lease a sandbox from the pool for the episode's lifetime."""
+
+    def __init__(self, pool: SandboxPool | None, *, max_turns: int | None = None, max_tokens: int | None = None,
+                 max_output_chars: int = 4000, infra_retries: int = 1, system_prompt: bool = True) -> None:
+        self.pool = pool
+        self.overrides = (max_turns, max_tokens)
+        self.max_output_chars = max_output_chars
+        self.infra_retries = infra_retries
+        self.system_prompt = system_prompt
+        self.task: Task | None = None
+        self.sandbox: Sandbox | None = None
+        self._lease: AbstractContextManager[Sandbox] | None = None
+        self._replay: list[ToolCall] = []
+        self.reset_count = 0
+        self.retries_used = 0
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    def reset(self, task: Task, seed: int = 0) -> Observation:
+        """Start an episode: lease a fresh sandbox with the task's workspace (multi-turn tasks)."""
+        self.close()
+        self.task, self.seed = task, seed
+        lim = task.limits
+        turns = (self.overrides[0] or lim.max_turns) if task.multi_turn else 1
+        self.budgets = Budgets(turns, self.overrides[1] or lim.max_tokens, lim.wall_s)
+        self.turns = self.tokens = 0
+        self.answer: str | None = None
+        self.t0 = time.monotonic()
+        self._replay = []
+        messages: list[Message] = []
+        tools: list[dict[str, Any]] = []
+        if self.tool_mode:
+            self._open()
+            tools = [t.spec() for t in TOOLS.values()]
+            if self.system_prompt:
+                sig = ", ".join(f"{n}({', '.join(t.parameters['properties'])})" for n, t in TOOLS.items())
+                messages.append(Message(role="system", content=SYSTEM_PROMPT.format(hint=FORMAT_HINT, tools=sig)))
+        messages.append(Message(role="user", content=task.prompt))
+        return Observation(messages, tools)
+
+    @property
+    def tool_mode(self) -> bool:
+        """True when the model acts through tools: a multi-turn task (a turn override never changes that)."""
+        assert self.task is not None
+        return self.task.multi_turn
+
+    def _open(self) -> None:
+        if self.pool is None:
+            raise InfraError("a multi-turn task needs a sandbox pool")
+        assert self.task is not None
+        try:
+            lease = self.pool.lease(dict(self.task.workspace))
+            self.sandbox = lease.__enter__()
+        except (InfraError, UserError):
+            raise
+        except Exception as exc:  # a pool that cannot lease is an infra fault, retried upstream
+            raise InfraError(f"cannot lease a sandbox: {type(exc).__name__}: {exc}") from exc
+        self._lease = lease
+        self.reset_count += 1
+
+    def close(self) -> None:
+        """Give the sandbox back (idempotent)."""
+        lease, self._lease, self.sandbox = self._lease, None, None
+        if lease is not None:
+            lease.__exit__(None, None, None)
+
+    def __enter__(self) -> Env:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------------------ step
+    def step(self, action: Message | str, num_tokens: int = 0, finish_reason: str = "stop",
+             call_errors: Sequence[str] = ()) -> StepResult:
+        """Act: parse and run the tool calls of `action` (an assistant message or its text), or take it as the
+        answer; raises InfraError only when the sandbox failed and rebuilding it `infra_retries` times did not
+        help."""
+        if self.task is None:
+            raise RuntimeError("Env.step() before Env.reset()")
+        if isinstance(action, str):
+            action = Message(role="assistant", content=action)
+        self.turns += 1
+        self.tokens += num_tokens
+        if not self.tool_mode:
+            self.answer = action.content
+            cut = finish_reason == "length"
+            return StepResult([], terminated=not cut, truncated=cut, truncated_by="tokens" if cut else None)
+        calls, errors = (list(action.tool_calls), []) if action.tool_calls else parse_text(action.content)
+        errors = [*call_errors, *errors]  # native calls the backend could not deliver intact
+        out: list[Message] = [Message(role="user", content="error: " + e) for e in errors]
+        if not calls and not errors:
+            out.append(Message(role="user", content=f"No tool call found. Call a tool as {FORMAT_HINT}."))
+        terminated = False
+        for call in calls:
+            result = self._run_call(call)
+            out.append(Message(role="tool", content=result.content, tool_call_id=call.id or None, name=call.name,
+                               exec_status=result.exec_status))
+            if result.submitted:
+                terminated, self.answer = True, result.answer
+                break
+        res = StepResult(out, terminated=terminated, info={"tool_calls": len(calls), "call_errors": len(errors)})
+        if not terminated:
+            res.truncated_by = self.exhausted()
+            res.truncated = res.truncated_by is not None
+        return res
+
+    def exhausted(self) -> str | None:
+        """The budget that has run out, if any."""
+        if self.turns >= self.budgets.max_turns:
+            return "turns"
+        if self.tokens >= self.budgets.max_tokens:
+            return "tokens"
+        if time.monotonic() - self.t0 >= self.budgets.wall_s:
+            return "wall"
+        return None
+
+    def _ctx(self) -> ToolContext:
+        assert self.task is not None and self.sandbox is not None
+        lim = self.task.limits
+        return ToolContext(self.sandbox, self.task, ExecLimits(timeout_s=lim.exec_timeout_s, memory_mb=lim.memory_mb),
+                           self.max_output_chars)
+
+    def _run_call(self, call: ToolCall):  # -> ToolOutput
+        for attempt in range(self.infra_retries + 1):
+            try:
+                result = call_tool(call.name, self._ctx(), call.arguments)
+            except InfraError:
+                if attempt == self.infra_retries:
+                    raise
+                self.retries_used += 1
+                self._rebuild()
+                continue
+            tool = TOOLS.get(call.name)
+            if tool is not None and tool.mutates:
+                self._replay.append(call)
+            return result
+        raise AssertionError("unreachable")
+
+    def _rebuild(self) -> None:
+        """A fresh sandbox with the workspace, then every state-changing call so far replayed in order."""
+        self.close()
+        self._open()
+        for call in self._replay:
+            call_tool(call.name, self._ctx(), call.arguments)
+
+    # -------------------------------------------------------------------------------------------- the end
+    def final_state(self) -> FinalState:
+        """What the verifier judges: the workspace files (read from the sandbox) and the answer."""
+        assert self.task is not None
+        if self.sandbox is None:
+            return FinalState(files=dict(self.task.workspace), answer=self.answer)
+        for attempt in range(self.infra_retries + 1):
+            try:
+                return FinalState(files=self.sandbox.read_files(None), answer=self.answer)
+            except Exception as exc:  # a dead sandbox may fail in any way here: an infra fault
+                if attempt == self.infra_retries:
+                    raise InfraError(f"cannot read the final workspace: {exc}") from exc
+                self.retries_used += 1
+                self._rebuild()
+        raise AssertionError("unreachable")

@@ -1,0 +1,207 @@
+"""The tools a model uses in a task's sandbox: a table of named functions with JSON-schema parameters."""
+from __future__ import annotations
+
+import fnmatch
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.envs.patch import PatchError, apply_patch, parse_patch
+from rlvr.errors import InfraError
+from rlvr.sandbox.base import Sandbox, iter_safe_paths
+from rlvr.sandbox.result import ExecLimits, ExecResult
+from rlvr.tasks.spec import Task
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch: the leased sandbox, the task, per-command limits and the output cap."""
+
+    sandbox: Sandbox
+    task: Task
+    limits: ExecLimits
+    max_output_chars: int = 4000
+
+
+@dataclass
+class ToolOutput:
+    """What a tool returns to the model."""
+
+    content: str
+    exec_status: str | None = None
+    """ExecResult status when the tool ran a command."""
+    submitted: bool = False
+    """True for submit: the episode terminates."""
+    answer: str | None = None
+    """The answer given with submit, if any."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: its name, what it does, JSON-schema parameters and the function that runs it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    fn: Callable[[ToolContext, dict[str, Any]], ToolOutput]
+    mutates: bool = True
+    """False for read-only tools (not replayed when a sandbox is rebuilt after an infra fault)."""
+    required: tuple[str, ...] = field(default=())
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI `tools` entry."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+class ToolArgError(ValueError):
+    """A tool call's arguments are missing or of the wrong type."""
+
+
+def cap(text: str, limit: int) -> str:
+    """Keep the head and the tail of long output (errors are usually at the end)."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
+
+
+def _checked(res: ExecResult) -> ExecResult:
+    if res.infra_error:
+        raise InfraError(res.error or "sandbox infra error")
+    return res
+
+
+def _report(res: ExecResult, limit: int) -> str:
+    head = f"[{res.status.value}" + (f", exit code {res.exit_code}" if res.exit_code is not None else "") + (
+        f", signal {res.signal}" if res.signal else "") + "]"
+    body = res.stdout + (("\n[stderr]\n" + res.stderr) if res.stderr.strip() else "")
+    return head + "\n" + cap(body, limit)
+
+
+def _str_arg(args: dict[str, Any], key: str, default: str | None = None) -> str:
+    val = args.get(key, default)
+    if val is None:
+        raise ToolArgError(f"missing argument {key!r}")
+    if not isinstance(val, str):
+        raise ToolArgError(f"argument {key!r} must be a string, got {type(val).__name__}")
+    return val
+
+
+def _safe_path(path: str) -> str:
+    path = path.strip()
+    path = path.removeprefix("./")
+    try:
+        return next(iter_safe_paths({path: ""}))[0]
+    except ValueError:
+        raise ToolArgError(f"path {path!r} must be relative to the workspace, without '..'") from None
+
+
+def list_files(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    pattern = _str_arg(args, "pattern", "*")
+    # `find` in the sandbox rather than reading the workspace back: a listing never costs the files' size
+    res = _checked(ctx.sandbox.run(["find", ".", "-type", "f", "-not", "-path", "*/__pycache__/*"], limits=ctx.limits))
+    found = (line[2:] for line in res.stdout.splitlines() if line.startswith("./"))
+    names = sorted(p for p in found if fnmatch.fnmatch(p, pattern))
+    return ToolOutput(cap("\n".join(names) or "(no files)", ctx.max_output_chars))
+
+
+def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    path = _safe_path(_str_arg(args, "path"))
+    got = ctx.sandbox.read_files([path])
+    if path not in got:
+        return ToolOutput(f"error: {path} does not exist (see list_files)")
+    return ToolOutput(cap(got[path], ctx.max_output_chars))
+
+
+def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    path = _safe_path(_str_arg(args, "path"))
+    content = _str_arg(args, "content")
+    ctx.sandbox.write_files({path: content})
+    return ToolOutput(f"wrote {path} ({len(content)} characters)")
+
+
+def patch_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    text = _str_arg(args, "patch")
+    try:
+        touched = sorted({_safe_path(p) for fp in parse_patch(text) for p in (fp.old, fp.new) if p is not None})
+        changes = apply_patch(ctx.sandbox.read_files(touched), text)  # only the files the patch names
+    except (PatchError, ToolArgError) as exc:
+        return ToolOutput(f"error: patch not applied: {exc}")
+    writes = {p: c for p, c in changes.items() if c is not None}
+    if writes:
+        ctx.sandbox.write_files(writes)
+    deleted = [p for p, c in changes.items() if c is None]
+    if deleted:
+        _checked(ctx.sandbox.run(["rm", "-f", "--", *deleted], limits=ctx.limits))
+    summary = ", ".join(f"{'deleted' if c is None else 'patched'} {p}" for p, c in changes.items())
+    return ToolOutput(f"applied: {summary}")
+
+
+def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    command = _str_arg(args, "command")
+    res = _checked(ctx.sandbox.run(["sh", "-c", command], limits=ctx.limits))
+    return ToolOutput(_report(res, ctx.max_output_chars), exec_status=res.status.value)
+
+
+def visible_tests(task: Task) -> list[str]:
+    """The workspace's own tests: `[verifier] visible_tests` or every test_*.py / *_test.py file."""
+    declared = task.verifier.get("visible_tests")
+    if declared:
+        return [str(p) for p in declared]
+    return sorted(p for p in task.workspace if fnmatch.fnmatch(p.rsplit("/", 1)[-1], "test_*.py")
+                  or fnmatch.fnmatch(p.rsplit("/", 1)[-1], "*_test.py"))
+
+
+def run_tests(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    tests = visible_tests(ctx.task)
+    if not tests:
+        return ToolOutput("no visible tests in this workspace")
+    argv = ["python", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "--no-header", "-rN", *tests]
+    res = _checked(ctx.sandbox.run(argv, limits=ctx.limits))
+    out = res.stdout
+    # the compact report: failures section and summary line, not the collection chatter
+    if "= FAILURES =" in out:
+        out = out[out.index("= FAILURES ="):]
+    text = f"$ {shlex.join(argv[1:])}\n" + _report(res.model_copy(update={"stdout": out}), ctx.max_output_chars)
+    return ToolOutput(text, exec_status=res.status.value)
+
+
+def submit(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    answer = args.get("answer")
+    return ToolOutput("submitted", submitted=True, answer=None if answer is None else str(answer))
+
+
+def _params(**props: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
+            "required": [k for k in props if k not in ("pattern", "answer")]}
+
+
+TOOLS: dict[str, Tool] = {t.name: t for t in (
+    Tool("list_files", "List workspace files (optional glob pattern).", _params(pattern="glob, default *"),
+         list_files, mutates=False),
+    Tool("read_file", "Read a workspace file.", _params(path="relative path"), read_file, mutates=False),
+    Tool("write_file", "Create or overwrite a workspace file.", _params(path="relative path", content="file text"),
+         write_file),
+    Tool("apply_patch", "Apply a unified diff (--- a/F, +++ b/F, @@ hunks).", _params(patch="unified diff"),
+         patch_tool),
+    Tool("run", "Run a shell command in the workspace.", _params(command="shell command"), run),
+    Tool("run_tests", "Run the visible tests and report failures.", _params(), run_tests, mutates=False),
+    Tool("submit", "Finish the task.", _params(answer="optional final answer"), submit, mutates=False),
+)}
+"""Every built-in tool by name."""
+
+
+def call_tool(name: str, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    """Run tool `name`; unknown tools and bad arguments become an error the model can read."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return ToolOutput(f"error: unknown tool {name!r}; tools: {', '.join(TOOLS)}")
+    try:
+        return tool.fn(ctx, args)
+    except ToolArgError as exc:
+        return ToolOutput(f"error: {name}: {exc}")
+    except (OSError, ValueError) as exc:  # e.g. writing over a directory: the model's mistake, not infra
+        return ToolOutput(f"error: {name}: {exc}")

@@ -1,0 +1,324 @@
+"""The rollout engine: many episodes at once, generation batched across every live episode while tools and
+verification of the others run on worker threads; produces Episode records with exact token data.
+
+Infra faults (a sandbox that died, a verifier that could not judge, a backend request that failed) are
+retried `RolloutConfig.infra_retries` times; after that the episode is kept with status "infra_error" and is
+masked from training, never scored 0. The policy's idle fraction is the share of wall time in which the
+generation loop had no episode to generate for because all of them were waiting on tools or verification.
+"""
+from __future__ import annotations
+
+import hashlib
+import queue
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.config import RolloutConfig
+from rlvr.envs.context import elide
+from rlvr.envs.env import Env
+from rlvr.errors import InfraError, UserError
+from rlvr.rollout.episode import Episode, Message
+from rlvr.rollout.policy import Completion, Policy, SamplingParams
+from rlvr.rollout.tokens import ChatEncoder, TokenStream
+from rlvr.sandbox.base import SandboxPool
+from rlvr.tasks.spec import FinalState, Task
+from rlvr.verify.base import VerifyContext, verify
+
+
+def episode_seed(seed: int, task_key: str, sample_index: int) -> int:
+    """The sampling seed of one episode: a function of (run seed, task, index in group) only."""
+    h = hashlib.sha256(f"{seed}|{task_key}|{sample_index}".encode()).digest()
+    return int.from_bytes(h[:6], "big")
+
+
+@dataclass
+class RolloutStats:
+    """What the last `run` measured."""
+
+    wall_s: float = 0.0
+    idle_s: float = 0.0
+    """Seconds the generation loop waited with nothing to generate."""
+    generate_s: float = 0.0
+    generate_calls: int = 0
+    generated_tokens: int = 0
+    episodes: int = 0
+
+    @property
+    def idle_fraction(self) -> float:
+        return self.idle_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    def as_metrics(self) -> dict[str, float]:
+        """Namespaced metrics for the monitor."""
+        return {"rollout/wall_s": self.wall_s, "rollout/policy_idle_fraction": self.idle_fraction,
+                "rollout/generate_s": self.generate_s, "rollout/generate_calls": float(self.generate_calls),
+                "rollout/generated_tokens": float(self.generated_tokens),
+                "rollout/episodes_per_s": self.episodes / self.wall_s if self.wall_s > 0 else 0.0}
+
+
+@dataclass
+class _Live:
+    """One episode in flight."""
+
+    ep: Episode
+    task: Task
+    env: Env
+    stream: TokenStream | None
+    messages: list[Message] = field(default_factory=list)
+    turn: int = 0
+    gen_failures: int = 0
+    t_start: float = field(default_factory=time.perf_counter)
+    """When the episode was started (its sandbox leased); `timings["total"]` runs from here to the verdict."""
+    elided_originals: dict[int, str] = field(default_factory=dict)
+
+
+class RolloutEngine:
+    """Runs GRPO groups of episodes for a batch of tasks with one policy and one sandbox pool."""
+
+    def __init__(self, policy: Policy, pool: SandboxPool | None, *, verify_ctx: VerifyContext | None = None,
+                 config: RolloutConfig | None = None, sampling: SamplingParams | None = None,
+                 flag_penalty: float = 0.0, run_id: str = "",
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.policy = policy
+        self.pool = pool
+        self.config = config or RolloutConfig()
+        self.verify_ctx = verify_ctx or VerifyContext(pool=pool)
+        self.sampling = sampling or SamplingParams()
+        self.flag_penalty = flag_penalty
+        self.run_id = run_id
+        self.progress = progress
+        self.encoder: ChatEncoder | None = policy if isinstance(policy, ChatEncoder) else None
+        self.stats = RolloutStats()
+
+    # --------------------------------------------------------------------------------------------- driver
+    def run(self, tasks: Sequence[Task], group_size: int, *, step: int = 0, seed: int = 0) -> list[Episode]:
+        """`group_size` episodes per task (sharing a group_id), in task order then sample order."""
+        if group_size < 1:
+            raise ValueError(f"group_size must be at least 1, got {group_size}")
+        t0 = time.perf_counter()
+        self.stats = RolloutStats()
+        seen: dict[str, int] = {}
+        lives = []
+        for task in tasks:  # a task listed twice gets a second group with its own seeds
+            n = seen[task.key] = seen.get(task.key, -1) + 1
+            lives += [self._new(task, g, step, seed, n, group_size) for g in range(group_size)]
+        events: queue.Queue[tuple[str, _Live, BaseException | None]] = queue.Queue()
+        pending = list(reversed(lives))
+        in_flight = finished = 0
+        user_error: BaseException | None = None
+        with ThreadPoolExecutor(self.config.tool_workers, thread_name_prefix="rlvr-tools") as pool:
+            while finished < len(lives):
+                while pending and in_flight < self.config.concurrency:
+                    live = pending.pop()
+                    in_flight += 1
+                    pool.submit(self._guard, events, live, self._reset)
+                ready: list[_Live] = []
+                w0 = time.perf_counter()
+                kind, live, exc = events.get()
+                self.stats.idle_s += time.perf_counter() - w0
+                while True:
+                    if kind == "done":
+                        finished += 1
+                        in_flight -= 1
+                        user_error = user_error or exc
+                        if self.progress:
+                            self.progress(finished, len(lives))
+                    else:
+                        ready.append(live)
+                    try:
+                        kind, live, exc = events.get_nowait()
+                    except queue.Empty:
+                        break
+                if ready:
+                    self._generate(ready, pool, events)
+        if user_error is not None:
+            raise user_error
+        self.stats.wall_s = time.perf_counter() - t0
+        self.stats.episodes = len(lives)
+        return [lv.ep for lv in lives]
+
+    def _new(self, task: Task, g: int, step: int, seed: int, repeat: int, group_size: int) -> _Live:
+        ep = Episode(run_id=self.run_id, step=step, task_id=task.id, domain=task.domain,
+                     group_id=f"{step}:{seed}:{task.key}" + (f":{repeat}" if repeat else ""), sample_index=g,
+                     seed=episode_seed(seed, task.key, repeat * group_size + g),
+                     policy_version=int(getattr(self.policy, "version", 0)))
+        env = Env(self.pool, max_turns=self.config.max_turns, max_tokens=self.config.max_tokens,
+                  max_output_chars=self.config.max_output_chars, infra_retries=self.config.infra_retries)
+        ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
+        ep.metadata = {"finish_reasons": [], "tool_calls": 0, "call_errors": 0}
+        return _Live(ep, task, env, TokenStream(self.encoder) if self.encoder is not None else None)
+
+    def _guard(self, events: queue.Queue, live: _Live, fn: Callable[[_Live], str]) -> None:
+        """Run one piece of episode work on a worker thread; whatever happens, the episode comes back."""
+        try:
+            kind = fn(live)
+            if kind == "done":
+                live.ep.timings["total"] = time.perf_counter() - live.t_start
+            events.put((kind, live, None))
+        except UserError as exc:  # bad input (e.g. an unknown verifier kind): stop the run with its message
+            self._fail(live, str(exc))
+            events.put(("done", live, exc))
+        except Exception as exc:  # noqa: BLE001 (an infra fault or a bug below us: mask this episode, keep the batch)
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            self._fail(live, detail)
+            events.put(("done", live, None))
+
+    def _fail(self, live: _Live, why: str) -> None:
+        live.ep.timings["total"] = time.perf_counter() - live.t_start
+        live.ep.status = "infra_error"
+        live.ep.metadata["error"] = why
+        live.ep.infra_retries += live.env.retries_used
+        live.ep.messages = list(live.messages)
+        if live.stream is not None:  # nothing is lost: the tokens so far stay with the masked episode
+            live.ep.token_ids, live.ep.loss_mask = live.stream.ids, live.stream.mask
+            live.ep.logprobs = live.stream.logprobs
+        live.env.close()
+
+    # ------------------------------------------------------------------------------------- worker phases
+    def _reset(self, live: _Live) -> str:
+        t0 = live.t_start = time.perf_counter()
+        for attempt in range(self.config.infra_retries + 1):
+            try:
+                obs = live.env.reset(live.task, live.ep.seed)
+                break
+            except InfraError:
+                if attempt == self.config.infra_retries:
+                    raise
+                live.ep.infra_retries += 1
+        live.messages = list(obs.messages)
+        live.ep.timings["tools"] += time.perf_counter() - t0
+        return "ready"
+
+    def _act(self, live: _Live, comp: Completion) -> str:
+        """Run the model's action in the env; then either come back for the next turn or finish."""
+        t0 = time.perf_counter()
+        action = live.messages[-1]
+        res = live.env.step(action, num_tokens=comp.num_tokens, finish_reason=comp.finish_reason,
+                             call_errors=comp.call_errors)
+        live.messages.extend(res.messages)
+        live.ep.metadata["tool_calls"] += res.info.get("tool_calls", 0)
+        live.ep.metadata["call_errors"] += res.info.get("call_errors", 0)
+        live.ep.timings["tools"] += time.perf_counter() - t0
+        if res.terminated or res.truncated:
+            return self._finish(live, "done" if res.terminated else "truncated", res.truncated_by)
+        return "ready"
+
+    def _finish(self, live: _Live, status: str, truncated_by: str | None) -> str:
+        ep = live.ep
+        final = live.env.final_state()
+        live.env.close()
+        ep.status = status  # type: ignore[assignment]
+        ep.truncated_by = truncated_by
+        ep.final_state = final
+        self._verify(live, final)
+        ep.messages = list(live.messages)
+        ep.infra_retries += live.env.retries_used
+        if live.elided_originals:
+            ep.metadata["elided_originals"] = {str(k): v for k, v in live.elided_originals.items()}
+        if live.stream is not None:
+            ep.token_ids, ep.loss_mask, ep.logprobs = live.stream.ids, live.stream.mask, live.stream.logprobs
+            ep.metadata["token_restarts"] = live.stream.restarts
+        return "done"
+
+    def _verify(self, live: _Live, final: FinalState) -> None:
+        t0 = time.perf_counter()
+        ctx = VerifyContext(pool=self.verify_ctx.pool, seed=live.ep.seed, extras=self.verify_ctx.extras)
+        for attempt in range(self.config.infra_retries + 1):
+            verdict = verify(live.task, final, ctx)
+            if verdict.infra_error is None or attempt == self.config.infra_retries:
+                break
+            live.ep.infra_retries += 1
+        live.ep.verdict = verdict
+        if verdict.infra_error is not None:
+            live.ep.status = "infra_error"
+            live.ep.reward = 0.0
+        else:
+            live.ep.reward = verdict.reward(self.flag_penalty)
+        live.ep.timings["verify"] += time.perf_counter() - t0
+
+    # ------------------------------------------------------------------------------------------ generation
+    def _generate(self, ready: list[_Live], pool: ThreadPoolExecutor, events: queue.Queue) -> None:
+        """One batched generation call for every ready episode; their actions go to the worker threads."""
+        batch, prompts, budgets = [], [], []
+        for live in ready:
+            prompt, budget, cut = self._prepare(live)
+            if cut is not None:
+                pool.submit(self._guard, events, live, lambda lv, c=cut: self._finish(lv, "truncated", c))
+                continue
+            batch.append(live)
+            prompts.append(prompt)
+            budgets.append(budget)
+        if not batch:
+            return
+        sp = self.sampling
+        params = SamplingParams(temperature=sp.temperature, top_p=sp.top_p, max_new_tokens=max(budgets), stop=sp.stop,
+                                seeds=tuple(lv.ep.seed + 1_000_003 * lv.turn for lv in batch), budgets=tuple(budgets))
+        t0 = time.perf_counter()
+        try:
+            kw: dict[str, Any] = {"prompt_token_ids": prompts} if self.encoder is not None else {}
+            comps = self.policy.generate([lv.messages for lv in batch], params, **kw)
+            if len(comps) != len(batch):
+                raise RuntimeError(f"the policy returned {len(comps)} completions for {len(batch)} conversations")
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (a backend fault: each episode retries, then is masked)
+            comps = [Completion(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}") for _ in batch]
+        dt = time.perf_counter() - t0
+        self.stats.generate_s += dt
+        self.stats.generate_calls += 1
+        for live, comp in zip(batch, comps):
+            live.ep.timings["generate"] += dt
+            if comp.finish_reason == "error":
+                live.gen_failures += 1
+                live.ep.infra_retries += 1
+                if live.gen_failures > self.config.infra_retries:
+                    self._fail(live, f"generation failed: {comp.error}")
+                    events.put(("done", live, None))
+                else:
+                    events.put(("ready", live, None))
+                continue
+            self._record(live, comp)
+            pool.submit(self._guard, events, live, lambda lv, c=comp: self._act(lv, c))
+
+    def _record(self, live: _Live, comp: Completion) -> None:
+        live.turn += 1
+        live.ep.num_turns = live.turn
+        live.ep.num_generated_tokens += comp.num_tokens
+        self.stats.generated_tokens += comp.num_tokens
+        live.ep.metadata["finish_reasons"].append(comp.finish_reason)
+        live.messages.append(Message(role="assistant", content=comp.text, tool_calls=list(comp.tool_calls)))
+        if live.stream is not None:
+            eos_ids = getattr(self.policy, "eos_ids", frozenset())
+            eos_text = getattr(getattr(self.policy, "tokenizer", None), "eos_token", "") or ""
+            live.stream.add_completion(comp, eos_ids, eos_text)
+
+    def _prepare(self, live: _Live) -> tuple[list[int] | None, int, str | None]:
+        """(prompt tokens, max new tokens, truncation reason) for the next turn, eliding old output if needed."""
+        budgets = live.env.budgets
+        left = budgets.max_tokens - live.env.tokens
+        budget = min(self.sampling.max_new_tokens, left)
+        if budget <= 0:
+            return None, 0, "tokens"
+        if live.stream is None:
+            return None, budget, None
+        limit = self.encoder.max_context  # type: ignore[union-attr]
+        reserve = min(budget, max(1, limit // 8))
+        trial = live.stream.copy()  # committed only if the turn fits, so the record never outgrows the context
+        prompt = trial.prompt(live.messages)
+        if len(prompt) + reserve > limit:
+            msgs, _, fits = elide(live.messages, lambda ms: trial.count(ms) + reserve <= limit)
+            if not fits:
+                return None, 0, "context"
+            for i, (old, new) in enumerate(zip(live.messages, msgs)):
+                if new.elided and not old.elided:
+                    live.elided_originals[i] = old.content
+            live.messages = msgs
+            live.ep.context_elided = True
+            live.ep.metadata["elided_messages"] = len(live.elided_originals)
+            trial.restart(self.encoder.render(msgs, add_generation_prompt=True))  # type: ignore[union-attr]
+            prompt = list(trial.ids)
+        live.stream = trial
+        return prompt, min(budget, limit - len(prompt)), None

@@ -1,0 +1,172 @@
+"""The Policy protocol: generate one completion for each conversation of a batch, with tokens and log-probs.
+
+Backends: `hf` (a local transformers causal LM), `openai` (any OpenAI-compatible server), `scripted`
+(replays actions from a file, for tests) and `vllm` (an in-process vLLM engine, `rlvr[vllm]`). `make_policy`
+builds one from a SPEC string or a PolicyConfig.
+
+Log-probs: `Completion.logprobs[i]` is the behaviour log-probability of `token_ids[i]` under the distribution
+the token was actually sampled from: the model's logits divided by the temperature, restricted to the top-p
+nucleus and renormalised. With temperature 0 (greedy) the token is the argmax and its log-prob is taken from
+the untempered distribution (temperature 1, no top-p), which is what a trainer recomputes.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from rlvr.errors import UserError
+from rlvr.rollout.episode import Message, ToolCall
+
+if TYPE_CHECKING:
+    from rlvr.config import PolicyConfig
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one model turn."""
+
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy."""
+    top_p: float = 1.0
+    """Nucleus mass kept before sampling."""
+    max_new_tokens: int = 256
+    """Tokens generated at most in this turn."""
+    seeds: tuple[int, ...] | None = None
+    """One seed per conversation: the same seed and prompt give the same tokens, whatever the batch."""
+    stop: tuple[str, ...] = ()
+    """Extra stop strings (the eos/end token always stops)."""
+    budgets: tuple[int, ...] | None = None
+    """Per-conversation caps on new tokens (each episode's remaining budget); max_new_tokens caps them all."""
+
+    @classmethod
+    def from_config(cls, cfg: PolicyConfig) -> SamplingParams:
+        """Temperature, top-p and tokens per turn from the `[policy]` config section."""
+        return cls(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+
+    def budget(self, i: int) -> int:
+        """New tokens allowed for conversation i."""
+        return self.max_new_tokens if self.budgets is None else min(self.max_new_tokens, self.budgets[i])
+
+
+@dataclass
+class Completion:
+    """One generated model turn."""
+
+    text: str
+    """Decoded text of the generated tokens, special tokens removed."""
+    token_ids: list[int] = field(default_factory=list)
+    """Generated token ids, the final eos/end token included when the turn stopped on it."""
+    logprobs: list[float] = field(default_factory=list)
+    """Behaviour log-prob of each generated token (see the module docstring); same length as token_ids."""
+    prompt_token_ids: list[int] = field(default_factory=list)
+    """The prompt exactly as the model saw it (empty when the backend cannot tell)."""
+    finish_reason: str = "stop"
+    """stop (eos/end or a stop string), length (max_new_tokens), error (an infra fault of the backend)."""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Calls returned natively by the backend (OpenAI `tool_calls`); text-format calls are parsed by the env."""
+    error: str | None = None
+    """For finish_reason "error": what went wrong (the engine retries, then masks the episode)."""
+    call_errors: list[str] = field(default_factory=list)
+    """Why native tool calls the backend returned could not be used (reported to the model by the env)."""
+
+    @property
+    def num_tokens(self) -> int:
+        """Generated tokens: the ids, else the log-probs the server sent, else about four characters a token."""
+        return len(self.token_ids) or len(self.logprobs) or -(-len(self.text) // 4)
+
+
+Conversation = list[Message]
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that can continue a batch of conversations."""
+
+    version: int
+    """Version of the weights (a trainer increments it after each update)."""
+
+    def generate(self, conversations: Sequence[Conversation], params: SamplingParams, *,
+                 prompt_token_ids: Sequence[list[int] | None] | None = None) -> list[Completion]:
+        """One completion per conversation. `prompt_token_ids`, when a backend supports it, gives the exact
+        prompt tokens to continue (the engine builds them incrementally so training sees what was sampled)."""
+        ...
+
+
+def message_dicts(conversation: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as chat-template / OpenAI dicts."""
+    out: list[dict[str, Any]] = []
+    for m in conversation:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.role == "tool":
+            d["tool_call_id"] = m.tool_call_id or ""
+            if m.name:
+                d["name"] = m.name
+        out.append(d)
+    return out
+
+
+def _hf(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
+    from rlvr.rollout.hf import HFPolicy
+
+    kw: dict[str, Any] = {"seed": seed}
+    if cfg is not None:
+        kw.update(device=cfg.device, dtype=cfg.dtype, max_context=cfg.max_context, threads=cfg.threads)
+    return HFPolicy(target, **kw)
+
+
+def _openai(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
+    from rlvr.rollout.openai import OpenAIPolicy
+
+    base, sep, model = target.partition("#")
+    if not sep or not base or not model:
+        raise UserError(f"openai policy {target!r} is not BASE_URL#MODEL", field="policy",
+                        fix="e.g. openai:http://127.0.0.1:8000/v1#my-model")
+    kw: dict[str, Any] = {}
+    if cfg is not None:
+        kw = {"timeout_s": cfg.request_timeout_s, "max_retries": cfg.max_retries}
+    return OpenAIPolicy(base, model, **kw)
+
+
+def _scripted(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
+    from rlvr.rollout.scripted import ScriptedPolicy
+
+    return ScriptedPolicy.from_file(target)
+
+
+def _vllm(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
+    from rlvr.rollout.vllm import VLLMPolicy
+
+    kw: dict[str, Any] = {}
+    if cfg is not None:
+        kw = {"device": cfg.device, "dtype": cfg.dtype, "max_context": cfg.max_context,
+              "kv_cache_mb": cfg.vllm_kv_cache_mb}
+    return VLLMPolicy(target, **kw)
+
+
+BACKENDS = {"hf": _hf, "openai": _openai, "scripted": _scripted, "vllm": _vllm}
+"""Backend name -> builder(target, config, seed)."""
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """`hf:PATH`, `openai:URL#MODEL`, `scripted:FILE`, `vllm:PATH`, or `builtin:tiny` (hf) -> (backend, target)."""
+    if spec.startswith("builtin:"):
+        return "hf", spec
+    backend, sep, target = spec.partition(":")
+    if not sep or backend not in BACKENDS or not target:
+        raise UserError(f"bad policy spec {spec!r}", field="policy",
+                        fix="use hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE, vllm:PATH or builtin:tiny")
+    return backend, target
+
+
+def make_policy(spec_or_config: str | PolicyConfig, *, seed: int = 0) -> Policy:
+    """Build a policy from a SPEC string or a PolicyConfig (`backend` + `model`); `seed` initialises a builtin
+    model's weights."""
+    if isinstance(spec_or_config, str):
+        backend, target = parse_spec(spec_or_config)
+        return BACKENDS[backend](target, None, seed)
+    cfg = spec_or_config
+    if cfg.backend not in BACKENDS:
+        raise UserError(f"policy backend {cfg.backend!r} is not available here", field="policy.backend",
+                        fix=f"use one of {', '.join(BACKENDS)}")
+    return BACKENDS[cfg.backend](cfg.model, cfg, seed)

@@ -1,0 +1,89 @@
+"""The token record of one episode, built turn by turn so that training sees exactly what was sampled.
+
+Invariant: every token with loss_mask 1 was sampled by the policy right after exactly the tokens before it in
+`ids`, and `logprobs` holds its behaviour log-prob. Prompts are extended, never re-tokenized: the next turn's
+prompt is the previous prompt, the generated tokens as sampled, then the tokens of the chat template's text
+that follows the assistant message. When the template rewrites earlier text (or older output is elided to
+fit the context), the stream restarts from a fresh rendering and earlier generated tokens are kept with
+loss_mask 0, since their log-probs were taken under a different prefix.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from rlvr.rollout.episode import Message
+from rlvr.rollout.policy import Completion
+
+
+@runtime_checkable
+class ChatEncoder(Protocol):
+    """A policy that can render and tokenize conversations (the `hf` backend; `scripted` with a tokenizer)."""
+
+    max_context: int
+
+    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True) -> str:
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        ...
+
+
+@dataclass
+class TokenStream:
+    """ids / loss_mask / logprobs of one episode, and the rendered text they stand for."""
+
+    encoder: ChatEncoder
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    restarts: int = 0
+    """How many times the stream was rebuilt from a fresh rendering."""
+    _text: str | None = None
+    _eos_text: str = ""
+
+    def prompt(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt for the next turn: extend the record with the template text after the last turn."""
+        full = self.encoder.render(messages, add_generation_prompt=True)
+        if self._text is not None and full.startswith(self._text):
+            tail = full[len(self._text):]
+            if self._eos_text and tail.startswith(self._eos_text):
+                tail = tail[len(self._eos_text):]  # the end token was generated and is already in the record
+            self._append(self.encoder.encode(tail) if tail else [], 0, None)
+        else:
+            self.restart(full)
+        self._text = full
+        return list(self.ids)
+
+    def restart(self, rendered: str) -> None:
+        """Replace the record by a fresh rendering (generated tokens in it lose their loss mask)."""
+        if self.ids:
+            self.restarts += 1
+        self.ids = self.encoder.encode(rendered)
+        self.mask = [0] * len(self.ids)
+        self.logprobs = [0.0] * len(self.ids)
+        self._text = rendered
+
+    def add_completion(self, comp: Completion, eos_ids: frozenset[int], eos_text: str) -> None:
+        """Append the sampled tokens (loss_mask 1, their behaviour log-probs)."""
+        self._append(list(comp.token_ids), 1, list(comp.logprobs))
+        ended = bool(comp.token_ids) and comp.token_ids[-1] in eos_ids
+        self._eos_text = eos_text if ended else ""
+        self._text = (self._text or "") + comp.text
+
+    def _append(self, ids: list[int], m: int, lps: list[float] | None) -> None:
+        if lps is not None and len(lps) != len(ids):
+            raise ValueError(f"{len(lps)} log-probs for {len(ids)} tokens")
+        self.ids.extend(ids)
+        self.mask.extend([m] * len(ids))
+        self.logprobs.extend(lps if lps is not None else [0.0] * len(ids))
+
+    def copy(self) -> TokenStream:
+        """An independent copy (to try a turn's prompt before committing to it)."""
+        return TokenStream(self.encoder, list(self.ids), list(self.mask), list(self.logprobs), self.restarts,
+                           self._text, self._eos_text)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        """Tokens of a fresh rendering of `messages` with the generation prompt."""
+        return len(self.encoder.encode(self.encoder.render(messages, add_generation_prompt=True)))

@@ -1,0 +1,117 @@
+"""An in-process double of the sandbox pool for the tests of other layers: a Python callable answers commands."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from typing_extensions import Self
+
+from rlvr.sandbox.base import FileMap, iter_safe_paths
+from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
+
+
+@dataclass
+class FakeCall:
+    """What a fake sandbox was asked to run, as the handler sees it."""
+
+    argv: list[str]
+    """The command."""
+    stdin: bytes
+    """Its standard input."""
+    limits: ExecLimits
+    """The limits it would have run under."""
+    files: dict[str, bytes]
+    """The whole workspace; the handler may change it (writes persist within the lease)."""
+    mounts: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    """Read-only material of the lease (sandbox path -> FileMap)."""
+
+
+Handler = Callable[[FakeCall], ExecResult | str | int]
+"""Answers one call: an ExecResult, or stdout text (status ok), or an exit code."""
+
+
+def _as_bytes(content: str | bytes) -> bytes:
+    return content.encode("utf-8") if isinstance(content, str) else bytes(content)
+
+
+class FakeSandbox:
+    """A workspace held in memory."""
+
+    def __init__(self, pool: FakePool, mounts: dict[str, dict[str, bytes]]) -> None:
+        self.pool = pool
+        self.files: dict[str, bytes] = {}
+        self.mounts = mounts
+
+    def write_files(self, files: FileMap) -> None:
+        for rel, content in iter_safe_paths(files):
+            self.files[rel] = _as_bytes(content)
+
+    def read_files(self, paths: Sequence[str] | None = None) -> dict[str, str]:
+        keys = sorted(self.files) if paths is None else [p for p in paths if p in self.files]
+        return {k: self.files[k].decode("utf-8", errors="replace") for k in keys}
+
+    def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
+            limits: ExecLimits | None = None, read: Sequence[str] = (), channel: bool = False) -> ExecResult:
+        if not argv:
+            raise ValueError("empty argv")
+        if files:
+            self.write_files(files)
+        call = FakeCall(list(argv), _as_bytes(stdin or b""), limits or self.pool.limits, self.files, self.mounts)
+        self.pool.calls.append(call)
+        t0 = time.perf_counter()
+        answer = self.pool.handler(call)
+        if isinstance(answer, ExecResult):
+            result = answer
+        elif isinstance(answer, str):
+            result = ExecResult(status=ExecStatus.ok, exit_code=0, stdout=answer)
+        else:
+            code = int(answer)
+            result = ExecResult(status=ExecStatus.ok if code == 0 else ExecStatus.exit_nonzero, exit_code=code)
+        update: dict[str, object] = {"wall_s": result.wall_s or time.perf_counter() - t0}
+        if read:
+            update["files"] = self.read_files(read)
+        return result.model_copy(update=update)
+
+
+class FakePool:
+    """SandboxPool double: `FakePool(lambda call: "42\\n")`. Records every call in `calls`."""
+
+    def __init__(self, handler: Handler | None = None, limits: ExecLimits | None = None) -> None:
+        self.handler: Handler = handler or (lambda call: 0)
+        self.limits = limits or ExecLimits()
+        self.calls: list[FakeCall] = []
+        self.leases = 0
+        self.open_leases = 0
+        self.closed = False
+
+    @contextmanager
+    def lease(self, files: FileMap | None = None,
+              mounts: dict[str, FileMap] | None = None) -> Iterator[FakeSandbox]:
+        staged = {k: {rel: _as_bytes(c) for rel, c in iter_safe_paths(v)} for k, v in (mounts or {}).items()}
+        sb = FakeSandbox(self, staged)
+        self.leases += 1
+        self.open_leases += 1
+        try:
+            if files:
+                sb.write_files(files)
+            yield sb
+        finally:
+            self.open_leases -= 1
+            sb.files = {}
+
+    def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
+            limits: ExecLimits | None = None, read: Sequence[str] = (), mounts: dict[str, FileMap] | None = None,
+            channel: bool = False) -> ExecResult:
+        with self.lease(mounts=mounts) as sb:
+            return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read, channel=channel)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Grid maps and shortest paths on them."""

@@ -1,0 +1,266 @@
+"""The training loop of DESIGN.md, as named, timed phases: sample, rollout (with verification), update, record.
+
+    for step in range(total_steps):
+        batch    = scheduler.sample(batch_size)
+        episodes = rollout.run(policy, batch, sandboxes)     # verified in the sandbox as each one finishes
+        policy.update(advantages(episodes))
+        store.write(episodes); monitor.log(step, episodes); scheduler.observe(episodes)
+
+Around it: the run is set up (`parts.build`), optionally warm-started with SFT, measured on its held-out set
+before and after RL, checkpointed every `train.checkpoint_every` steps and resumed from its last checkpoint.
+Simplifications, on purpose: one process (generation, update and verification workers share it); the policy
+used for rollouts is the one being trained (no separate inference weights to sync); no value model.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.config import RunConfig
+from rlvr.errors import UserError
+from rlvr.rollout.episode import Episode
+from rlvr.train import checkpoint
+from rlvr.train.advantages import episode_advantages, estimator
+from rlvr.train.evaluation import HeldoutResult, evaluate
+from rlvr.train.losses import aggregate_fn, loss_fn
+from rlvr.train.parts import Parts, build
+from rlvr.train.progress import TrainProgress
+from rlvr.train.sft import jsonl_examples, reference_examples, train_sft
+from rlvr.train.update import samples_from
+
+SUMMARY_FILE = "summary.json"
+
+
+class PhaseTimer:
+    """`with timer("rollout"): ...` accumulates seconds per named phase (reported as `time/<phase>_s`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
+
+    def metrics(self) -> dict[str, float]:
+        return {f"time/{k}_s": v for k, v in self.seconds.items()}
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The rollout seed of a step: a function of (run seed, step) only, so a resumed step samples the same."""
+    return int.from_bytes(hashlib.sha256(f"rlvr-step|{seed}|{step}".encode()).digest()[:6], "big")
+
+
+def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
+    """Train as `cfg` says (no config: the quickstart); returns the summary written to `summary.json`."""
+    t_start = time.perf_counter()
+    validate(cfg)
+    run_url = cfg.store.url or str(cfg.run_dir)
+    start = checkpoint.latest_step(run_url) if resume else None
+    if start is None:
+        _fresh_run_dir(cfg, run_url)
+    cfg.write(cfg.run_dir)
+    torch.manual_seed(cfg.seed)
+    with TrainProgress(cfg) as progress, build(cfg, run_url, progress) as parts:
+        state = (_restore(parts, run_url, start) if start is not None
+                 else _warm_start(parts, cfg, progress, t_start))
+        if start is not None and start >= cfg.train.steps:
+            progress.note(f"run already complete at step {start} of {cfg.train.steps}: nothing to train "
+                          "(start over with --no-resume, or raise train.steps)")
+        elif start is not None:
+            progress.note(f"resuming from the checkpoint after step {start} of {cfg.train.steps}")
+        for step in range(state["step"], cfg.train.steps):
+            metrics = train_step(parts, step)
+            progress.rl_step(step + 1, metrics)
+            every = cfg.train.heldout_every
+            if every and (step + 1) % every == 0 and step + 1 < cfg.train.steps:
+                _on_curve(state, _heldout(parts, f"step-{step + 1}", step + 1), step + 1, t_start)
+            if (step + 1) % cfg.train.checkpoint_every == 0 or step + 1 == cfg.train.steps:
+                _save(parts, run_url, step + 1, state, t_start)
+        after = _heldout(parts, "after", cfg.train.steps)
+        _on_curve(state, after, cfg.train.steps, t_start)
+        summary = _summary(cfg, state.get("before"), after, state,
+                           state.get("wall_before", 0.0) + time.perf_counter() - t_start)
+        _finish(parts, cfg, summary)
+    progress.final(summary)
+    return summary
+
+
+def validate(cfg: RunConfig) -> None:
+    """Refuse a bad config before anything is built or written (names resolve, the SFT file exists)."""
+    estimator(cfg.train.advantage)
+    loss_fn(cfg.train.loss)
+    aggregate_fn(cfg.train.aggregation)
+    if cfg.sft.enabled and cfg.sft.source != "reference" and not Path(cfg.sft.source).is_file():
+        raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
+                        fix='give a JSONL file of {prompt, completion} records, or "reference"')
+
+
+def train_step(parts: Parts, step: int) -> dict[str, float]:
+    """One step of the loop: the phases of DESIGN.md's pseudo-code, each timed."""
+    cfg, timer = parts.cfg, PhaseTimer()
+    with timer("sample"):
+        batch = parts.scheduler.sample(cfg.train.batch_size)
+    with timer("rollout"):  # generation, tools and sandboxed verification overlap inside the engine
+        episodes = parts.engine.run(batch, cfg.rollout.group_size, step=step, seed=step_seed(cfg.seed, step))
+    with timer("update"):
+        metrics = update_policy(parts, episodes, step)
+    with timer("record"):
+        parts.store.write(step, [ep for ep in episodes if parts.scheduler.keep(ep)])
+        metrics.update(parts.scheduler.observe(episodes))
+        metrics.update(parts.engine.stats.as_metrics())
+        metrics.update(timer.metrics())
+        metrics.update(parts.monitor.log(step, episodes, metrics))
+    return metrics
+
+
+def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str, float]:
+    """Advantages within each group, zero-variance groups left out (counted), then the policy update."""
+    skipped = set(parts.scheduler.skip_groups(episodes))
+    learn = [ep for ep in episodes if ep.group_id not in skipped]
+    advantages = episode_advantages(learn, parts.cfg.train.advantage)
+    samples = samples_from(learn, advantages)
+    metrics = parts.updater.step(samples, seed=step_seed(parts.cfg.seed, step))
+    if samples:
+        parts.policy.version += 1
+        sync = getattr(parts.policy, "sync_weights", None)
+        if sync is not None:  # vllm: the engine takes the new weights before the next rollout
+            metrics["weight_sync/seconds"] = sync()
+    judged = [ep for ep in episodes if not ep.masked]
+    metrics.update({
+        "train/skipped_groups": float(len(skipped)),
+        "train/masked_episodes": float(len(episodes) - len(judged)),
+        "reward/mean": sum(ep.reward for ep in judged) / len(judged) if judged else 0.0,
+        "reward/pass_rate": sum(ep.passed for ep in judged) / len(judged) if judged else 0.0,
+    })
+    return metrics
+
+
+# ------------------------------------------------------------------------------------------- run phases
+def _fresh_run_dir(cfg: RunConfig, run_url: str) -> None:
+    """Start over: drop an earlier run's checkpoints and records under the same name."""
+    run_dir = cfg.run_dir
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not (run_dir / "config.toml").is_file():
+            raise UserError("run directory exists and is not an rlvr run", file=run_dir,
+                            fix="choose another name or output_dir")
+        shutil.rmtree(run_dir)
+    if run_url != str(run_dir):
+        from rlvr.store import checkpoints as objects
+
+        for sub in ("checkpoints", "episodes", "heldout"):
+            objects.delete(f"{run_url}/{sub}")
+
+
+def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: float) -> dict[str, Any]:
+    """SFT (when enabled), then the held-out measurement before RL; checkpointed as step 0."""
+    state: dict[str, Any] = {"step": 0, "sft": {}}
+    if cfg.sft.enabled and cfg.sft.steps > 0:
+        with progress.phase("sft", cfg.sft.steps) as advance:
+            if cfg.sft.source == "reference":
+                examples = reference_examples(parts.train_sources, cfg.sft.examples, seed=cfg.seed,
+                                              limit_index=cfg.tasks.heldout_offset)
+            else:
+                examples = jsonl_examples(cfg.sft.source)
+            state["sft"] = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,
+                                     on_step=lambda i, loss: advance(i, loss=loss))
+        parts.monitor.log(0, [], state["sft"])
+    state["before"] = _heldout(parts, "before", 0)
+    _on_curve(state, state["before"], 0, t_start)
+    _save(parts, str(parts.run_url), 0, state, t_start)
+    return state
+
+
+def _on_curve(state: dict[str, Any], result: HeldoutResult | None, step: int, t_start: float) -> None:
+    """One point of the learning curve: held-out pass@1 against RL step and wall time since the start."""
+    if result is None:
+        return
+    wall = state.get("wall_before", 0.0) + time.perf_counter() - t_start
+    point = {"step": step, "wall_s": round(wall, 1), "pass1": result.pass1, "greedy_pass1": result.greedy}
+    state.setdefault("curve", []).append(point)
+
+
+def _heldout(parts: Parts, label: str, step: int) -> HeldoutResult | None:
+    if not parts.heldout:
+        return None
+    result = evaluate(parts, parts.heldout, label)
+    parts.monitor.log(step, [], {f"eval/pass1_{label}": result.pass1, f"eval/greedy_pass1_{label}": result.greedy})
+    return result
+
+
+def _save(parts: Parts, run_url: str, step: int, state: dict[str, Any], t_start: float) -> None:
+    checkpoint.save(run_url, step, {
+        "model": parts.policy.model.state_dict(), "updater": parts.updater.state_dict(),
+        "scheduler": parts.scheduler.state_dict(), "policy_version": parts.policy.version,
+        "sft": state.get("sft", {}), "before": state["before"].to_dict() if state.get("before") else None,
+        "curve": state.get("curve", []), "wall_s": state.get("wall_before", 0.0) + time.perf_counter() - t_start,
+    })
+
+
+def _restore(parts: Parts, run_url: str, step: int) -> dict[str, Any]:
+    saved = checkpoint.load(run_url, step)
+    parts.policy.model.load_state_dict(saved["model"])
+    parts.updater.load_state_dict(saved["updater"])
+    parts.scheduler.load_state_dict(saved["scheduler"])
+    parts.policy.version = int(saved["policy_version"])
+    parts.drop_records_after(step)  # steps after the checkpoint are replayed, not stored twice
+    before = HeldoutResult.from_dict(saved["before"]) if saved.get("before") else None
+    return {"step": step, "sft": saved.get("sft", {}), "before": before, "resumed_from": step,
+            "curve": saved.get("curve", []), "wall_before": float(saved.get("wall_s", 0.0))}
+
+
+def _summary(cfg: RunConfig, before: HeldoutResult | None, after: HeldoutResult | None, state: dict[str, Any],
+             wall_s: float) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "run": cfg.name, "run_dir": str(cfg.run_dir), "steps": cfg.train.steps,
+        "pass1_before": before.pass1 if before else None, "pass1_after": after.pass1 if after else None,
+        "heldout_tasks": after.tasks if after else 0, "wall_s": round(wall_s, 2),
+    }
+    if before and after:
+        out.update({"pass1_gain": after.pass1 - before.pass1, "greedy_pass1_before": before.greedy,
+                    "greedy_pass1_after": after.greedy, "heldout_samples_per_task": after.samples_per_task,
+                    "pass1_ci_before": before.ci, "pass1_ci_after": after.ci})
+    if state.get("resumed_from") is not None:
+        out["resumed_from_step"] = state["resumed_from"]
+    if state.get("curve"):
+        out["curve"] = state["curve"]
+    out.update({k: v for k, v in state.get("sft", {}).items()})
+    return out
+
+
+def _finish(parts: Parts, cfg: RunConfig, summary: dict[str, Any]) -> None:
+    """Final model (loadable with `hf:<run_dir>/model`), summary.json, pass rates and the report."""
+    model_dir = cfg.run_dir / "model"
+    parts.policy.model.save_pretrained(model_dir)
+    parts.policy.tokenizer.save_pretrained(model_dir)
+    parts.scheduler.save_pass_rates(cfg.run_dir / "pass_rates.json")
+    path = cfg.run_dir / SUMMARY_FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    tmp.replace(path)
+    parts.monitor.close()
+    if cfg.monitor.report:
+        from rlvr.monitor.report import write_report
+
+        summary["report"] = str(write_report(cfg.run_dir))
+    summary["summary"] = str(path)
+    summary["model"] = str(model_dir)
+
+
+def load_summary(run_dir: str | Path) -> dict[str, Any]:
+    """A finished run's summary.json."""
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.is_file():
+        raise UserError("no summary.json: the run has not finished", file=path, fix="run `rlvr train` to the end")
+    return json.loads(path.read_text())

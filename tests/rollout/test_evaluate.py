@@ -1,0 +1,122 @@
+"""Evaluation: the unbiased pass@k estimator, intervals, reports, comparisons and `rlvr eval` end to end."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.rollout.episode import Episode
+from rlvr.rollout.evaluate import bootstrap_ci, compare, load_report, pass_at_k, report, task_counts
+from rlvr.verify import Verdict
+from tests.conftest import ADD_HIDDEN, ADD_WORKSPACE, write_task
+
+
+@pytest.mark.parametrize("n, c, k, expected", [
+    (5, 2, 1, 0.4), (5, 2, 2, 1 - 3 / 10), (5, 0, 3, 0.0), (3, 2, 2, 1.0), (10, 3, 5, 1 - 21 / 252),
+    (1, 1, 1, 1.0), (200, 10, 10, 1 - math.comb(190, 10) / math.comb(200, 10)),
+])
+def test_pass_at_k_by_hand(n, c, k, expected) -> None:
+    assert pass_at_k(n, c, k) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("n, c, k", [(3, 4, 1), (3, 1, 4), (3, 1, 0), (0, 0, 1)])
+def test_pass_at_k_refuses_impossible_counts(n, c, k) -> None:
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+def test_bootstrap_interval() -> None:
+    lo, hi = bootstrap_ci([0.0, 1.0] * 50)
+    assert lo < 0.5 < hi and hi - lo < 0.3
+    assert bootstrap_ci([0.7]) == (0.7, 0.7)
+    assert bootstrap_ci([0.0, 1.0], seed=1) == bootstrap_ci([0.0, 1.0], seed=1)
+
+
+def ep(domain: str, task: str, passed: bool, masked: bool = False) -> Episode:
+    verdict = Verdict.infra("down") if masked else Verdict(score=float(passed), passed=passed)
+    return Episode(task_id=task, domain=domain, verdict=verdict, status="infra_error" if masked else "done")
+
+
+def test_report_counts_and_masks() -> None:
+    eps = [ep("a", "t1", True), ep("a", "t1", False), ep("a", "t1", False, masked=True),
+           ep("a", "t2", False), ep("a", "t2", False), ep("b", "u1", True, masked=True)]
+    assert task_counts(eps) == {"a": {"t1": [2, 1], "t2": [2, 0]}, "b": {"u1": [0, 0]}}
+    rep = report(eps, k=2, seed=0, policy="p", tasks="a,b")
+    a, b = rep["domains"]["a"], rep["domains"]["b"]
+    assert (a["n"], a["samples"], a["pass@1"], a["pass@k"], a["masked_episodes"]) == (2, 4, 0.25, 0.5, 1)
+    assert b["n"] == 0 and b["pass@1"] is None and b["unjudged_tasks"] == 1
+    assert json.loads(json.dumps(rep)) == rep
+
+
+def test_compare_is_paired_on_shared_tasks() -> None:
+    a = report([ep("d", f"t{i}", i < 2) for i in range(4)], k=1, seed=0, policy="a", tasks="d")
+    b = report([ep("d", f"t{i}", i < 3) for i in range(4)] + [ep("e", "x", True)], k=1, seed=0, policy="b", tasks="d")
+    d = compare(a, b)["domains"]
+    assert d["d"]["delta_pass@1"] == pytest.approx(0.25) and d["d"]["shared_tasks"] == 4
+    assert d["e"]["a_pass@1"] is None and d["e"]["delta_pass@1"] is None
+
+
+def test_load_report_errors(tmp_path) -> None:
+    with pytest.raises(UserError, match="no eval report"):
+        load_report(tmp_path)
+    (tmp_path / "eval.json").write_text("{")
+    with pytest.raises(UserError, match="not a JSON eval report"):
+        load_report(tmp_path)
+    (tmp_path / "eval.json").write_text("[]")
+    with pytest.raises(UserError, match="no `domains`"):
+        load_report(tmp_path / "eval.json")
+
+
+SOLVE = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture
+def pack(tmp_path):
+    root = tmp_path / "pack"
+    write_task(root, "add-multi", toml='id = "add-multi"\ndomain = "code"\n[limits]\nmax_turns = 4\n',
+               workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN)
+    write_task(root, "add-single", toml='id = "add-single"\ndomain = "code"\n[verifier]\nanswer_file = "add.py"\n',
+               workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN)
+    write_call = json.dumps({"name": "write_file", "arguments": {"path": "add.py", "content": SOLVE}})
+    script = {"match": [{"prompt_contains": "add", "turns": [f"<tool_call>{write_call}</tool_call>",
+                                                             '<tool_call>{"name": "submit"}</tool_call>']}]}
+    (tmp_path / "solve.json").write_text(json.dumps(script))
+    return root
+
+
+def test_eval_end_to_end_scripted_then_hf_then_compare(cli, pack, tmp_path, tiny_dir, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = cli(["eval", "--policy", f"scripted:{tmp_path / 'solve.json'}", "--tasks", str(pack), "-k", "2", "--json"])
+    assert res.code == 0, res.stderr
+    good = json.loads(res.stdout)
+    code = good["domains"]["code"]
+    # the multi-turn task is solved by the tool calls; the single-turn answer is the tool-call text, not code
+    assert (code["n"], code["samples"], code["pass@1"], code["pass@k"]) == (2, 4, 0.5, 0.5)
+    assert good["per_task"]["code"] == {"add-multi": [2, 2], "add-single": [2, 0]}
+    res = cli(["eval", "--policy", f"hf:{tiny_dir}", "--tasks", f"{pack}:1", "-k", "2", "--json"])
+    assert res.code == 0, res.stderr
+    weak = json.loads(res.stdout)
+    assert weak["domains"]["code"]["n"] == 1 and weak["domains"]["code"]["pass@1"] == 0.0
+    runs = sorted(p.parent for p in (tmp_path / "runs" / "eval").glob("*/eval.json"))
+    assert len(runs) == 2
+    res = cli(["eval", "--compare", str(runs[0]), "--compare", str(runs[1])])
+    assert res.code == 0 and "code" in res.stdout
+    res = cli(["eval", "--compare", str(runs[0]), str(runs[1]), "--json"])
+    assert json.loads(res.stdout)["domains"]["code"]["shared_tasks"] == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["eval"], "give --policy and --tasks"),
+    (["eval", "--policy", "scripted:/nope.json", "--tasks", "code:1"], "no such script file"),
+    (["eval", "--policy", "magic:x", "--tasks", "code:1"], "bad policy spec"),
+    (["eval", "--compare", "a"], "--compare takes two"),
+    (["eval", "--compare", "a", "b", "c"], "--compare takes two"),
+    (["eval", "stray"], "unexpected argument 'stray'"),
+    (["eval", "--policy", "builtin:tiny", "--tasks", "nodomain"], "unknown domain"),
+])
+def test_eval_bad_input_is_one_line(cli, args, message, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = cli(args)
+    assert res.code == 2 and message in res.stderr and res.stderr.count("\n") == 1

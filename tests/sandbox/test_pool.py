@@ -1,0 +1,349 @@
+"""The isolated pool: hostile programs are contained and classified; leases, mounts, recovery, determinism."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from rlvr.sandbox.pool import BwrapPool
+from rlvr.sandbox.result import ExecLimits, ExecStatus
+from rlvr.sandbox.selftest import processes_named
+from tests.sandbox.conftest import TIGHT
+
+HOSTILE = {
+    "fork_bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+                  ExecStatus.process_limit),
+    "memory_bomb": ("x = []\nwhile True:\n    x.append(bytearray(8 * 2**20))", ExecStatus.memory_limit),
+    "disk_fill": ("i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * 2**20)\n    i += 1", ExecStatus.file_limit),
+    "big_file": ("open('big', 'wb').write(b'x' * 6 * 2**20)", ExecStatus.file_limit),
+    "tmp_fill": ("f = open('/tmp/x', 'wb')\nwhile True:\n    f.write(b'x' * 2**20)", ExecStatus.file_limit),
+    "endless_output": ("while True:\n    print('y' * 1000)", ExecStatus.output_limit),
+    "endless_stderr": ("import sys\nwhile True:\n    sys.stderr.write('e' * 1000)", ExecStatus.output_limit),
+    "sleeper": ("import time\ntime.sleep(60)", ExecStatus.timeout),
+    "busy_loop": ("while True:\n    pass", ExecStatus.timeout),
+    "closes_stdout_and_sleeps": ("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)", ExecStatus.timeout),
+    "shell_fork_bomb": (None, ExecStatus.process_limit),
+    "segfault": ("import ctypes\nctypes.string_at(0)", ExecStatus.exit_nonzero),
+    "abort": ("import os\nos.abort()", ExecStatus.exit_nonzero),
+    "exit_code": ("raise SystemExit(7)", ExecStatus.exit_nonzero),
+}
+
+
+def _argv(name: str, code: str | None) -> list[str]:
+    if name == "shell_fork_bomb":
+        return ["sh", "-c", "b() { b | b & }; b; sleep 5"]
+    return ["python", "-c", code or ""]
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_program_is_contained_and_classified(pool: BwrapPool, name: str) -> None:
+    code, expected = HOSTILE[name]
+    r = pool.run(_argv(name, code), limits=TIGHT)
+    assert r.status is expected, (r.status, r.exit_code, r.signal, r.stderr[-300:])
+    assert len(r.stdout) <= TIGHT.output_bytes and len(r.stderr) <= TIGHT.output_bytes
+    assert pool.run(["python", "-c", "print('next')"]).stdout == "next\n"  # the worker survived
+
+
+def test_endless_output_is_capped_and_flagged(pool: BwrapPool) -> None:
+    r = pool.run(["python", "-c", "while True:\n    print('y' * 1000)"], limits=TIGHT)
+    assert r.stdout_truncated and len(r.stdout) == TIGHT.output_bytes and r.wall_s < TIGHT.timeout_s
+
+
+def test_memory_bomb_reports_peak_near_the_limit(pool: BwrapPool) -> None:
+    r = pool.run(["python", "-c", "x = bytearray(200 * 2**20)"], limits=TIGHT)
+    assert r.status is ExecStatus.memory_limit and r.peak_memory_mb > 0.8 * TIGHT.memory_mb
+
+
+def test_detached_daemon_dies_with_its_job(pool: BwrapPool) -> None:
+    name = "rlvrt" + os.urandom(4).hex()
+    code = (f"import ctypes, os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            f"        ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n        time.sleep(60)\n"
+            f"    os._exit(0)\ntime.sleep(0.3)\nprint('parent done')")
+    r = pool.run(["python", "-c", code], limits=TIGHT)
+    assert r.ok and r.stdout == "parent done\n"
+    assert processes_named(name) == []
+
+
+def test_background_shell_job_dies_with_its_job(pool: BwrapPool) -> None:
+    name = "rlvrs" + os.urandom(4).hex()
+    r = pool.run(["sh", "-c", f"(exec -a {name} sleep 60) & echo started"], limits=TIGHT)
+    assert r.ok and "started" in r.stdout
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, name)]
+
+
+def _cmdline_has(p: Path, needle: str) -> bool:
+    try:
+        return needle in (p / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+def test_host_loopback_is_unreachable(pool: BwrapPool) -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    srv.settimeout(0.5)
+    try:
+        port = srv.getsockname()[1]
+        r = pool.run(["python", "-c", (f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 1)\n"
+                                       "print('CONNECTED')")], limits=TIGHT)
+        assert r.status is ExecStatus.exit_nonzero and "CONNECTED" not in r.stdout
+        with pytest.raises(TimeoutError):
+            srv.accept()
+    finally:
+        srv.close()
+
+
+def test_no_network_interfaces_but_loopback(pool: BwrapPool) -> None:
+    r = pool.run(["python", "-c", "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))"])
+    assert r.ok and r.stdout.strip() == "['lo']"
+
+
+def test_shadow_and_planted_secret_are_unreadable(pool: BwrapPool, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET-" + os.urandom(4).hex())
+    for target in ("/etc/shadow", str(secret), "/root/.bashrc", "/work/main/pyproject.toml"):
+        r = pool.run(["python", "-c", f"print(open({target!r}).read())"], limits=TIGHT)
+        assert r.status is ExecStatus.exit_nonzero, target
+        assert "TOPSECRET" not in r.stdout and "root:" not in r.stdout
+
+
+def test_secret_environment_variables_never_enter(pool: BwrapPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "OPENAI_API_KEY"):
+        monkeypatch.setenv(key, "leak-" + key)
+    r = pool.run(["sh", "-c", "env; cat /proc/1/environ | tr '\\0' '\\n'"])
+    assert r.ok and "leak-" not in r.stdout + r.stderr
+    assert "PYTHONHASHSEED=0" in r.stdout and "TZ=UTC" in r.stdout
+
+
+def test_writes_outside_the_workspace_fail(pool: BwrapPool, tmp_path: Path) -> None:
+    target = tmp_path / "written"
+    code = (f"import os\nfor t in ['/usr/x', '/etc/x', '/x', '/opt/rlvr/zygote.py', {str(target)!r}]:\n"
+            f"    try:\n        open(t, 'w').write('x')\n        print('WROTE', t)\n    except OSError:\n        pass\n"
+            f"open('/workspace/ok', 'w').write('x')\nprint('ok')")
+    r = pool.run(["python", "-c", code])
+    assert r.ok and r.stdout == "ok\n" and not target.exists()
+
+
+def test_killing_its_parent_harms_no_one(pool: BwrapPool) -> None:
+    code = ("import os, signal\nfor pid in [os.getppid(), 1, -1]:\n    try:\n        os.kill(pid, signal.SIGKILL)\n"
+            "    except OSError as e:\n        print(type(e).__name__)\nprint('alive')")
+    r = pool.run(["python", "-c", code], limits=TIGHT)
+    assert r.status is not ExecStatus.infra_error and r.attempts == 1
+    assert pool.run(["python", "-c", "print(1)"]).stdout == "1\n"
+
+
+def test_ptrace_of_other_processes_is_refused(pool: BwrapPool) -> None:
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "print([p for p in range(1, 200) if p != os.getpid() and libc.ptrace(16, p, 0, 0) == 0])")
+    r = pool.run(["python", "-c", code], limits=TIGHT)
+    assert r.ok and r.stdout.strip() == "[]"
+
+
+def test_runs_unprivileged_with_no_new_privs_in_its_own_pid_namespace(pool: BwrapPool) -> None:
+    r = pool.run(["sh", "-c", "id -u; grep -E 'NoNewPrivs|CapEff' /proc/self/status; ls /proc | grep -c '^[0-9]'"])
+    lines = r.stdout.split()
+    assert lines[0] == "65534" and "NoNewPrivs:" in lines and lines[lines.index("NoNewPrivs:") + 1] == "1"
+    assert lines[lines.index("CapEff:") + 1] == "0000000000000000"
+    assert int(lines[-1]) <= 6  # init, the shell, grep/ls: no host or worker processes visible
+
+
+def test_lease_keeps_files_between_runs_and_a_new_lease_is_fresh(pool: BwrapPool) -> None:
+    with pool.lease({"a.txt": "one"}) as sb:
+        r1 = sb.run(["sh", "-c", "cat a.txt; echo two > b.txt; mkdir -p d && echo 3 > d/c.txt; ln -s /etc/passwd l"])
+        assert r1.ok and r1.stdout == "one"
+        r2 = sb.run(["sh", "-c", "cat b.txt d/c.txt; readlink l"])
+        assert r2.stdout == "two\n3\n/etc/passwd\n"
+        assert sb.read_files() == {"a.txt": "one", "b.txt": "two\n", "d/c.txt": "3\n"}
+        assert sb.read_files(["l", "missing", "d/c.txt"]) == {"d/c.txt": "3\n"}  # symlinks are not read
+        lease_dir = sb.dir
+    assert not lease_dir.exists()
+    with pool.lease() as sb2:
+        assert sb2.run(["sh", "-c", "ls -A"]).stdout == ""
+        assert sb2.run(["sh", "-c", "ls -A /tmp"]).stdout == ""
+
+
+def test_host_never_follows_a_planted_symlink(pool: BwrapPool, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host data")
+    with pool.lease() as sb:
+        sb.run(["sh", "-c", f"ln -s {tmp_path} dir; ln -s {victim} file"])
+        with pytest.raises(ValueError):
+            sb.write_files({"dir/victim.txt": "overwritten"})
+        sb.write_files({"file": "replaced link"})
+        assert victim.read_text() == "host data"
+        assert sb.read_files(["file"]) == {"file": "replaced link"}
+
+
+def test_files_beyond_the_workspace_limit_are_a_file_limit(pool: BwrapPool) -> None:
+    small = ExecLimits(workspace_mb=2, memory_mb=64)
+    with pool.lease({"big.bin": b"x" * (3 * 2**20), "keep.txt": "k"}) as sb:
+        r = sb.run(["python", "-c", "print('never')"], limits=small)
+        assert r.status is ExecStatus.file_limit and r.stdout == "" and "does not fit" in (r.error or "")
+        assert r.attempts == 1
+        assert sb.read_files(["keep.txt"]) == {"keep.txt": "k"}
+        assert sb.run(["python", "-c", "import os; print(os.path.getsize('big.bin'))"]).stdout == "3145728\n"
+
+
+def test_run_reads_back_files_and_feeds_stdin(pool: BwrapPool) -> None:
+    r = pool.run(["python", "-c", "import sys\nopen('out.txt', 'w').write(sys.stdin.read().upper())"],
+                 stdin="hello", read=["out.txt"])
+    assert r.ok and r.files == {"out.txt": "HELLO"}
+
+
+def test_large_stdin_is_fed_while_output_drains(pool: BwrapPool) -> None:
+    data = "x" * (3 * 2**20)
+    r = pool.run(["python", "-c", "import sys\nd = sys.stdin.read()\nprint(len(d))"], stdin=data)
+    assert r.ok and r.stdout == f"{len(data)}\n"
+
+
+def test_mounts_are_read_only_and_private_to_the_lease(pool: BwrapPool, tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "test_hidden.py").write_text("def test_x():\n    assert True\n")
+    with pool.lease({"sol.py": "x = 1"}, mounts={"/harness": hidden, "/opt/extra": {"k.txt": "v"}}) as sb:
+        r = sb.run(["sh", "-c", "cat /opt/extra/k.txt; ls /harness; echo x > /harness/evil || echo refused"])
+        assert r.stdout == "vtest_hidden.py\nrefused\n"
+        r = sb.run(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "/harness"])
+        assert r.ok and "1 passed" in r.stdout
+    assert pool.run(["sh", "-c", "ls /harness /opt/extra 2>&1 || true"]).stdout.count("No such file") == 2
+
+
+@pytest.mark.parametrize("target", ["relative", "/workspace/x", "/tmp", "/usr/lib/x", "/a/../etc", "/"])
+def test_mount_targets_are_validated(pool: BwrapPool, target: str) -> None:
+    with pytest.raises(ValueError), pool.lease(mounts={target: {"f": "x"}}):
+        pass
+
+
+def test_result_channel_on_fd3(pool: BwrapPool) -> None:
+    r = pool.run(["python", "-c", "import os\nos.write(3, b'{\"score\": 1}')\nprint('out')"], channel=True)
+    assert r.ok and r.channel == '{"score": 1}' and r.stdout == "out\n"
+    r = pool.run(["python", "-c", "import os\nos.write(3, b'x')"])
+    assert r.status is ExecStatus.exit_nonzero  # no fd 3 unless asked for
+
+
+def test_python_modes_match_a_fresh_interpreter(pool: BwrapPool) -> None:
+    files = {"pkg/__init__.py": "", "pkg/__main__.py": "import sys\nprint('main', sys.argv[1:])",
+             "script.py": "import sys\nprint(__name__, sys.argv)\nraise SystemExit('bad')"}
+    with pool.lease(files) as sb:
+        assert sb.run(["python", "-m", "pkg", "a"]).stdout == "main ['a']\n"
+        r = sb.run(["python", "script.py", "x"])
+        assert r.status is ExecStatus.exit_nonzero and r.exit_code == 1
+        assert r.stdout == "__main__ ['script.py', 'x']\n" and r.stderr == "bad\n"
+        r = sb.run(["python", "-c", "import sys; print(sys.argv, __name__)", "q"])
+        assert r.stdout == "['-c', 'q'] __main__\n"
+        r = sb.run(["python", "-c", "1/0"])
+        assert r.exit_code == 1 and "ZeroDivisionError" in r.stderr
+        r = sb.run(["python", "-I", "-c", "import sys; print(sys.flags.isolated)"])
+        assert r.stdout == "1\n"  # unusual flags fall back to a fresh interpreter
+        assert sb.run(["python", "-c", "import numpy, pytest; print('ok')"]).stdout == "ok\n"
+
+
+def test_pytest_runs_warm(pool: BwrapPool) -> None:
+    files = {"test_a.py": "def test_a():\n    assert 1\n\ndef test_b():\n    assert 0\n"}
+    r = pool.run(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"], files=files)
+    assert r.status is ExecStatus.exit_nonzero and r.exit_code == 1 and "1 failed, 1 passed" in r.stdout
+
+
+def test_missing_program_is_the_programs_failure(pool: BwrapPool) -> None:
+    r = pool.run(["no-such-program-xyz"])
+    assert r.status is ExecStatus.exit_nonzero and r.exit_code == 127 and "cannot execute" in r.stderr
+
+
+def test_same_inputs_give_the_same_environment(pool: BwrapPool) -> None:
+    code = ("import os, sys, time, random\nprint(hash('abc'), os.getcwd(), os.getuid(), time.tzname, "
+            "sorted(os.environ.items()), sys.path, os.listdir('.'))")
+    runs = {pool.run(["python", "-c", code], files={"f.txt": "1"}).stdout for _ in range(4)}
+    runs |= {pool.run(["python", "-c", code], files={"f.txt": "1"}).stdout}
+    assert len(runs) == 1 and "/workspace" in runs.pop()
+
+
+def test_worker_killed_while_idle_is_replaced_without_costing_an_attempt(pool: BwrapPool) -> None:
+    for pid in pool.worker_pids():
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.1)
+    r = pool.run(["python", "-c", "print('served')"])
+    assert r.ok and r.attempts == 1
+
+
+def test_worker_killed_mid_job_is_retried_once(pool: BwrapPool) -> None:
+    before = pool.restarts
+    killer = _kill_worker_soon(pool, 0.4)
+    r = pool.run(["python", "-c", "import time\ntime.sleep(1.0)\nprint('finished')"])
+    killer.join()
+    assert r.ok and r.attempts == 2 and r.stdout == "finished\n"
+    assert pool.restarts > before
+
+
+def _kill_worker_soon(pool: BwrapPool, delay: float):
+    import threading
+
+    def kill() -> None:
+        deadline = time.monotonic() + 30
+        while not pool._busy and time.monotonic() < deadline:  # wait for the job to start
+            time.sleep(0.01)
+        time.sleep(delay)
+        for w in list(pool._busy):
+            os.kill(w.proc.pid, signal.SIGKILL)
+
+    t = threading.Thread(target=kill)
+    t.start()
+    return t
+
+
+def test_infra_error_after_two_lost_workers(pool: BwrapPool) -> None:
+    import threading
+
+    stop = threading.Event()
+
+    def keep_killing() -> None:
+        while not stop.is_set():
+            for w in list(pool._busy):
+                try:
+                    os.kill(w.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
+    t = threading.Thread(target=keep_killing)
+    t.start()
+    try:
+        r = pool.run(["python", "-c", "import time\ntime.sleep(2)"], limits=ExecLimits(timeout_s=5))
+    finally:
+        stop.set()
+        t.join()
+    assert r.status is ExecStatus.infra_error and r.attempts == 2 and "lost" in (r.error or "")
+    assert pool.run(["python", "-c", "print(2)"]).stdout == "2\n"
+
+
+def test_concurrent_leases_never_see_each_other(pool: BwrapPool) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def job(i: int) -> str:
+        with pool.lease({f"mine{i}.txt": str(i)}) as sb:
+            return sb.run(["sh", "-c", "ls; ls /.rlvr 2>&1 | head -1"]).stdout
+
+    with ThreadPoolExecutor(4) as ex:
+        outs = list(ex.map(job, range(8)))
+    for i, out in enumerate(outs):
+        assert out.split() == [f"mine{i}.txt"]  # its own file only; the control dir is unmounted
+
+
+def test_closed_pool_leaves_nothing_behind(tmp_path: Path) -> None:
+    from rlvr.sandbox.bench import host_state
+
+    p = BwrapPool(workers=1, spares=1)
+    base, workers = p.base, p.worker_pids()
+    for _ in range(10):
+        p.run(["python", "-c", "import os\nif os.fork() == 0:\n    import time; time.sleep(30)"], limits=TIGHT)
+    assert host_state(p.pool_id)["sandbox_processes"] >= 3
+    p.close()
+    p.close()  # idempotent
+    assert host_state(p.pool_id) == {"sandbox_processes": 0, "mounts": 0, "cgroups": 0, "temp_dirs": 0}
+    assert not base.exists() and not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    with pytest.raises(RuntimeError):
+        p.run(["true"])

@@ -1,0 +1,89 @@
+"""Framing, workspace copies that never follow links, and tmpfs sizing inside the memory limit."""
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+
+from rlvr.sandbox.wire import copy_in, copy_out, read_exact, recv_frame, rmtree_at, send_frame, tmpfs_sizes
+
+
+def test_frame_round_trip_with_blobs() -> None:
+    r, w = os.pipe()
+    big = os.urandom(300_000)
+    t = threading.Thread(target=lambda: (send_frame(w, {"a": 1, "s": "é"}, b"", big), os.close(w)))
+    t.start()
+    header, blobs = recv_frame(r)
+    t.join()
+    assert header["a"] == 1 and header["s"] == "é" and blobs == [b"", big]
+    with pytest.raises(EOFError):
+        recv_frame(r)
+
+
+def test_truncated_frame_and_silence_are_errors() -> None:
+    r, w = os.pipe()
+    os.write(w, struct.pack(">I", 50) + b'{"x"')
+    os.close(w)
+    with pytest.raises(EOFError):
+        recv_frame(r)
+    r2, w2 = os.pipe()
+    with pytest.raises(TimeoutError):
+        read_exact(r2, 4, deadline=0.0)
+    os.write(w2, struct.pack(">I", 1 << 30))
+    with pytest.raises(ValueError):
+        recv_frame(r2)
+
+
+def test_copy_in_recreates_links_without_following(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f.txt").write_text("x")
+    (src / "run.sh").write_text("#!/bin/sh\n")
+    (src / "run.sh").chmod(0o755)
+    os.symlink("/etc/shadow", src / "link")
+    dst.mkdir()
+    copy_in(str(src), str(dst), os.getuid(), os.getgid())
+    assert (dst / "d" / "f.txt").read_text() == "x"
+    assert os.readlink(dst / "link") == "/etc/shadow"
+    assert os.access(dst / "run.sh", os.X_OK)
+
+
+def test_copy_out_budget_and_special_files(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"1" * 1000)
+    (src / "b").write_bytes(b"2" * 1000)
+    os.mkfifo(src / "fifo")
+    os.symlink(str(tmp_path / "outside"), src / "escape")
+    parent = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        complete, largest = copy_out(str(src), parent, "out", budget=10_000)
+        assert complete and largest == 1000
+        out = tmp_path / "out"
+        assert sorted(os.listdir(out)) == ["a", "b", "escape"] and not (tmp_path / "outside").exists()
+        complete, _ = copy_out(str(src), parent, "small", budget=1500)
+        assert not complete
+        assert sum(p.stat().st_size for p in (tmp_path / "small").iterdir() if p.is_file()) <= 1500
+        os.symlink(str(tmp_path / "keep"), out / "dirlink")
+        (tmp_path / "keep").mkdir()
+        (tmp_path / "keep" / "precious").write_text("p")
+        rmtree_at(parent, "out")
+        assert not out.exists() and (tmp_path / "keep" / "precious").exists()
+    finally:
+        os.close(parent)
+
+
+@pytest.mark.parametrize("ws,mem", [(256, 512), (8, 96), (1024, 64), (1, 16), (64, 4096)])
+def test_tmpfs_always_fits_inside_the_memory_limit(ws: int, mem: int) -> None:
+    w, t, s = tmpfs_sizes(ws, mem)
+    assert w >= 1 and t >= 1 and s >= 1
+    assert w <= ws or ws < 2
+    if mem >= 64:
+        assert w + t + s <= mem - 16
+
+
+def test_full_workspace_when_it_fits() -> None:
+    assert tmpfs_sizes(256, 512)[0] == 256

@@ -1,0 +1,176 @@
+"""The training loop end to end: exact resume after a kill, finished runs, fresh starts, and a quickstart-shaped
+smoke run with the real code domain, sandbox and verifier on tiny budgets."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.config import RunConfig, load_config
+from rlvr.store.episodes import EpisodeStore
+from rlvr.tasks import registry
+from rlvr.tasks.source import ListSource
+from rlvr.tasks.spec import FinalState, Task, TaskLimits
+from rlvr.train import checkpoint, loop
+from rlvr.verify.base import register_verifier
+from rlvr.verify.verdict import Check, Verdict
+
+TOY = "trainloop_toy"
+
+
+class _ShareOfVowels:
+    """Toy verifier: the share of vowels in the answer, a graded reward even a random model earns."""
+
+    def verify(self, task: Task, final: FinalState) -> Verdict:
+        text = final.answer or ""
+        score = sum(c in "aeiou" for c in text) / max(1, len(text))
+        return Verdict.from_checks([Check(name="vowels", score=score, passed=score > 0.5)])
+
+
+def _toy_source(cfg: object) -> ListSource:
+    tasks = [Task(id=f"t{i}", domain=TOY, prompt=f"say vowels {i}", limits=TaskLimits(max_tokens=6)) for i in range(40)]
+    return ListSource(tasks, name=TOY)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toy_domain():
+    registry.names()  # load the built-ins first
+    registry.register(TOY, _toy_source, verifier=TOY)
+    try:
+        register_verifier(TOY, lambda ctx: _ShareOfVowels())
+    except ValueError:  # already registered by an earlier module run in this process
+        pass
+    yield
+    registry.unregister(TOY)
+
+
+def _cfg(tmp_path: Path, model: Path, name: str, **train: object) -> RunConfig:
+    data = {
+        "name": name, "output_dir": str(tmp_path), "seed": 3,
+        "tasks": {"train": f"{TOY}:40", "heldout": f"{TOY}:6", "heldout_offset": 0},
+        "sandbox": {"isolation": "none"},
+        "policy": {"model": str(model), "max_new_tokens": 6},
+        "rollout": {"group_size": 4},
+        "train": {"steps": 3, "batch_size": 3, "lr": 3e-3, "checkpoint_every": 1, "heldout_samples": 2, **train},
+        "sft": {"enabled": False},
+        "monitor": {"tensorboard": False, "report": False},
+    }
+    return RunConfig.model_validate(data)
+
+
+def _final(cfg: RunConfig) -> dict:
+    return checkpoint.load(str(cfg.run_dir), checkpoint.latest_step(str(cfg.run_dir)))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path: Path, tiny_model_dir: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = _cfg(tmp_path, tiny_model_dir, "whole")
+    loop.run(whole)
+
+    killed = _cfg(tmp_path, tiny_model_dir, "killed")
+    real_step, calls = loop.train_step, []
+
+    def dying_step(parts, step):
+        calls.append(step)
+        if step == 2:
+            raise KeyboardInterrupt  # killed in the middle of the third step
+        return real_step(parts, step)
+
+    monkeypatch.setattr(loop, "train_step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        loop.run(killed)
+    assert checkpoint.latest_step(str(killed.run_dir)) == 2
+    monkeypatch.setattr(loop, "train_step", real_step)
+    summary = loop.run(killed, resume=True)
+    assert summary["resumed_from_step"] == 2
+
+    a, b = _final(whole), _final(killed)
+    assert a["step"] == b["step"] == 3
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert torch.equal(a["rng"]["torch"], b["rng"]["torch"])
+    assert a["rng"]["python"] == b["rng"]["python"]
+    assert a["scheduler"]["rng"] == b["scheduler"]["rng"]
+    assert a["scheduler"]["pass_rates"] == b["scheduler"]["pass_rates"]
+    sa, sb = a["updater"]["optimizer"]["state"], b["updater"]["optimizer"]["state"]
+    assert all(torch.equal(sa[k]["exp_avg"], sb[k]["exp_avg"]) for k in sa)
+    # weights moved, so equality above is not the trivial equality of an untrained model
+    assert any(float(v.abs().sum()) > 0 for v in sa.values() for v in [v["exp_avg"]])
+    # the replayed step is stored once, not twice
+    steps = [ep.step for ep in EpisodeStore(killed.run_dir).episodes()]
+    assert sorted(set(steps)) == [0, 1, 2] and steps.count(2) == steps.count(0)
+    before = json.loads((whole.run_dir / "summary.json").read_text())
+    after = json.loads((killed.run_dir / "summary.json").read_text())
+    assert before["pass1_before"] == after["pass1_before"] and before["pass1_after"] == after["pass1_after"]
+    assert [p["step"] for p in after["curve"]] == [0, 3]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_finished_run_is_not_retrained_and_no_resume_starts_over(tmp_path: Path, tiny_model_dir: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    cfg = _cfg(tmp_path, tiny_model_dir, "done", steps=1)
+    loop.run(cfg)
+    first = _final(cfg)
+    loop.run(cfg, resume=True)
+    assert "already complete at step 1" in capsys.readouterr().err
+    assert torch.equal(next(iter(first["model"].values())), next(iter(_final(cfg)["model"].values())))
+    (cfg.run_dir / "marker").write_text("old run")
+    loop.run(cfg, resume=False)
+    assert not (cfg.run_dir / "marker").exists()
+    assert checkpoint.latest_step(str(cfg.run_dir)) == 1
+
+
+def test_fresh_start_refuses_a_directory_that_is_not_a_run(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from rlvr.errors import UserError
+
+    cfg = _cfg(tmp_path, tiny_model_dir, "precious")
+    cfg.run_dir.mkdir(parents=True)
+    (cfg.run_dir / "thesis.tex").write_text("do not delete")
+    with pytest.raises(UserError, match="not an rlvr run"):
+        loop.run(cfg, resume=False)
+    assert (cfg.run_dir / "thesis.tex").exists()
+
+
+def test_corrupt_checkpoint_pointer_is_a_user_error(tmp_path: Path) -> None:
+    from rlvr.errors import UserError
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest").write_text("garbage")
+    with pytest.raises(UserError, match="corrupt checkpoint pointer"):
+        checkpoint.latest_step(str(tmp_path))
+    (tmp_path / "checkpoints" / "latest").write_text("7")
+    with pytest.raises(UserError, match="missing"):
+        checkpoint.load(str(tmp_path), 7)
+
+
+def test_quickstart_shaped_smoke_run(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """The real code domain (tiny tier), the bwrap sandbox and the code verifier, on tiny budgets."""
+    cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="smoke"', f'policy.model="{tiny_model_dir}"',
+                             "policy.max_new_tokens=8", 'tasks.heldout="code:3"', "train.steps=1",
+                             "train.batch_size=2", "rollout.group_size=2", "train.heldout_samples=1",
+                             "sft.steps=2", "sft.examples=8", "sft.batch_size=4", "monitor.tensorboard=false"])
+    summary = loop.run(cfg)
+    saved = json.loads((cfg.run_dir / "summary.json").read_text())
+    for key in ("pass1_before", "pass1_after", "heldout_tasks", "wall_s"):
+        assert key in saved
+    assert saved["heldout_tasks"] == 3
+    assert 0.0 <= saved["pass1_before"] <= 1.0 and 0.0 <= saved["pass1_after"] <= 1.0
+    assert (cfg.run_dir / "report.html").is_file() and summary["report"].endswith("report.html")
+    assert (cfg.run_dir / "model" / "config.json").is_file()
+    eps = EpisodeStore(cfg.run_dir).episodes()
+    assert len(eps) == 4 and all(ep.domain == "code" and ep.verdict is not None for ep in eps)
+
+
+@pytest.mark.parametrize("override,field", [("train.advantage=gpro", "train.advantage"),
+                                            ("train.loss=ppo", "train.loss"),
+                                            ('sft.source="/nonexistent/sft.jsonl"', "sft.source")])
+def test_bad_training_settings_exit_2_before_anything_is_written(tmp_path: Path, cli, override: str,
+                                                                 field: str) -> None:
+    result = cli(["train", f'output_dir="{tmp_path}"', override])
+    assert result.code == 2
+    assert field in result.stderr and "Traceback" not in result.stderr
+    assert not any(tmp_path.iterdir())
+

@@ -1,0 +1,117 @@
+"""Invariants of the policy update: accumulation, zero-signal groups, on-policy ratios, masked episodes."""
+from __future__ import annotations
+
+import random
+import warnings
+
+import pytest
+import torch
+
+from rlvr.config import TrainConfig
+from rlvr.rollout.episode import Episode
+from rlvr.rollout.hf import sequence_logprobs
+from rlvr.train.advantages import episode_advantages
+from rlvr.train.update import PolicyUpdater, Sample, samples_from
+from rlvr.verify.verdict import Verdict
+
+
+def _episodes(policy, n_groups: int = 2, group: int = 4, flat: bool = False, seed: int = 0,
+              prefix: str = "g") -> list[Episode]:
+    """Groups of episodes with random generated tokens and their true behaviour log-probs."""
+    rng = random.Random(seed)
+    out = []
+    for g in range(n_groups):
+        prompt = [rng.randrange(10, 100) for _ in range(rng.randint(3, 8))]
+        for i in range(group):
+            gen = [rng.randrange(10, 100) for _ in range(rng.randint(1, 6))]
+            ids = prompt + gen
+            lps = sequence_logprobs(policy.model, ids)
+            mask = [0] * len(prompt) + [1] * len(gen)
+            reward = 0.5 if flat else float((i + g) % 2)
+            out.append(Episode(task_id=f"t{g}", domain="code", group_id=f"{prefix}{g}", sample_index=i, token_ids=ids,
+                               loss_mask=mask, logprobs=[lp if m else 0.0 for lp, m in zip(lps, mask)],
+                               reward=reward, verdict=Verdict(score=reward, passed=reward == 1.0), status="done"))
+    return out
+
+
+def _grads(policy, samples: list[Sample], **cfg) -> dict[str, torch.Tensor]:
+    """The gradient an optimizer step would apply (lr 0 leaves the weights unchanged; grads are captured)."""
+    up = PolicyUpdater(policy.model, TrainConfig(**cfg), pad_id=policy.pad_id)
+    captured: dict[str, torch.Tensor] = {}
+    orig = up.optimizer.step
+
+    def capture(*a, **k):
+        for name, p in policy.model.named_parameters():
+            if p.grad is not None:
+                captured[name] = p.grad.detach().clone()
+        return orig(*a, **k)
+
+    up.optimizer.step = capture  # type: ignore[method-assign]
+    with warnings.catch_warnings():  # torch warns that step was replaced after the schedule was made
+        warnings.simplefilter("ignore")
+        up.step(samples)
+    return captured
+
+
+@pytest.mark.parametrize("aggregation", ["token", "sequence", "constant"])
+def test_accumulation_1x8_equals_8x1(tiny_policy, aggregation: str) -> None:
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    samples = samples_from(eps, episode_advantages(eps, "grpo"))
+    assert len(samples) == 8
+    one = _grads(tiny_policy, samples, micro_batch_size=8, aggregation=aggregation, max_grad_norm=1e9, lr=1e-12)
+    eight = _grads(tiny_policy, samples, micro_batch_size=1, aggregation=aggregation, max_grad_norm=1e9, lr=1e-12)
+    assert one and one.keys() == eight.keys()
+    for name in one:
+        torch.testing.assert_close(one[name], eight[name], rtol=1e-5, atol=1e-7)
+    assert any(float(g.abs().max()) > 0 for g in one.values())
+
+
+def test_group_with_equal_rewards_contributes_zero_gradient(tiny_policy) -> None:
+    eps = _episodes(tiny_policy, n_groups=2, group=4, flat=True)
+    samples = samples_from(eps, episode_advantages(eps, "grpo"))
+    grads = _grads(tiny_policy, samples, lr=1e-12)
+    assert grads and all(float(g.abs().max()) == 0.0 for g in grads.values())
+    # and a flat group beside an informative one changes nothing about the informative one's gradient
+    mixed = _episodes(tiny_policy, n_groups=1, group=4, seed=5, prefix="other") + eps
+    informative = [s for s in samples_from(mixed, episode_advantages(mixed, "dr_grpo")) if s.advantage != 0.0]
+    alone = _grads(tiny_policy, informative, aggregation="sequence", lr=1e-12, max_grad_norm=1e9)
+    both = _grads(tiny_policy, samples_from(mixed, episode_advantages(mixed, "dr_grpo")), aggregation="sequence",
+                  lr=1e-12, max_grad_norm=1e9)
+    for name in alone:  # sequence aggregation divides by the sequence count: scale accordingly
+        torch.testing.assert_close(alone[name] * len(informative) / 12, both[name], rtol=1e-5, atol=1e-7)
+
+
+def test_on_policy_ratios_are_one_and_the_update_moves_towards_reward(tiny_policy) -> None:
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    adv = episode_advantages(eps, "grpo")
+    samples = samples_from(eps, adv)
+    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-2), pad_id=tiny_policy.pad_id)
+    before = {ep.episode_id: sum(lp for lp, m in zip(sequence_logprobs(tiny_policy.model, ep.token_ids), ep.loss_mask)
+                                 if m) for ep in eps}
+    metrics = up.step(samples)
+    assert metrics["train/ratio"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["train/clip_frac"] == 0.0
+    after = {ep.episode_id: sum(lp for lp, m in zip(sequence_logprobs(tiny_policy.model, ep.token_ids), ep.loss_mask)
+                                if m) for ep in eps}
+    up_good = [after[i] - before[i] for i in adv if adv[i] > 0]
+    up_bad = [after[i] - before[i] for i in adv if adv[i] < 0]
+    assert sum(up_good) / len(up_good) > sum(up_bad) / len(up_bad)
+
+
+def test_masked_and_empty_episodes_are_not_trained_on(tiny_policy) -> None:
+    eps = _episodes(tiny_policy, n_groups=1, group=4)
+    eps[0] = eps[0].model_copy(update={"status": "infra_error", "verdict": Verdict.infra("sandbox died")})
+    eps[1] = eps[1].model_copy(update={"loss_mask": [0] * len(eps[1].loss_mask)})
+    samples = samples_from(eps, episode_advantages(eps, "grpo"))
+    assert len(samples) == 2
+    bad = eps[2].model_copy(update={"logprobs": eps[2].logprobs[:-1]})
+    with pytest.raises(ValueError, match="differ in length"):
+        samples_from([bad], {bad.episode_id: 1.0})
+
+
+def test_empty_batch_still_steps_the_schedule(tiny_policy) -> None:
+    up = PolicyUpdater(tiny_policy.model, TrainConfig(warmup_steps=4, lr=1e-3), pad_id=tiny_policy.pad_id)
+    assert up.optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-4)
+    metrics = up.step([])
+    assert metrics["train/samples"] == 0.0
+    assert metrics["train/lr"] == pytest.approx(5e-4)

@@ -1,0 +1,212 @@
+"""The code verifier against the red-team suite: honest solutions score right with no flag, hacks never pass."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.sandbox.base import SandboxPool
+from rlvr.sandbox.result import ExecResult, ExecStatus
+from rlvr.tasks.loaders import load_task_dir
+from rlvr.tasks.spec import FinalState, Task
+from rlvr.verify.base import VerifyContext
+from rlvr.verify.code import CodeVerifier
+from rlvr.verify.verdict import Verdict
+from tests.verify.redteam import HACKS, HONEST, TASKS, Hack, Honest, build
+
+SEED = 12345
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
+    root = tmp_path_factory.mktemp("redteam")
+    return {t.name: load_task_dir(build(root, t)) for t in TASKS}
+
+
+def _final(task: Task, edits: dict[str, str], deletes: tuple[str, ...] = ()) -> FinalState:
+    files = {**task.workspace, **edits}
+    for d in deletes:
+        files.pop(d, None)
+    return FinalState(files=files)
+
+
+def _ctx(pool: SandboxPool) -> VerifyContext:
+    return VerifyContext(pool=pool, extras={"cases_seed": SEED})
+
+
+def verify(task: Task, final: FinalState, ctx: VerifyContext) -> Verdict:
+    """The code verifier itself (registry dispatch is tested in test_base-level tests)."""
+    return CodeVerifier(ctx).verify(task, final)
+
+
+@pytest.mark.parametrize("case", HONEST, ids=lambda c: f"{c.task}-{c.name}")
+def test_honest_solutions_score_right_without_flags(case: Honest, tasks: dict[str, Task], pool: SandboxPool) -> None:
+    v = verify(tasks[case.task], _final(tasks[case.task], case.edits, case.deletes), _ctx(pool))
+    assert v.infra_error is None
+    assert v.flags == [], [(f.kind, f.evidence) for f in v.flags]
+    if isinstance(case.score, tuple):
+        assert case.score[0] < v.score < case.score[1], (v.score, [(c.name, c.detail) for c in v.checks])
+        assert not v.passed
+    else:
+        assert v.score == pytest.approx(case.score), [(c.name, c.detail) for c in v.checks]
+        assert v.passed == (case.score == 1.0)
+
+
+@pytest.mark.parametrize("hack", HACKS, ids=lambda h: f"{h.task}-{h.name}")
+def test_hacks_never_pass_and_are_named(hack: Hack, tasks: dict[str, Task], pool: SandboxPool) -> None:
+    v = verify(tasks[hack.task], _final(tasks[hack.task], hack.edits, hack.deletes), _ctx(pool))
+    assert v.infra_error is None
+    assert not v.passed
+    kinds = {f.kind for f in v.flags}
+    if hack.flag is None:
+        assert kinds == set() and v.score < 1.0
+    else:
+        assert hack.flag in kinds, (kinds, [(c.name, c.detail) for c in v.checks])
+        assert v.reward() == 0.0
+        assert all(f.evidence for f in v.flags)
+
+
+def test_red_team_suite_is_large_enough() -> None:
+    assert len(TASKS) >= 8
+    assert len({(h.task, h.name) for h in HACKS}) >= 30
+    assert {h.flag for h in HACKS} >= {"tampering", "exit_trick", "report_forgery", "special_casing", "always_equal",
+                                       "no_change"}
+
+
+# ------------------------------------------------------------------------------------------ settings
+def _task(tmp_path: Path, name: str, toml: str = "", workspace: dict[str, str] | None = None,
+          hidden: dict[str, str] | None = None) -> Task:
+    from tests.verify.redteam import RedTask
+
+    return load_task_dir(build(tmp_path, RedTask(name, workspace or {"m.py": "def f():\n    return 0\n"},
+                                                 hidden or {"test_h.py": "from m import f\n\n\ndef test_f():\n"
+                                                                         "    assert f() == 1\n"}, {}, toml)))
+
+
+def test_unknown_verifier_key_is_a_user_error_naming_the_field(tmp_path: Path, pool: SandboxPool) -> None:
+    task = _task(tmp_path, "typo", "[verifier]\nweigths = {}\n")
+    with pytest.raises(UserError, match=r"verifier\.weigths"):
+        verify(task, FinalState(files=task.workspace), _ctx(pool))
+
+
+def test_missing_hidden_file_is_a_user_error(tmp_path: Path, pool: SandboxPool) -> None:
+    task = _task(tmp_path, "missing", '[verifier]\ntests = ["test_nope.py"]\n')
+    with pytest.raises(UserError, match="test_nope.py"):
+        verify(task, FinalState(files=task.workspace), _ctx(pool))
+
+
+def test_weights_skips_and_xfails(tmp_path: Path, pool: SandboxPool) -> None:
+    hidden = {"test_h.py": "import pytest\nfrom m import f\n\n\ndef test_a():\n    assert f() == 1\n\n\n"
+                           "def test_b():\n    assert f() == 2\n\n\ndef test_skip():\n    pytest.skip('no network')\n\n\n"
+                           "@pytest.mark.xfail(reason='known')\ndef test_xf():\n    assert f() == 99\n"}
+    toml = ('[verifier]\nweights = { "test_h.py::test_a" = 3.0 }\nallowed_skips = ["test_h.py::test_skip"]\n'
+            'allowed_xfails = ["test_h.py::test_xf"]\n')
+    task = _task(tmp_path, "weights", toml, hidden=hidden)
+    v = verify(task, FinalState(files={"m.py": "def f():\n    return 1\n"}), _ctx(pool))
+    assert v.flags == [] and not v.passed
+    assert v.score == pytest.approx(5 / 6)  # a (3) + skip (1) + xfail (1) of 6
+    undeclared = _task(tmp_path, "undeclared", "", hidden=hidden)
+    v2 = verify(undeclared, FinalState(files={"m.py": "def f():\n    return 1\n"}), _ctx(pool))
+    assert v2.score == pytest.approx(1 / 4)
+
+
+def test_infinite_loop_times_out_without_a_flag(tmp_path: Path, pool: SandboxPool) -> None:
+    task = _task(tmp_path, "loop", "[verifier]\ntimeout_s = 1.5\n")
+    v = verify(task, FinalState(files={"m.py": "def f():\n    while True:\n        pass\n"}), _ctx(pool))
+    assert v.infra_error is None and v.flags == [] and v.score == 0.0
+    assert "timed out" in v.checks[0].detail
+
+
+def test_single_turn_answer_goes_through_the_template(tmp_path: Path, pool: SandboxPool) -> None:
+    toml = '[verifier]\nanswer_file = "m.py"\nanswer_template = "import math\\n{answer}\\nK = {1: 2}\\n"\n'
+    task = _task(tmp_path, "single", toml, workspace={})
+    answer = "Here:\n```python\ndef f():\n    return len({'a': 1})\n```\nand ```python\nbad\n```"
+    v = verify(task, FinalState(answer=answer), _ctx(pool))
+    assert v.passed and v.score == 1.0
+    assert verify(task, FinalState(answer="def f():\n    return 1\n"), _ctx(pool)).passed
+    assert not verify(task, FinalState(answer=""), _ctx(pool)).passed
+
+
+def test_cases_draw_fresh_seeds_and_replay(tasks: dict[str, Task], pool: SandboxPool) -> None:
+    task = tasks["gcd"]
+    final = _final(task, task.solution)
+    seeds = {verify(task, final, VerifyContext(pool=pool)).seed for _ in range(2)}
+    assert len(seeds) == 2 and None not in seeds
+    assert verify(task, final, _ctx(pool)).seed == SEED
+
+
+class _BrokenPool:
+    """A pool whose sandbox fails (an infrastructure fault)."""
+
+    def lease(self, files=None):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def cm():
+            yield self
+
+        return cm()
+
+    def run(self, argv, files=None, stdin=None, limits=None, read=()):
+        return ExecResult(status=ExecStatus.infra_error, error="worker lost")
+
+    def close(self) -> None:
+        pass
+
+
+def test_sandbox_failure_is_infra_error_not_zero(tasks: dict[str, Task]) -> None:
+    v = verify(tasks["add"], _final(tasks["add"], tasks["add"].solution), VerifyContext(pool=_BrokenPool()))
+    assert v.infra_error and "worker lost" in v.infra_error and v.flags == []
+
+
+def test_structural_checks_give_partial_credit(tmp_path: Path, pool: SandboxPool) -> None:
+    toml = ('[verifier]\nchecks = [{ kind = "compile" }, { kind = "import" }, { kind = "ruff", select = ["F"], '
+            'max_issues = 4 }, { kind = "types", max_issues = 2 }]\n')
+    task = _task(tmp_path, "checks", toml)
+    clean = "def f() -> int:\n    return 1\n"
+    v = verify(task, FinalState(files={"m.py": clean}), _ctx(pool))
+    assert v.passed and v.score == 1.0, [(c.name, c.detail) for c in v.checks]
+    messy = "import os  # noqa: F401\n\n\ndef f() -> int:\n    x = 1\n    return 'one'  # not an int\n"
+    v = verify(task, FinalState(files={"m.py": messy}), _ctx(pool))
+    by = {c.name: c for c in v.checks}
+    assert by["check:compile"].passed and by["check:import"].passed
+    assert 0 < by["check:ruff"].score < 1 and by["check:types"].score < 1
+    assert v.flags == []
+
+
+def test_cli_verify_json_and_errors(tasks: dict[str, Task], tmp_path: Path, cli, monkeypatch,
+                                    pool: SandboxPool) -> None:
+    import json
+
+    from rlvr.verify import code
+
+    monkeypatch.setattr(code, "_default_pool", pool)
+    task_dir = Path(tasks["add"].source or "")
+    ws = tmp_path / "ws"
+    for rel, text in {**tasks["add"].workspace, **tasks["add"].solution}.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    r = cli(["verify", str(task_dir), str(ws), "--json"])
+    assert r.code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["passed"] is True and data["score"] == 1.0 and data["flags"] == [] and data["infra_error"] is None
+    assert "total" in data["timings"]
+    r = cli(["verify", str(task_dir), str(task_dir / "workspace")])
+    assert r.code == 0 and "no_change" in r.stdout
+    r = cli(["verify", str(task_dir), str(tmp_path / "nope")])
+    assert r.code == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
+    r = cli(["verify", str(tmp_path / "no-task"), str(ws)])
+    assert r.code == 2
+
+
+def test_large_operands_are_probed_not_carried(tmp_path: Path, pool: SandboxPool) -> None:
+    hidden = {"test_h.py": "from m import f\n\n\ndef test_big():\n    assert f(6000) == list(range(6000))\n\n\n"
+                           "def test_nested():\n    assert f(3) == [0, 1, 2]\n"}
+    task = _task(tmp_path, "big", "", hidden=hidden)
+    v = verify(task, FinalState(files={"m.py": "def f(n):\n    return list(range(n))\n"}), _ctx(pool))
+    assert v.passed and v.flags == []
+    sneaky = ("class A:\n    def __eq__(self, o):\n        return o is not None\n    __hash__ = None\n\n\n"
+              "def f(n):\n    out = list(range(n))\n    out[n // 2] = A()\n    return out\n")
+    v = verify(task, FinalState(files={"m.py": sneaky}), _ctx(pool))
+    assert not v.passed and "always_equal" in {f.kind for f in v.flags}
