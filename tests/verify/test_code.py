@@ -210,3 +210,22 @@ def test_large_operands_are_probed_not_carried(tmp_path: Path, pool: SandboxPool
               "def f(n):\n    out = list(range(n))\n    out[n // 2] = A()\n    return out\n")
     v = verify(task, FinalState(files={"m.py": sneaky}), _ctx(pool))
     assert not v.passed and "always_equal" in {f.kind for f in v.flags}
+
+
+def test_regression_gate_zeroes_the_score(pool: SandboxPool) -> None:
+    """A fix that passes the weighted (fail-to-pass) test but breaks a gated (pass-to-pass) test earns nothing."""
+    task = Task(
+        id="gate", domain="code", prompt="Fix inc without breaking dec.",
+        workspace={"m.py": "def inc(x):\n    return x\n\ndef dec(x):\n    return x - 1\n"},
+        hidden={"test_m.py": "from m import inc, dec\n\ndef test_inc():\n    assert inc(1) == 2\n\n"
+                             "def test_dec():\n    assert dec(1) == 0\n"},
+        verifier={"tests": ["test_m.py"], "weights": {"test_m.py::test_dec": 0.0},
+                  "gate": ["test_m.py::test_dec"]},
+    )
+    good = verify(task, FinalState(files={"m.py": "def inc(x):\n    return x + 1\n\ndef dec(x):\n    return x - 1\n"}),
+                  _ctx(pool))
+    assert good.passed and good.score == 1.0
+    broken = verify(task, FinalState(files={"m.py": "def inc(x):\n    return x + 1\n\ndef dec(x):\n    return x\n"}),
+                    _ctx(pool))
+    assert not broken.passed and broken.score == 0.0
+    assert broken.details["gates_failed"] == ["test_m.py::test_dec"]

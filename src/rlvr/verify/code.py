@@ -6,6 +6,8 @@ Settings come from the task's `[verifier]` table (unknown keys are refused, so a
   test_*.py. Every test function in them must be collected, run and pass.
 - `weights` (table, test id -> weight): relative weights of hidden tests, ids as `file.py::test_name` or
   `file.py::Class::test_name`; unlisted tests weigh 1. Parametrised items share their function's weight.
+- `gate` (list of test ids): regression gates (e.g. SWE-style pass-to-pass tests, usually with weight 0): when
+  any of them fails, the whole score is 0, so a fix that breaks the rest of the project earns nothing.
 - `tests_weight` (float, 1.0): weight of the hidden tests together in the score beside the other checks.
 - `allowed_skips`, `allowed_xfails` (lists of test ids): skips / expected failures the task declares; any other
   skip or xfail is a failure.
@@ -111,6 +113,8 @@ class CodeSettings(BaseModel):
     """Hidden test files (paths under hidden/)."""
     weights: dict[str, float] = Field(default_factory=dict)
     """Test id -> weight."""
+    gate: list[str] = Field(default_factory=list)
+    """Test ids that must pass for any credit (regression gates)."""
     tests_weight: float = Field(1.0, ge=0)
     """Weight of the hidden tests together."""
     allowed_skips: list[str] = Field(default_factory=list)
@@ -236,6 +240,12 @@ class CodeVerifier:
         passed = bool(required) and all(c.passed for c in required) and not flags
         total = sum(c.weight for c in checks)
         score = sum(c.score * c.weight for c in checks) / total if total > 0 else 0.0
+        broken_gates = [c.name for c in checks if c.name in s.gate and not c.passed]
+        missing_gates = [g for g in s.gate if g not in {c.name for c in checks}]
+        if broken_gates or missing_gates:
+            score = 0.0
+            passed = False
+            details["gates_failed"] = (broken_gates + missing_gates)[:20]
         if rep.payload:
             details["output_tail"] = str(rep.payload.get("output_tail", ""))[-1500:]
         timings["total"] = time.perf_counter() - t0

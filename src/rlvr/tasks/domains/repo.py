@@ -4,7 +4,7 @@ Each task is one mutant from `repo_projects/manifest.json`: a bug injected by an
 documented function's body removed, for a feature task) into a project whose original passes its whole test
 suite, kept only when it breaks at least one test. The model works over several turns in the project; the
 verifier runs a pristine copy of the project's tests from hidden/: the fail-to-pass tests carry the score and
-the pass-to-pass tests (weight 0) must still pass for the task to count as passed. The gold is the original.
+the pass-to-pass tests (weight 0) gate the reward: if any of them fails, the score is 0. The gold is the original.
 """
 from __future__ import annotations
 
@@ -146,7 +146,8 @@ class RepoSource(TaskSource):
         weights = {**{_hidden_id(t): 0.0 for t in e["pass_to_pass"]}, **{_hidden_id(t): 1.0 for t in e["fail_to_pass"]}}
         return Task(
             id=self.id_at(index), domain="repo", prompt=_prompt(e), workspace={**files, e["file"]: m.source},
-            hidden=hidden, solution={e["file"]: original}, verifier={"tests": sorted(hidden), "weights": weights},
+            hidden=hidden, solution={e["file"]: original}, verifier={"tests": sorted(hidden), "weights": weights,
+                                                                   "gate": sorted(_hidden_id(t) for t in e["pass_to_pass"])},
             protected=CODE_PROTECTED_DEFAULT, limits=LIMITS, difficulty=0.6 if e["operator"] == "stub_function" else 0.5,
             source=f"repo:{self.cfg.seed}:{index}", seed=self.cfg.seed, index=index,
             metadata={k: e[k] for k in ("project", "file", "operator", "site", "line", "summary", "fail_to_pass",
