@@ -66,11 +66,12 @@ def grpo_steps(policy, tasks, group: int, steps: int, new_tokens: int) -> dict[s
     engine = RolloutEngine(policy, pool, config=RolloutConfig(tool_workers=2),
                            sampling=SamplingParams(temperature=1.0, max_new_tokens=new_tokens))
     updater = PolicyUpdater(policy.model, TrainConfig(lr=1e-4), pad_id=policy.pad_id, temperature=1.0)
-    times, syncs, tokens = [], [], 0
+    times, rollouts, syncs, tokens = [], [], [], 0
     try:
         for step in range(steps):
             t0 = time.perf_counter()
             eps = engine.run(tasks, group, step=step, seed=step)
+            rollouts.append(time.perf_counter() - t0)
             adv = episode_advantages(eps, "grpo")
             # a random model rarely earns a reward: a fixed +-1 split keeps the update a real gradient step
             adv = {ep.episode_id: adv.get(ep.episode_id) or (1.0 if i % 2 else -1.0) for i, ep in enumerate(eps)}
@@ -82,8 +83,8 @@ def grpo_steps(policy, tasks, group: int, steps: int, new_tokens: int) -> dict[s
             tokens += engine.stats.generated_tokens
     finally:
         pool.close()
-    return {"step_s": statistics.median(times), "sync_s": statistics.median(syncs) if syncs else 0.0,
-            "tokens_per_step": tokens / steps}
+    return {"step_s": statistics.median(times), "rollout_s": statistics.median(rollouts),
+            "sync_s": statistics.median(syncs) if syncs else 0.0, "tokens_per_step": tokens / steps}
 
 
 def main() -> int:
@@ -111,7 +112,7 @@ def main() -> int:
         step = grpo_steps(policy, tasks, args.group, args.steps, min(args.new_tokens, 32))
         results[backend] = {"start_s": start_s, "tok_per_s": tps, **step}
         print(f"{backend:5s} start {start_s:6.1f}s  generate {tps:8.0f} tok/s ({n} tokens)  "
-              f"GRPO step {step['step_s']:6.2f}s ({step['tokens_per_step']:.0f} tokens)  "
+              f"GRPO step {step['step_s']:6.2f}s (rollout {step['rollout_s']:.2f}s, {step['tokens_per_step']:.0f} tokens)  "
               f"weight sync {1000 * step['sync_s']:7.1f} ms", flush=True)
         if hasattr(policy, "close"):
             policy.close()

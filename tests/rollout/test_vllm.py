@@ -191,6 +191,10 @@ steps = 2
 batch_size = 2
 heldout_samples = 1
 heldout_greedy = false
+[sft]
+steps = 3
+examples = 24
+batch_size = 8
 [schedule]
 skip_zero_variance = false
 [monitor]
@@ -199,8 +203,20 @@ report = false
     res = cli(["train", str(cfg)])
     assert res.code == 0, res.stderr + res.stdout
     eps = open_run(tmp_path / "runs" / "vllm-run").episodes()
-    assert sorted({(ep.step, ep.policy_version) for ep in eps}) == [(0, 0), (1, 1)]
+    versions = sorted({(ep.step, ep.policy_version) for ep in eps})  # one version per step, +1 per update
+    assert [s for s, _ in versions] == [0, 1] and versions[1][1] == versions[0][1] + 1
+    assert versions[0][1] == 1  # the SFT warm start was an update too: the engine synced before step 0
     assert (tmp_path / "runs" / "vllm-run" / "model" / "config.json").is_file()
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "vllm-run" / "metrics.jsonl").read_text().splitlines()]
     syncs = [m["metrics"]["weight_sync/seconds"] for m in metrics if "weight_sync/seconds" in m["metrics"]]
     assert len(syncs) == 2 and all(s >= 0 for s in syncs)
+
+
+def test_a_model_the_engine_cannot_serve_is_a_user_error(tmp_path) -> None:
+    """Head size 16 has no vLLM CPU attention kernel: one clear line naming the model, no traceback."""
+    from rlvr.rollout.builtin import build_tiny_model
+
+    bad = build_tiny_model(tmp_path / "h16", n_layer=1, n_embd=32, n_head=2, n_positions=64, seed=1)
+    with pytest.raises(UserError, match="vLLM cannot serve this model") as info:
+        make_policy(f"vllm:{bad}")
+    assert str(bad) in str(info.value) and "\n" not in str(info.value)

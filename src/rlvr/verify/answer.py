@@ -170,6 +170,7 @@ class _Worker:
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         self.lock = threading.Lock()
+        self.owner = os.getpid()
 
     def _start(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "OMP_NUM_THREADS": "1",
@@ -179,7 +180,7 @@ class _Worker:
                                 stdout=subprocess.PIPE, env=env, close_fds=True)
 
     def _stop(self) -> None:
-        if self.proc is not None:
+        if self.proc is not None and os.getpid() == self.owner:
             self.proc.kill()
             self.proc.wait()
             for stream in (self.proc.stdin, self.proc.stdout):
@@ -196,6 +197,8 @@ class _Worker:
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float, memory_mb: int,
              warm: tuple[str, ...]) -> tuple[bool, Any]:
+        if os.getpid() != self.owner:  # a forked copy of this process: the parent's worker is not ours
+            self.proc, self.lock, self.owner = None, threading.Lock(), os.getpid()
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self.proc = self._start()

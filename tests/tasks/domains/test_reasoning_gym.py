@@ -99,6 +99,15 @@ def test_curriculum_level_sets_the_difficulty_settings() -> None:
         registry.make("rg-gcd", level=-1)
 
 
-def test_generator_failure_is_a_user_error() -> None:
-    with pytest.raises(UserError, match="cannot generate item 0"):
-        registry.make("rg-jugs", level=3, size=5).get(0)
+class _FailingDataset:
+    def __getitem__(self, index: int) -> dict:
+        raise ValueError("Could not generate a puzzle with difficulty at least 20")
+
+
+def test_generator_failure_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some generators give up on hard settings (jugs at curriculum level 3, after minutes of search)."""
+    from rlvr.tasks.domains import reasoning_gym as rg_domain
+
+    monkeypatch.setattr(rg_domain, "_build", lambda *args: _FailingDataset())
+    with pytest.raises(UserError, match="cannot generate item 0 of 'jugs'.*lower level"):
+        registry.make("rg-jugs", seed=987_654, size=5).get(0)
