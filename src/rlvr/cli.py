@@ -416,7 +416,7 @@ def sandbox_check() -> None:
         results = run_checks(pool)
     for r in results:
         mark = "[green]PASS[/green]" if r.passed else "[red]FAIL[/red]"
-        out.print(f"{mark} {r.name}: [dim]{r.detail}[/dim]", highlight=False)
+        out.print(f"{mark} {r.name}: [dim]{r.detail}[/dim]", highlight=False, soft_wrap=True)
     failed = sum(not r.passed for r in results)
     out.print(f"{len(results) - failed}/{len(results)} containment checks passed")
     if failed:

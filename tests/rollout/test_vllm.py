@@ -1,5 +1,6 @@
 """The vllm backend end to end: engine tokens and log-probs against the trainer's forward pass, weight sync,
-policy versions on episodes, `rlvr eval` and `rlvr train` through vLLM. Runs in `make test-vllm` only."""
+policy versions on episodes, `rlvr eval` and `rlvr train` through vLLM. The engine tests (`vllm` marker) run in
+`make test-vllm`; the two input checks that need no engine run in `make test`."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,11 @@ from rlvr.rollout.policy import SamplingParams, make_policy
 from rlvr.tasks.spec import Task, TaskLimits
 from rlvr.train.update import PolicyUpdater, Sample, token_logprobs
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
+
+def engine(test):
+    """Needs vLLM: run by `make test-vllm` only (engine start-up is slow on a loaded machine: a longer timeout)."""
+    return pytest.mark.vllm(pytest.mark.timeout(600)(test))
+
 
 TOL = 2e-4
 """Largest |engine log-prob - trainer log-prob| accepted per token (float32 on CPU; measured about 1e-6)."""
@@ -47,6 +52,7 @@ def conv(text: str) -> list[Message]:
     return [Message(role="system", content="Answer."), Message(role="user", content=text)]
 
 
+@engine
 def test_tokens_and_logprobs_match_the_trainer(policy) -> None:
     convs = [conv("What is 6 * 7?"), conv("Name a prime."), conv("x" * 150)]
     for temperature in (1.0, 0.7, 0.0):  # 0: greedy, scored under the untempered distribution
@@ -70,6 +76,7 @@ def test_tokens_and_logprobs_match_the_trainer(policy) -> None:
                 assert logits[start:start + len(c.token_ids)].argmax(-1).tolist() == c.token_ids
 
 
+@engine
 def test_seeds_make_streams_reproducible_and_distinct(policy) -> None:
     params = SamplingParams(temperature=1.0, max_new_tokens=16, seeds=(5, 5, 6))
     a = policy.generate([conv("hi")] * 3, params)
@@ -78,6 +85,7 @@ def test_seeds_make_streams_reproducible_and_distinct(policy) -> None:
     assert a[2].token_ids != a[0].token_ids
 
 
+@engine
 def test_large_seeded_batches(policy) -> None:
     """More prompt tokens than one scheduler step takes (4096): every request still completes, seeds hold."""
     convs = [conv("y" * (60 + i % 40)) for i in range(96)]
@@ -88,6 +96,7 @@ def test_large_seeded_batches(policy) -> None:
     assert alone.token_ids == comps[50].token_ids
 
 
+@engine
 def test_context_budget_and_empty_prompts(policy) -> None:
     long = [list(range(10, 10 + policy.max_context))]  # fills the window: nothing may be generated
     comps = policy.generate([conv("a"), conv("b")], SamplingParams(max_new_tokens=8),
@@ -97,6 +106,15 @@ def test_context_budget_and_empty_prompts(policy) -> None:
     assert policy.generate([], SamplingParams()) == []
     with pytest.raises(ValueError):
         policy.generate([conv("a")], SamplingParams(seeds=(1, 2)))
+
+
+def test_without_vllm_installed_the_backend_is_a_user_error(model_dir, monkeypatch) -> None:
+    """Runs in `make test` too (where vLLM is absent): one line that says what to install."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if not installed
+    with pytest.raises(UserError, match=r"rlvr\[vllm\]"):
+        make_policy(f"vllm:{model_dir}")
 
 
 def test_bad_specs_are_user_errors(tmp_path) -> None:
@@ -109,6 +127,7 @@ def lenient_task() -> Task:
                 limits=TaskLimits(max_tokens=20))
 
 
+@engine
 def test_training_steps_sync_weights_and_record_versions(policy, pool) -> None:
     """Rollout, a real AdamW step on the engine's tokens and log-probs, sync, and the next rollout."""
     engine = RolloutEngine(policy, pool, config=RolloutConfig(tool_workers=1),
@@ -133,6 +152,7 @@ def test_training_steps_sync_weights_and_record_versions(policy, pool) -> None:
     assert len(policy.sync_seconds) >= 3
 
 
+@engine
 def test_generate_syncs_a_stale_engine_and_reloads_from_a_directory(policy, tmp_path) -> None:
     params = SamplingParams(temperature=1.0, max_new_tokens=10, seeds=(4,))
     with torch.no_grad():
@@ -158,6 +178,27 @@ def test_generate_syncs_a_stale_engine_and_reloads_from_a_directory(policy, tmp_
         policy.sync_weights(tmp_path / "nope")
 
 
+@engine
+def test_lora_adapters_sync_as_merged_weights(policy) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    lora = get_peft_model(policy.model, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], lora_dropout=0.0,
+                                                   fan_in_fan_out=True))
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.5)  # adapters that change the output
+    policy.model = lora  # what the trainer does with train.lora
+    policy.version += 1
+    comp = policy.generate([conv("adapters")], SamplingParams(max_new_tokens=10, seeds=(3,)))[0]
+    ref = trainer_logprobs(lora, comp.prompt_token_ids + comp.token_ids, 1.0)[len(comp.prompt_token_ids):]
+    assert max(abs(a - b) for a, b in zip(comp.logprobs, ref)) < TOL
+    assert not any(getattr(m, "merged", False) for m in lora.modules())  # training still sees separate adapters
+    policy.model = lora.merge_and_unload()
+    policy.version += 1
+
+
+@engine
 def test_rlvr_eval_through_vllm(cli, model_dir, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     res = cli(["eval", "--policy", f"vllm:{model_dir}", "--tasks", "math:3", "-k", "2", "--json"])
@@ -167,6 +208,7 @@ def test_rlvr_eval_through_vllm(cli, model_dir, tmp_path, monkeypatch) -> None:
     assert rep["domains"]["math"]["samples"] + rep["domains"]["math"]["masked_episodes"] == 6
 
 
+@engine
 def test_rlvr_train_through_vllm(cli, model_dir, tmp_path, monkeypatch) -> None:
     from rlvr.store.episodes import open_run
 
@@ -212,6 +254,7 @@ report = false
     assert len(syncs) == 2 and all(s >= 0 for s in syncs)
 
 
+@engine
 def test_a_model_the_engine_cannot_serve_is_a_user_error(tmp_path) -> None:
     """Head size 16 has no vLLM CPU attention kernel: one clear line naming the model, no traceback."""
     from rlvr.rollout.builtin import build_tiny_model

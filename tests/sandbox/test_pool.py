@@ -347,3 +347,4 @@ def test_closed_pool_leaves_nothing_behind(tmp_path: Path) -> None:
     assert not base.exists() and not any(Path(f"/proc/{pid}").exists() for pid in workers)
     with pytest.raises(RuntimeError):
         p.run(["true"])
+    assert not base.exists()  # using a closed pool brings nothing back

@@ -115,3 +115,21 @@ def test_empty_batch_still_steps_the_schedule(tiny_policy) -> None:
     metrics = up.step([])
     assert metrics["train/samples"] == 0.0
     assert metrics["train/lr"] == pytest.approx(5e-4)
+
+
+def test_lora_trains_adapters_only_with_the_base_model_as_kl_reference(tiny_policy) -> None:
+    from rlvr.config import RunConfig
+    from rlvr.train.parts import _apply_lora
+
+    _apply_lora(tiny_policy, RunConfig.model_validate({"train": {"lora": True, "lora_rank": 4}}))
+    model = tiny_policy.model
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    up = PolicyUpdater(model, TrainConfig(lr=1e-2, kl_coef=0.1), pad_id=tiny_policy.pad_id)
+    metrics = up.step(samples_from(eps, episode_advantages(eps, "grpo")))
+    assert metrics["train/kl"] == pytest.approx(0.0, abs=1e-6)  # adapters start as a no-op: policy == reference
+    assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if n in base)
+    lora_b = [p for n, p in model.named_parameters() if "lora_B" in n]
+    assert lora_b and any(float(p.abs().max()) > 0 for p in lora_b)
+    metrics = up.step(samples_from(eps, episode_advantages(eps, "grpo")))
+    assert metrics["train/kl"] > 0.0  # after an update the policy has moved away from its frozen base

@@ -125,7 +125,11 @@ class VLLMPolicy:
             # generators cannot do (RuntimeError: CPU Generator does not use offset): prefill whole prompts.
             kw["enable_chunked_prefill"] = False
         try:
-            return vllm.LLM(**kw)
+            llm = vllm.LLM(**kw)
+            # one token now: kernels missing for this model (e.g. a head size) fail here, not mid-run
+            llm.generate([{"prompt_token_ids": [min(self.eos_ids)]}], vllm.SamplingParams(max_tokens=1),
+                         use_tqdm=False)
+            return llm
         except (OSError, ValueError, RuntimeError, NotImplementedError) as exc:
             raise UserError(f"vLLM cannot serve this model: {_first_line(exc)}", file=str(path),
                             field="policy.model",

@@ -348,10 +348,13 @@ class BwrapPool:
         read-only: a verifier's harness or hidden tests, e.g. `lease(files, mounts={"/harness": hidden_dir})`.
         The candidate can read but never change it, and other leases never see it.
         """
+        if self._closed:
+            raise RuntimeError("sandbox pool is closed")
         lease_id = secrets.token_hex(8)
         d = self.base / "leases" / lease_id
         try:
-            (d / "ws").mkdir(parents=True)
+            d.mkdir()  # never parents=True: a closed pool's directory must not come back
+            (d / "ws").mkdir()
             sb = IsolatedSandbox(self, lease_id, _stage_mounts(d, mounts or {}))
             if files:
                 sb.write_files(files)

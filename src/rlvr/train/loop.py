@@ -134,9 +134,9 @@ def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str,
     metrics = parts.updater.step(samples, seed=step_seed(parts.cfg.seed, step))
     if samples:
         parts.policy.version += 1
-        sync = getattr(parts.policy, "sync_weights", None)
-        if sync is not None:  # vllm: the engine takes the new weights before the next rollout
-            metrics["weight_sync/seconds"] = sync()
+        synced = sync_weights(parts)
+        if synced is not None:
+            metrics["weight_sync/seconds"] = synced
     judged = [ep for ep in episodes if not ep.masked]
     metrics.update({
         "train/skipped_groups": float(len(skipped)),
@@ -145,6 +145,12 @@ def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str,
         "reward/pass_rate": sum(ep.passed for ep in judged) / len(judged) if judged else 0.0,
     })
     return metrics
+
+
+def sync_weights(parts: Parts) -> float | None:
+    """Hand changed weights to a backend that generates from its own copy (vllm); seconds taken, or None."""
+    sync = getattr(parts.policy, "sync_weights", None)
+    return sync() if sync is not None else None
 
 
 # ------------------------------------------------------------------------------------------- run phases
@@ -175,6 +181,7 @@ def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: 
                 examples = jsonl_examples(cfg.sft.source)
             state["sft"] = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,
                                      on_step=lambda i, loss: advance(i, loss=loss))
+        sync_weights(parts)
         parts.monitor.log(0, [], state["sft"])
     state["before"] = _heldout(parts, "before", 0)
     _on_curve(state, state["before"], 0, t_start)
@@ -214,6 +221,7 @@ def _restore(parts: Parts, run_url: str, step: int) -> dict[str, Any]:
     parts.updater.load_state_dict(saved["updater"])
     parts.scheduler.load_state_dict(saved["scheduler"])
     parts.policy.version = int(saved["policy_version"])
+    sync_weights(parts)
     parts.drop_records_after(step)  # steps after the checkpoint are replayed, not stored twice
     before = HeldoutResult.from_dict(saved["before"]) if saved.get("before") else None
     return {"step": step, "sft": saved.get("sft", {}), "before": before, "resumed_from": step,
