@@ -166,13 +166,16 @@ class CgroupV1(CgroupBackend):
         return WorkerCgroup(self, dirs)
 
     def procs_files(self, cg: WorkerCgroup) -> list[str]:
-        return [f"/.rlvr/cg/{name}/cgroup.procs" for name in cg.dirs if name != "memory"]
+        return []
 
     def zygote_procs_files(self, cg: WorkerCgroup) -> list[str]:
-        # Migrating a task into a v1 memory cgroup takes 10-20 ms (an RCU-synchronised lock), so the zygote
-        # joins once and jobs inherit it by fork. Pages it held before joining stay charged to the parent;
-        # what it allocates later is a few KiB, subtracted as the baseline of each job's peak.
-        return ["/.rlvr/cg/memory/cgroup.procs"]
+        # Every cgroup migration takes the global threadgroup lock for an RCU grace period, stalling every
+        # fork and exit on the host (a running job's exit included) for milliseconds, and a v1 memory
+        # migration takes 10-20 ms. So the zygote joins once and jobs inherit its cgroups by fork. Pages
+        # it held before joining stay charged to the parent; what it allocates later is a few KiB,
+        # subtracted as the baseline of each job's peak; its CPU while a job runs (forking the next
+        # chain) is counted in the job's cpu_s, as on cgroup v2.
+        return [f"/.rlvr/cg/{name}/cgroup.procs" for name in cg.dirs]
 
     def prepare(self, cg: WorkerCgroup, memory_mb: int, processes: int) -> dict[str, int]:
         mem, pids = cg.dirs["memory"], cg.dirs["pids"]

@@ -37,7 +37,7 @@ SANDBOX_UID = 65534
 """The unprivileged user (nobody) that sandboxed programs run as."""
 SUPERVISORS = 4
 """Processes in a worker's pids cgroup besides the program's: this job's init, the next job's init and its
-waiting child, and (cgroup v2) the zygote."""
+waiting child, and the zygote."""
 JOB_GRACE_S = 10.0
 """Extra seconds a worker may take beyond a job's timeout (workspace copies) before it counts as hung."""
 START_TIMEOUT_S = 60.0

@@ -17,6 +17,8 @@ CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on every architecture (Linux 5.2+)
+OPEN_TREE_CLONE, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, 4
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 _HDR = struct.Struct(">I")
 libc = ctypes.CDLL(None, use_errno=True)
@@ -73,6 +75,18 @@ def mount(src: str | None, target: str, fstype: str | None, flags: int, data: st
 
 def umount(target: str) -> None:
     check_rc(libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
+
+
+def clone_tree(path: str) -> int:
+    """A detached copy of the mount at `path` (open_tree OPEN_TREE_CLONE), as an fd; -1 where unsupported."""
+    fd = libc.syscall(SYS_OPEN_TREE, -100, path.encode(), OPEN_TREE_CLONE | os.O_CLOEXEC)  # -100: AT_FDCWD
+    return fd if fd >= 0 else -1
+
+
+def attach_tree(tree_fd: int, target: str) -> None:
+    """Mount a detached tree from `clone_tree` at `target` (move_mount)."""
+    check_rc(libc.syscall(SYS_MOVE_MOUNT, tree_fd, b"", -100, target.encode(), MOVE_MOUNT_F_EMPTY_PATH),
+             f"move_mount {target}")
 
 
 def prctl(option: int, value: int) -> None:

@@ -5,8 +5,8 @@ it). The zygote, with Python and pytest already imported, forks per job a chain 
 that no fork sits between a request and its result:
 
 - C, PID 1 of a fresh PID namespace and owner of a private mount namespace with fresh tmpfs at /workspace,
-  /tmp and /dev/shm and its own /proc; it joins the job's cgroups and waits for a job on the host pipe. With
-  a job it copies the lease's files in, binds read-only material, unmounts the control directory, starts D,
+  /tmp and /dev/shm and its own /proc, the control directory already unmounted; it waits for a job on the
+  host pipe. With a job it copies the lease's files in, binds read-only material, starts D,
   drains output with caps, enforces the wall-clock timeout, kills every process of its namespace
   (`kill(-1)` from PID 1), copies the workspace back (regular files, directories and symlinks, never
   following links) and writes one result frame to the host.
@@ -63,6 +63,9 @@ class Chain:
         self.sizes = wire.tmpfs_sizes(config["workspace_mb"], config["memory_mb"])
         self.pipes = {name: os.pipe() for name in ("in", "out", "err", "chan", "go")}
         self.leases_fd = -1
+        self.tree_fd = -1
+        """A detached copy of the leases mount, attached only for jobs with read-only binds (-1: the
+        control directory is still mounted, on kernels without open_tree)."""
         self.d_pid = 0
 
 
@@ -113,7 +116,15 @@ def _chain_setup(ch: Chain) -> None:
     for procs in ch.config["procs"]:
         with open(procs, "w") as f:
             f.write("0")
-    ch.leases_fd = os.open(os.path.join(CONTROL_DIR, "leases"), os.O_RDONLY | os.O_DIRECTORY)
+    leases = os.path.join(CONTROL_DIR, "leases")
+    ch.leases_fd = os.open(leases, os.O_RDONLY | os.O_DIRECTORY)
+    # Unmount the control directory now, while idle: an unmount waits for an RCU grace period, several
+    # milliseconds on a loaded host, that would otherwise sit between a job's request and its start.
+    # Workspace copies go through leases_fd; read-only binds need an attached source, so a detached copy
+    # of the leases mount is kept and attached at job time only when a job has binds.
+    ch.tree_fd = wire.clone_tree(leases)
+    if ch.tree_fd >= 0:
+        wire.umount(CONTROL_DIR)
 
 
 def _mount_tmpfs(config: dict, sizes: tuple[int, int, int], extra: int) -> None:
@@ -138,8 +149,15 @@ def _chain_run(ch: Chain, job: Job) -> None:
                   "spawn_error": f"the workspace does not fit its limits: {exc.strerror}"}
         wire.send_frame(ch.out_fd, header, b"", b"", b"")
         return
-    created = _bind_mounts(job, lease)
-    wire.umount(CONTROL_DIR)  # the program never sees other leases, the cgroups or this worker's code
+    if ch.tree_fd < 0:
+        created = _bind_mounts(job, lease)
+        wire.umount(CONTROL_DIR)  # the program never sees other leases, the cgroups or this worker's code
+    elif job.mounts:
+        wire.attach_tree(ch.tree_fd, CONTROL_DIR)
+        created = _bind_mounts(job, f"{CONTROL_DIR}/{job.lease}")
+        wire.umount(CONTROL_DIR)
+    else:
+        created = []
     spec = {"argv": job.argv, "limits": lim, "env": job.env, "channel": job.channel}
     t0 = time.monotonic()
     wire.send_frame(ch.pipes["go"][1], spec)

@@ -13,7 +13,7 @@ from rlvr.errors import UserError
 from rlvr.monitor.monitor import Monitor
 from rlvr.rollout.engine import RolloutEngine
 from rlvr.rollout.policy import SamplingParams, make_policy
-from rlvr.sandbox import make_pool
+from rlvr.scale import pool_for
 from rlvr.sandbox.base import SandboxPool
 from rlvr.schedule.scheduler import Scheduler
 from rlvr.store import checkpoints as objects
@@ -171,7 +171,7 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None) -> Iterator[Parts]
             stack.callback(policy.close)
         if cfg.train.lora:
             _apply_lora(policy, cfg)
-        pool = make_pool(cfg.sandbox)
+        pool = pool_for(cfg)  # the local isolated pool, or pool actors on Ray when [cluster] is set
         stack.callback(pool.close)
         scheduler = Scheduler.from_config(cfg)
         cache = VerdictCache()
