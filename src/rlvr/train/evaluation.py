@@ -7,7 +7,8 @@ sampling seed are the same before and after, so the two figures differ by the po
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,6 +54,16 @@ def per_task_pass(episodes: Sequence[Episode]) -> list[float]:
     return out
 
 
+@contextmanager
+def _phase(progress: Any, name: str, total: int) -> Iterator[Callable[..., None]]:
+    """A progress bar when the run shows one, else a no-op."""
+    if progress is None:
+        yield lambda *_a, **_k: None
+        return
+    with progress.phase(name, total) as advance:
+        yield advance
+
+
 def evaluate(parts: Any, tasks: list[Task], label: str) -> HeldoutResult:
     """Sampled and greedy pass@1 of `parts.policy` on `tasks`; the episodes are stored under heldout/<label>."""
     cfg = parts.cfg
@@ -65,7 +76,7 @@ def evaluate(parts: Any, tasks: list[Task], label: str) -> HeldoutResult:
     results: dict[str, list[Episode]] = {}
     for name, (sampling, n) in runs.items():
         total = len(tasks) * n
-        with parts.progress.phase(f"held-out {label} ({name})", total) as advance:
+        with _phase(parts.progress, f"held-out {label} ({name})", total) as advance:
             engine = parts.engine_for(sampling, progress=lambda done, _t: advance(done))
             results[name] = engine.run(tasks, n, step=0, seed=EVAL_SEED)
     store = EpisodeStore(f"{parts.run_url}/heldout/{label}")

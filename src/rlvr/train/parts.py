@@ -13,8 +13,8 @@ from rlvr.errors import UserError
 from rlvr.monitor.monitor import Monitor
 from rlvr.rollout.engine import RolloutEngine
 from rlvr.rollout.policy import SamplingParams, make_policy
-from rlvr.scale import pool_for
 from rlvr.sandbox.base import SandboxPool
+from rlvr.scale import pool_for
 from rlvr.schedule.scheduler import Scheduler
 from rlvr.store import checkpoints as objects
 from rlvr.store.episodes import EpisodeStore, step_dir
