@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.tasks.spec import FinalState, Task
@@ -95,6 +96,33 @@ class TaskSource(ABC):
             raise TypeError(f"procedural source {self.name!r} is unbounded; use sample(n)")
         for i in range(self.size):
             yield self.get(i)
+
+
+class ProceduralSource(TaskSource):
+    """A procedural domain: task `index` is rebuilt exactly from `random.Random(seed + index)`.
+
+    Subclasses set `name`, keep their validated settings in `self.config` (which has a `seed`) and implement
+    `build(index, rng)`; ids are `s<seed>-<index>`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    @property
+    def size(self) -> None:
+        return None
+
+    def id_at(self, index: int) -> str:
+        return f"s{self.config.seed}-{index}"
+
+    def get(self, index: int) -> Task:
+        if index < 0:
+            raise UserError(f"negative index {index} for domain {self.name!r}", fix="use an index >= 0")
+        return self.build(index, random.Random(self.config.seed + index))
+
+    @abstractmethod
+    def build(self, index: int, rng: random.Random) -> Task:
+        """The task at `index`, drawn from `rng` only (so it is reproducible)."""
 
 
 class ListSource(TaskSource):

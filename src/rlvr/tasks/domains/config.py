@@ -14,10 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rlvr.errors import UserError
 from rlvr.tasks.domains._prompts import JSON_INSTRUCTION, with_instruction
 from rlvr.tasks.registry import register
-from rlvr.tasks.source import TaskSource
+from rlvr.tasks.source import ProceduralSource
 from rlvr.tasks.spec import FinalState, Task
 
 TIERS = ("easy", "medium", "hard")
@@ -136,24 +135,13 @@ SIZES = {"easy": 2, "medium": 4, "hard": 6}
 """Services or stages per task, by tier."""
 
 
-class ConfigSource(TaskSource):
+class ConfigSource(ProceduralSource):
     """Generated configuration tasks, rebuilt exactly from (seed, index)."""
 
-    def __init__(self, config: ConfigDomainConfig) -> None:
-        self.config = config
-        self.name = "config"
+    name = "config"
+    config: ConfigDomainConfig
 
-    @property
-    def size(self) -> None:
-        return None
-
-    def id_at(self, index: int) -> str:
-        return f"s{self.config.seed}-{index}"
-
-    def get(self, index: int) -> Task:
-        if index < 0:
-            raise UserError(f"negative index {index} for domain 'config'", fix="use an index >= 0")
-        rng = random.Random(self.config.seed + index)
+    def build(self, index: int, rng: random.Random) -> Task:
         tier = self.config.tier or TIERS[index % len(TIERS)]
         kind = self.config.kind or sorted(KINDS)[(index // len(TIERS)) % len(KINDS)]
         brief, req, gold, schema = KINDS[kind](rng, SIZES[tier])

@@ -15,10 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rlvr.errors import UserError
 from rlvr.tasks.domains._prompts import JSON_INSTRUCTION, with_instruction
 from rlvr.tasks.registry import register
-from rlvr.tasks.source import TaskSource
+from rlvr.tasks.source import ProceduralSource
 from rlvr.tasks.spec import FinalState, Task
 
 TIERS = ("easy", "medium", "hard")
@@ -177,24 +176,13 @@ def _numbers(text: str) -> list[float]:
     return [float(m.replace(",", "")) for m in re.findall(r"\d[\d,]*(?:\.\d+)?", text)]
 
 
-class ExtractionSource(TaskSource):
+class ExtractionSource(ProceduralSource):
     """Generated financial documents, rebuilt exactly from (seed, index)."""
 
-    def __init__(self, config: ExtractionConfig) -> None:
-        self.config = config
-        self.name = "extraction"
+    name = "extraction"
+    config: ExtractionConfig
 
-    @property
-    def size(self) -> None:
-        return None
-
-    def id_at(self, index: int) -> str:
-        return f"s{self.config.seed}-{index}"
-
-    def get(self, index: int) -> Task:
-        if index < 0:
-            raise UserError(f"negative index {index} for domain 'extraction'", fix="use an index >= 0")
-        rng = random.Random(self.config.seed + index)
+    def build(self, index: int, rng: random.Random) -> Task:
         tier = self.config.tier or TIERS[index % len(TIERS)]
         kind = self.config.document or sorted(DOCUMENTS)[(index // len(TIERS)) % len(DOCUMENTS)]
         text, truth, wrong, example, facts = DOCUMENTS[kind](rng, tier)

@@ -19,7 +19,7 @@ from rlvr.errors import UserError
 from rlvr.tasks.domains._prompts import with_instruction
 from rlvr.tasks.loaders import JsonlPack
 from rlvr.tasks.registry import register
-from rlvr.tasks.source import TaskSource
+from rlvr.tasks.source import ProceduralSource, TaskSource
 from rlvr.tasks.spec import FinalState, Task
 
 WRONG_FILE = "wrong_answer.txt"
@@ -133,24 +133,13 @@ FAMILIES: dict[str, Callable[[random.Random, str], Problem]] = {
 """Problem families of the generator; task i picks one with its own Random(seed + i)."""
 
 
-class MathSource(TaskSource):
+class MathSource(ProceduralSource):
     """Generated math problems, rebuilt exactly from (seed, index)."""
 
-    def __init__(self, config: MathConfig) -> None:
-        self.config = config
-        self.name = "math"
+    name = "math"
+    config: MathConfig
 
-    @property
-    def size(self) -> None:
-        return None
-
-    def id_at(self, index: int) -> str:
-        return f"s{self.config.seed}-{index}"
-
-    def get(self, index: int) -> Task:
-        if index < 0:
-            raise UserError(f"negative index {index} for domain 'math'", fix="use an index >= 0")
-        rng = random.Random(self.config.seed + index)
+    def build(self, index: int, rng: random.Random) -> Task:
         tier = self.config.tier or TIERS[index % len(TIERS)]
         family = rng.choice(sorted(FAMILIES))
         _, question, answer, wrong = FAMILIES[family](rng, tier)

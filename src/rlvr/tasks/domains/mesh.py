@@ -16,9 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rlvr.errors import UserError
 from rlvr.tasks.registry import register
-from rlvr.tasks.source import TaskSource
+from rlvr.tasks.source import ProceduralSource
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
 
 TIERS = ("easy", "medium", "hard")
@@ -149,24 +148,13 @@ def fenced(script: str) -> str:
     return f"<answer>\n```python\n{script}```\n</answer>"
 
 
-class MeshSource(TaskSource):
+class MeshSource(ProceduralSource):
     """Generated 3D modelling tasks, rebuilt exactly from (seed, index)."""
 
-    def __init__(self, config: MeshConfig) -> None:
-        self.config = config
-        self.name = "mesh"
+    name = "mesh"
+    config: MeshConfig
 
-    @property
-    def size(self) -> None:
-        return None
-
-    def id_at(self, index: int) -> str:
-        return f"s{self.config.seed}-{index}"
-
-    def get(self, index: int) -> Task:
-        if index < 0:
-            raise UserError(f"negative index {index} for domain 'mesh'", fix="use an index >= 0")
-        rng = random.Random(self.config.seed + index)
+    def build(self, index: int, rng: random.Random) -> Task:
         tier = self.config.tier or TIERS[index % len(TIERS)]
         part = self.config.part or sorted(PARTS)[(index // len(TIERS)) % len(PARTS)]
         brief, script, spec, wrong = PARTS[part](rng, tier)

@@ -13,10 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rlvr.errors import UserError
 from rlvr.tasks.domains._prompts import JSON_INSTRUCTION, with_instruction
 from rlvr.tasks.registry import register
-from rlvr.tasks.source import TaskSource
+from rlvr.tasks.source import ProceduralSource
 from rlvr.tasks.spec import FinalState, Task
 
 TIERS = ("easy", "medium", "hard")
@@ -150,24 +149,13 @@ SCENARIOS: dict[str, Callable[[random.Random, int], Scenario]] = {
 SIZES = {"easy": 2, "medium": 4, "hard": 6}
 
 
-class RulesSource(TaskSource):
+class RulesSource(ProceduralSource):
     """Generated business-rule tasks, rebuilt exactly from (seed, index)."""
 
-    def __init__(self, config: RulesConfig) -> None:
-        self.config = config
-        self.name = "rules"
+    name = "rules"
+    config: RulesConfig
 
-    @property
-    def size(self) -> None:
-        return None
-
-    def id_at(self, index: int) -> str:
-        return f"s{self.config.seed}-{index}"
-
-    def get(self, index: int) -> Task:
-        if index < 0:
-            raise UserError(f"negative index {index} for domain 'rules'", fix="use an index >= 0")
-        rng = random.Random(self.config.seed + index)
+    def build(self, index: int, rng: random.Random) -> Task:
         tier = self.config.tier or TIERS[index % len(TIERS)]
         scenario = self.config.scenario or sorted(SCENARIOS)[(index // len(TIERS)) % len(SCENARIOS)]
         brief, checks, gold, wrong = SCENARIOS[scenario](rng, SIZES[tier])
