@@ -49,3 +49,22 @@ def test_sweep_removes_cgroups_of_dead_pools() -> None:
     assert all(d.exists() for d in cg.dirs.values())
     cgroups.sweep_stale(set())
     assert not any(d.exists() for d in cg.dirs.values())
+
+
+def test_each_job_gets_its_own_limits_and_fresh_counters() -> None:
+    backend = cgroups.detect(f"{os.getpid()}-limits")
+    cg = backend.worker(0)
+    mem_file, pids_dir = ("memory.max", "unified") if backend.name == "v2" else ("memory.limit_in_bytes", "pids")
+    mem_dir = "unified" if backend.name == "v2" else "memory"
+    try:
+        for memory_mb, processes in [(64, 8), (128, 8), (64, 16), (64, 16)]:
+            before = cg.prepare(memory_mb=memory_mb, processes=processes)
+            assert int((cg.dirs[mem_dir] / mem_file).read_text()) == memory_mb << 20
+            assert int((cg.dirs[pids_dir] / "pids.max").read_text()) == processes
+            use = cg.usage(before)  # nothing ran in the cgroup since prepare: every per-job figure is zero
+            assert use.cpu_s == 0 and not use.oom_killed and not use.pids_hit
+    finally:
+        cg.destroy()
+        for d in backend.pool_dirs():
+            cgroups._destroy_tree(d)
+    assert not any(d.exists() for d in cg.dirs.values())

@@ -208,6 +208,8 @@ def test_mounts_are_read_only_and_private_to_the_lease(pool: BwrapPool, tmp_path
     with pool.lease({"sol.py": "x = 1"}, mounts={"/harness": hidden, "/opt/extra": {"k.txt": "v"}}) as sb:
         r = sb.run(["sh", "-c", "cat /opt/extra/k.txt; ls /harness; echo x > /harness/evil || echo refused"])
         assert r.stdout == "vtest_hidden.py\nrefused\n"
+        r = sb.run(["sh", "-c", "ls -A /.rlvr; grep -c /.rlvr /proc/self/mountinfo"])
+        assert r.stdout == "0\n"  # the leases were attached for the binds and unmounted again
         r = sb.run(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "/harness"])
         assert r.ok and "1 passed" in r.stdout
     assert pool.run(["sh", "-c", "ls /harness /opt/extra 2>&1 || true"]).stdout.count("No such file") == 2

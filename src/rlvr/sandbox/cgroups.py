@@ -1,9 +1,10 @@
 """Per-worker cgroups on the host (v1 or v2): memory and process limits, peak memory, CPU time, OOM kills.
 
-The pool creates one cgroup per worker under `rlvr/<pool-id>/` and bind-mounts it into that worker; each job's
-init process joins it by writing 0 to `cgroup.procs`. Limits are set and counters read here, on the host,
-by trusted code; the sandbox only ever joins. Jobs of one worker run one at a time, so per-job figures are
-deltas of the worker's counters (v1) or come from a fresh leaf recreated before each job (v2).
+The pool creates one cgroup per worker under `rlvr/<pool-id>/` and bind-mounts it into that worker; the
+worker's zygote joins it once by writing 0 to `cgroup.procs`, and every job inherits it by fork. Limits are set
+and counters read here, on the host, by trusted code (through descriptors kept open, rewriting a limit only
+when it changes); the sandbox only ever joins. Jobs of one worker run one at a time, so per-job figures are
+deltas of the worker's counters (with the peak-memory counter reset before each job).
 """
 from __future__ import annotations
 
@@ -81,6 +82,33 @@ class WorkerCgroup:
     def __init__(self, backend: CgroupBackend, dirs: dict[str, Path]) -> None:
         self.backend = backend
         self.dirs = dirs
+        self._fds: dict[Path, int] = {}
+        self._written: dict[Path, str] = {}
+
+    def read(self, p: Path) -> str:
+        """Read a control file through a descriptor kept open (a job reads several: opening each costs more)."""
+        fd = self._fds.get(p)
+        if fd is None:
+            try:
+                fd = self._fds[p] = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return ""
+        try:
+            return os.pread(fd, 4096, 0).decode()
+        except OSError:
+            return ""
+
+    def write_once(self, p: Path, value: str) -> None:
+        """Write a limit unless this worker's cgroup already holds it (only the pool ever writes it)."""
+        if self._written.get(p) != value:
+            self._written.pop(p, None)
+            _write(p, value)
+            self._written[p] = value
+
+    def close_fds(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
     def binds(self) -> list[tuple[Path, str]]:
         """(host dir, name) pairs to bind at /.rlvr/cg/<name> inside the worker."""
@@ -101,6 +129,7 @@ class WorkerCgroup:
         return self.backend.usage(self, before)
 
     def destroy(self) -> None:
+        self.close_fds()
         for d in self.dirs.values():
             _destroy_tree(d)
 
@@ -123,7 +152,7 @@ class CgroupBackend(ABC):
 
     @abstractmethod
     def procs_files(self, cg: WorkerCgroup) -> list[str]:
-        """Sandbox-side paths a job's init joins."""
+        """Sandbox-side paths a job's init joins (none: jobs inherit the zygote's cgroups)."""
 
     def zygote_procs_files(self, cg: WorkerCgroup) -> list[str]:
         """Sandbox-side paths the zygote joins once; none by default."""
@@ -179,29 +208,29 @@ class CgroupV1(CgroupBackend):
 
     def prepare(self, cg: WorkerCgroup, memory_mb: int, processes: int) -> dict[str, int]:
         mem, pids = cg.dirs["memory"], cg.dirs["pids"]
-        limit = memory_mb << 20
-        files = [f for f in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if (mem / f).exists()]
-        if limit > int(_read(mem / files[0]) or 0):
-            files.reverse()  # memory <= memory+swap must hold at every step: raise the outer bound first
-        for f in files:
-            _write(mem / f, str(limit))
+        limit = str(memory_mb << 20)
+        files = [mem / f for f in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if (mem / f).exists()]
+        if cg._written.get(files[0]) != limit:
+            if int(limit) > int(cg.read(files[0]) or 0):
+                files.reverse()  # memory <= memory+swap must hold at every step: raise the outer bound first
+            for f in files:
+                cg.write_once(f, limit)
         _write(mem / "memory.max_usage_in_bytes", "0")
-        _write(pids / "pids.max", str(processes))
-        before = {"oom": _field(_read(mem / "memory.oom_control"), "oom_kill"),
-                  "pids": _field(_read(pids / "pids.events"), "max"),
-                  "mem": int(_read(mem / "memory.usage_in_bytes") or 0)}
-        if "cpuacct" in cg.dirs:
-            _write(cg.dirs["cpuacct"] / "cpuacct.usage", "0")
-        return before
+        cg.write_once(pids / "pids.max", str(processes))
+        cpu = cg.dirs.get("cpuacct")
+        return {"oom": _field(cg.read(mem / "memory.oom_control"), "oom_kill"),
+                "pids": _field(cg.read(pids / "pids.events"), "max"),
+                "mem": int(cg.read(mem / "memory.usage_in_bytes") or 0),
+                "cpu": int(cg.read(cpu / "cpuacct.usage") or 0) if cpu else 0}
 
     def usage(self, cg: WorkerCgroup, before: dict[str, int]) -> JobUsage:
         mem, pids = cg.dirs["memory"], cg.dirs["pids"]
         cpu = cg.dirs.get("cpuacct")
         return JobUsage(
-            peak_memory_mb=max(int(_read(mem / "memory.max_usage_in_bytes") or 0) - before["mem"], 0) / 2**20,
-            cpu_s=int(_read(cpu / "cpuacct.usage") or 0) / 1e9 if cpu else 0.0,
-            oom_killed=_field(_read(mem / "memory.oom_control"), "oom_kill") > before["oom"],
-            pids_hit=_field(_read(pids / "pids.events"), "max") > before["pids"],
+            peak_memory_mb=max(int(cg.read(mem / "memory.max_usage_in_bytes") or 0) - before["mem"], 0) / 2**20,
+            cpu_s=(int(cg.read(cpu / "cpuacct.usage") or 0) - before["cpu"]) / 1e9 if cpu else 0.0,
+            oom_killed=_field(cg.read(mem / "memory.oom_control"), "oom_kill") > before["oom"],
+            pids_hit=_field(cg.read(pids / "pids.events"), "max") > before["pids"],
         )
 
 

@@ -49,6 +49,28 @@ Mounts = Mapping[str, "str | os.PathLike[str] | FileMap"]
 """Sandbox path -> host directory (copied) or FileMap, mounted read-only for the lease."""
 
 
+SHADOWED_ROOTS = ("/tmp", "/dev", "/proc", "/workspace", "/.rlvr", "/opt/rlvr")
+"""Sandbox paths that hold the sandbox's own mounts: host files under them are not visible inside."""
+RELOCATED_PREFIX = "/opt/rlvr/prefix"
+
+
+def _shadowed(path: str) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in SHADOWED_ROOTS)
+
+
+def inner_interpreter(python: str) -> tuple[str, tuple[str, str] | None]:
+    """The interpreter path inside the sandbox, and (host prefix, sandbox prefix) when it had to move.
+
+    A venv under /tmp (a CI checkout, say) would be hidden by the sandbox's fresh /tmp, so its prefix is
+    mounted read-only at RELOCATED_PREFIX instead; a venv finds its site-packages from the path it is run as.
+    """
+    python = os.path.abspath(python)
+    prefix = os.path.dirname(os.path.dirname(python))
+    if not _shadowed(os.path.realpath(prefix)) and not _shadowed(prefix):
+        return python, None
+    return RELOCATED_PREFIX + python[len(prefix):], (os.path.realpath(prefix), RELOCATED_PREFIX)
+
+
 def job_env(python: str) -> dict[str, str]:
     """The fixed environment of every job: nothing of the host's leaks in."""
     venv_bin = str(Path(python).parent) + ":" if sys.prefix != sys.base_prefix else ""
@@ -183,8 +205,11 @@ class BwrapPool:
         self.bwrap = find_bwrap()
         self.limits = limits or ExecLimits()
         self.python = python or sys.executable
+        # what the sandbox runs: the same interpreter, relocated when its prefix sits where the sandbox
+        # mounts its own tmpfs (a checkout under /tmp, for instance)
+        self.inner_python, self._relocated = inner_interpreter(self.python)
         self.warm = list(warm)
-        self.env = job_env(self.python)
+        self.env = job_env(self.inner_python)
         self.pool_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         _sweep_stale()
         self.cgroups = cgroups.detect(self.pool_id)
@@ -248,7 +273,9 @@ class BwrapPool:
         made: set[str] = set()
         prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, Path(self.python).parent)}
         prefixes.add(sys.prefix)
-        for prefix in sorted(p for p in prefixes if not p.startswith("/usr/")):
+        if self._relocated is not None:
+            prefixes.discard(self._relocated[0])
+        for prefix in sorted(p for p in prefixes if not p.startswith("/usr/") and not _shadowed(p)):
             for anc in _ancestors(prefix):  # bwrap would copy the host's modes (/root is 0700)
                 if anc not in made:
                     made.add(anc)
@@ -259,15 +286,17 @@ class BwrapPool:
         for host_dir, name in w.cg.binds():
             a += ["--bind", str(host_dir), f"/.rlvr/cg/{name}"]
         a += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/rlvr",
-              "--ro-bind", str(ZYGOTE), "/opt/rlvr/zygote.py", "--ro-bind", str(WIRE), "/opt/rlvr/wire.py",
-              "--chdir", "/", "--clearenv"]
+              "--ro-bind", str(ZYGOTE), "/opt/rlvr/zygote.py", "--ro-bind", str(WIRE), "/opt/rlvr/wire.py"]
+        if self._relocated is not None:
+            a += ["--ro-bind", self._relocated[0], self._relocated[1]]
+        a += ["--chdir", "/", "--clearenv"]
         for k, v in self.env.items():
             a += ["--setenv", k, v]
         config = {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "procs": w.cg.procs_files(),
-                  "zygote_procs": w.cg.zygote_procs_files(), "python": self.python,
+                  "zygote_procs": w.cg.zygote_procs_files(), "python": self.inner_python,
                   "workspace_mb": self.limits.workspace_mb, "memory_mb": self.limits.memory_mb,
                   "warm": self.warm, "inodes": 20000}
-        return a + [self.python, "/opt/rlvr/zygote.py", json.dumps(config)]
+        return a + [self.inner_python, "/opt/rlvr/zygote.py", json.dumps(config)]
 
     # --------------------------------------------------------------------------------------- workers
     def _refill_loop(self) -> None:

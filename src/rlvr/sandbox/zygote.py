@@ -63,9 +63,7 @@ class Chain:
         self.sizes = wire.tmpfs_sizes(config["workspace_mb"], config["memory_mb"])
         self.pipes = {name: os.pipe() for name in ("in", "out", "err", "chan", "go")}
         self.leases_fd = -1
-        self.tree_fd = -1
-        """A detached copy of the leases mount, attached only for jobs with read-only binds (-1: the
-        control directory is still mounted, on kernels without open_tree)."""
+        self.tree_fd = -1  # detached copy of the leases mount, for binds (-1: no open_tree, /.rlvr stays)
         self.d_pid = 0
 
 
@@ -262,29 +260,21 @@ def _reap_all() -> None:
 
 # ------------------------------------------------------------------------------------------------- D
 def _candidate_main(ch: Chain) -> None:
-    """D: wait for the go, then confine itself and become the program. Never returns."""
+    """D: confine itself, wait for the go, then become the program. Never returns.
+
+    Everything that does not depend on the job (the unprivileged user, no_new_privs, stdio, cwd) is done
+    while idle, before the go; only the job's rlimits, environment and descriptors are set after it.
+    """
     try:
         for fd in (ch.in_fd, ch.out_fd, ch.taken_w, ch.leases_fd, ch.pipes["go"][1]):
             os.close(fd)
         go_r = ch.pipes["go"][0]
         _rehearse()
-        try:
-            spec, _ = wire.recv_frame(go_r)
-        except EOFError:
-            os._exit(0)
         p = ch.pipes
         os.dup2(p["in"][0], 0)
         os.dup2(p["out"][1], 1)
         os.dup2(p["err"][1], 2)
-        keep = 3
-        if spec["channel"]:
-            os.dup2(p["chan"][1], 3)
-            keep = 4
-        os.closerange(keep, 1 << 16)
-        wire.set_rlimits(spec["limits"])
         os.chdir(WORKSPACE)
-        os.environ.clear()
-        os.environ.update(spec["env"])
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # under the memory limit the program dies first, never its supervisors
         uid, gid = ch.config["uid"], ch.config["gid"]
@@ -292,8 +282,23 @@ def _candidate_main(ch: Chain) -> None:
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
         wire.prctl(wire.PR_SET_NO_NEW_PRIVS, 1)
-        wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)
+        wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setresuid, which would clear it
         os.umask(0o022)
+    except BaseException:  # noqa: BLE001  # before the go: C reports the lost chain as an infra fault
+        os._exit(126)
+    try:
+        try:
+            spec, _ = wire.recv_frame(go_r)
+        except EOFError:
+            os._exit(0)
+        keep = 3
+        if spec["channel"]:
+            os.dup2(p["chan"][1], 3)
+            keep = 4
+        os.closerange(keep, 1 << 16)
+        wire.set_rlimits(spec["limits"])  # only lowers limits: allowed without privileges
+        os.environ.clear()
+        os.environ.update(spec["env"])
     except BaseException as exc:  # noqa: BLE001
         os.write(2, f"sandbox: job set-up failed: {exc}\n".encode())
         os._exit(126)
@@ -441,13 +446,15 @@ def main() -> None:
         os.dup2(devnull, fd)
     _warm_up(config.get("warm", []))
     sys.stdout.flush()
-    for procs in config.get("zygote_procs", []):
-        with open(procs, "w") as f:  # joined once: a job then inherits the cgroup instead of migrating
-            f.write("0")
     import gc
 
     gc.collect()
     gc.freeze()  # forked chains then share the warm heap instead of touching every page
+    # Before joining the cgroups, so that the copies are charged to the parent, not to every job's limit.
+    wire.collapse_huge_pages()
+    for procs in config.get("zygote_procs", []):
+        with open(procs, "w") as f:  # joined once: a job then inherits the cgroup instead of migrating
+            f.write("0")
     wire.send_frame(out_fd, {"ready": True})
     _serve(config, in_fd, out_fd)
 
