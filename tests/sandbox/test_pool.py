@@ -350,3 +350,31 @@ def test_closed_pool_leaves_nothing_behind(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         p.run(["true"])
     assert not base.exists()  # using a closed pool brings nothing back
+
+
+def test_an_interpreter_under_tmp_is_relocated_not_hidden(tmp_path: Path) -> None:
+    """A checkout (and its venv) under /tmp, as CI may have it: the sandbox's own /tmp must not hide it."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from rlvr.sandbox.pool import RELOCATED_PREFIX, inner_interpreter
+
+    assert inner_interpreter("/usr/bin/python3") == ("/usr/bin/python3", None)
+    assert inner_interpreter("/tmp/ci/.venv/bin/python") == (f"{RELOCATED_PREFIX}/bin/python",
+                                                             ("/tmp/ci/.venv", RELOCATED_PREFIX))
+    venv = Path("/tmp") / f"rlvr-venv-test-{os.getpid()}"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        site = next(venv.glob("lib/python*/site-packages"))
+        (site / "host.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # pytest & co. from our venv
+        with BwrapPool(python=str(venv / "bin" / "python"), workers=1, spares=0) as p:
+            res = p.run(["python", "-c", "import sys, pytest; print(sys.prefix)"])
+            assert res.ok, res.stderr
+            assert res.stdout.strip() == RELOCATED_PREFIX
+            res = p.run(["python", "-I", "-c", "print(42)"])  # a fresh interpreter, not the warm one
+            assert res.ok and res.stdout.strip() == "42", res.stderr
+    finally:
+        import shutil
+
+        shutil.rmtree(venv, ignore_errors=True)
