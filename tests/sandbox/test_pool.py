@@ -356,7 +356,6 @@ def test_an_interpreter_under_tmp_is_relocated_not_hidden(tmp_path: Path) -> Non
     """A checkout (and its venv) under /tmp, as CI may have it: the sandbox's own /tmp must not hide it."""
     import subprocess
     import sys
-    import sysconfig
 
     from rlvr.sandbox.pool import RELOCATED_PREFIX, inner_interpreter
 
@@ -366,10 +365,9 @@ def test_an_interpreter_under_tmp_is_relocated_not_hidden(tmp_path: Path) -> Non
     venv = Path("/tmp") / f"rlvr-venv-test-{os.getpid()}"
     try:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-        site = next(venv.glob("lib/python*/site-packages"))
-        (site / "host.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # pytest & co. from our venv
-        with BwrapPool(python=str(venv / "bin" / "python"), workers=1, spares=0) as p:
-            res = p.run(["python", "-c", "import sys, pytest; print(sys.prefix)"])
+        (next(venv.glob("lib/python*/site-packages")) / "marker_mod.py").write_text("HERE = 1\n")
+        with BwrapPool(python=str(venv / "bin" / "python"), workers=1, spares=0, warm=()) as p:
+            res = p.run(["python", "-c", "import sys, marker_mod; print(sys.prefix)"])
             assert res.ok, res.stderr
             assert res.stdout.strip() == RELOCATED_PREFIX
             res = p.run(["python", "-I", "-c", "print(42)"])  # a fresh interpreter, not the warm one
