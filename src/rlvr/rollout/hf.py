@@ -17,7 +17,8 @@ import torch
 from rlvr.errors import UserError
 from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
 from rlvr.rollout.episode import Message
-from rlvr.rollout.policy import Completion, SamplingParams, message_dicts
+from rlvr.rollout.policy import Completion, SamplingParams
+from rlvr.rollout.tokens import ChatTemplateCodec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -42,7 +43,7 @@ def resolve_device(device: str) -> torch.device:
         raise UserError(f"unknown device {device!r}", field="policy.device", fix="use auto, cpu, cuda or cuda:N") from None
 
 
-class HFPolicy:
+class HFPolicy(ChatTemplateCodec):
     """A transformers causal LM as a Policy."""
 
     def __init__(self, model_path_or_name: str | Path, device: str = "auto", dtype: str = "float32", *,
@@ -77,7 +78,6 @@ class HFPolicy:
             tok.pad_token = tok.eos_token
         self.pad_id = int(tok.pad_token_id)
         self.eos_ids = self._eos_ids()
-        self._specials = sorted({t for t in tok.all_special_tokens if len(t) > 1}, key=len, reverse=True)
         limit = getattr(self.model.config, "max_position_embeddings", None) or getattr(
             self.model.config, "n_positions", None)
         self.max_context = min(x for x in (max_context, limit, 1 << 30) if x)
@@ -93,29 +93,6 @@ class HFPolicy:
         if not ids:
             raise UserError("the tokenizer has no eos token", file=self.name, fix="set eos_token in the tokenizer")
         return frozenset(ids)
-
-    # ----------------------------------------------------------------------------------------------- encoding
-    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True) -> str:
-        """The conversation as text through the tokenizer's chat template. Special-token strings inside message
-        contents are defused (a zero-width space after their first character), so tool output written by
-        candidate code cannot forge role markers or an end of turn."""
-        msgs = message_dicts(conversation)
-        for m in msgs:
-            m["content"] = self._defuse(m["content"])
-        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt)
-
-    def _defuse(self, text: str) -> str:
-        for special in self._specials:
-            if special in text:
-                text = text.replace(special, special[0] + "\u200b" + special[1:])
-        return text
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of rendered text (special-token markers in it become their single tokens)."""
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     # --------------------------------------------------------------------------------------------- generation
     def generate(self, conversations: Sequence[list[Message]], params: SamplingParams, *,

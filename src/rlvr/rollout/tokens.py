@@ -9,12 +9,13 @@ loss_mask 0, since their log-probs were taken under a different prefix.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from rlvr.rollout.episode import Message
-from rlvr.rollout.policy import Completion
+from rlvr.rollout.policy import Completion, message_dicts
 
 
 @runtime_checkable
@@ -28,6 +29,40 @@ class ChatEncoder(Protocol):
 
     def encode(self, text: str) -> list[int]:
         ...
+
+
+class ChatTemplateCodec:
+    """render / encode / decode through a Hugging Face tokenizer (`self.tokenizer`), shared by the local backends.
+
+    Special-token strings inside message contents are defused (a zero-width space after their first character),
+    so tool output written by candidate code cannot forge role markers or an end of turn.
+    """
+
+    tokenizer: Any
+
+    @functools.cached_property
+    def _specials(self) -> list[str]:
+        return sorted({t for t in self.tokenizer.all_special_tokens if len(t) > 1}, key=len, reverse=True)
+
+    def _defuse(self, text: str) -> str:
+        for special in self._specials:
+            if special in text:
+                text = text.replace(special, special[0] + "\u200b" + special[1:])
+        return text
+
+    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True) -> str:
+        """The conversation as text through the tokenizer's chat template, contents defused."""
+        msgs = message_dicts(conversation)
+        for m in msgs:
+            m["content"] = self._defuse(m["content"])
+        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of rendered text (special-token markers in it become their single tokens)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
 @dataclass

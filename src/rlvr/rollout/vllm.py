@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from rlvr.errors import UserError
 from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
 from rlvr.rollout.episode import Message
-from rlvr.rollout.policy import Completion, SamplingParams, message_dicts
+from rlvr.rollout.policy import Completion, SamplingParams
+from rlvr.rollout.tokens import ChatTemplateCodec
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -62,7 +63,7 @@ def trainer_weights(model: Any) -> list[tuple[str, Any]]:
     return [(k, v.detach()) for k, v in model.state_dict().items()]
 
 
-class VLLMPolicy:
+class VLLMPolicy(ChatTemplateCodec):
     """A Policy that generates with vLLM and trains a transformers copy of the same weights."""
 
     def __init__(self, model_path_or_name: str | Path, *, dtype: str = "float32", max_context: int | None = None,
@@ -195,19 +196,6 @@ class VLLMPolicy:
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot load weights: {_first_line(exc)}", file=str(path),
                             fix="give a directory written by save_pretrained for this model") from None
-
-    # ------------------------------------------------------------------------------------------- encoding
-    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True) -> str:
-        """The conversation as text through the tokenizer's chat template."""
-        return self.tokenizer.apply_chat_template(message_dicts(conversation), tokenize=False,
-                                                  add_generation_prompt=add_generation_prompt)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of rendered text (special-token markers in it become their single tokens)."""
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     # ----------------------------------------------------------------------------------------- generation
     def generate(self, conversations: Sequence[list[Message]], params: SamplingParams, *,
