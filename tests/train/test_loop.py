@@ -174,3 +174,15 @@ def test_bad_training_settings_exit_2_before_anything_is_written(tmp_path: Path,
     assert field in result.stderr and "Traceback" not in result.stderr
     assert not any(tmp_path.iterdir())
 
+
+
+def test_default_heldout_follows_the_procedural_training_domains() -> None:
+    from rlvr.train.parts import heldout_tasks
+
+    quick = heldout_tasks(load_config())
+    assert len(quick) == 200 and {t.domain for t in quick} == {"code"}
+    assert all(t.index >= 1_000_000 and t.tier == "tiny" for t in quick)
+    math = heldout_tasks(load_config(None, ['tasks.train="math"']))
+    assert len(math) == 200 and {t.domain for t in math} == {"math"}
+    assert heldout_tasks(load_config(None, ['tasks.heldout=""'])) == []
+    assert len(heldout_tasks(load_config(None, ['tasks.heldout="math:5"']))) == 5

@@ -128,12 +128,25 @@ def selections(spec: str, cfg: RunConfig) -> list[Selection]:
     return out
 
 
+DEFAULT_HELDOUT_PER_DOMAIN = 200
+"""Held-out tasks per procedural training domain when `tasks.heldout` is unset."""
+
+
+def heldout_spec(cfg: RunConfig) -> str:
+    """`tasks.heldout`, or when unset: every procedural domain of `tasks.train` with 200 tasks."""
+    if cfg.tasks.heldout is not None:
+        return cfg.tasks.heldout
+    return ",".join(f"{sel.source.name}:{DEFAULT_HELDOUT_PER_DOMAIN}" for sel in selections(cfg.tasks.train, cfg)
+                    if sel.source.size is None)
+
+
 def heldout_tasks(cfg: RunConfig) -> list[Task]:
     """The held-out set: procedural domains from `tasks.heldout_offset` on, finite ones sampled by seed."""
-    if not cfg.tasks.heldout:
+    spec = heldout_spec(cfg)
+    if not spec:
         return []
     tasks: list[Task] = []
-    for sel in selections(cfg.tasks.heldout, cfg):
+    for sel in selections(spec, cfg):
         tasks.extend(sel.tasks(seed=cfg.seed, offset=cfg.tasks.heldout_offset))
     return tasks
 
