@@ -18,9 +18,8 @@ import time
 
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
-from rlvr.sandbox.bench import run_bench, run_hygiene
+from rlvr.sandbox.bench import figures_table, run_bench, run_hygiene
 
 
 def main() -> None:
@@ -42,16 +41,7 @@ def main() -> None:
     if args.json:
         print(json.dumps({k: round(v, 3) for k, v in figures.items()}))
         return
-    table = Table("figure", "sandbox", "baseline (same run)", "ratio", title="rlvr sandbox")
-    rows = [("trivial job p50 (ms)", "warm_p50_ms", "subprocess_p50_ms", "warm_speedup"),
-            ("trivial job p99 (ms)", "warm_p99_ms", None, None),
-            ("pytest, 5 tests (ms per run)", "pytest_sandbox_ms", "pytest_subprocess_ms", "pytest_speedup"),
-            ("trivial jobs/s, 2 workers", "jobs_per_s", "subprocess_jobs_per_s", "throughput_speedup"),
-            ("recovery after SIGKILL (ms)", "recovery_ms", "cold_worker_ms", None)]
-    for label, a, b, ratio in rows:
-        table.add_row(label, f"{figures[a]:.1f}", f"{figures[b]:.1f}" if b else "-",
-                      f"{figures[ratio]:.2f}x" if ratio else "-")
-    Console().print(table)
+    Console().print(figures_table(figures))
     if args.hygiene:
         left = {k: int(v) for k, v in figures.items() if k.startswith("leftover_")}
         Console().print(f"hygiene after {args.hygiene} jobs in {figures['hygiene_s']:.0f} s: {left}")

@@ -428,7 +428,7 @@ def sandbox_bench(json_out: Annotated[bool, typer.Option("--json", help="One fla
     """Sandbox latency and throughput beside their baselines, measured in the same run."""
     from rich.progress import Progress
 
-    from rlvr.sandbox.bench import run_bench
+    from rlvr.sandbox.bench import figures_table, run_bench
 
     n = 200
     with Progress(console=err, transient=True, disable=json_out) as progress:
@@ -437,16 +437,7 @@ def sandbox_bench(json_out: Annotated[bool, typer.Option("--json", help="One fla
     if json_out:
         _print_json({k: round(v, 3) for k, v in figures.items()})
         return
-    table = Table("figure", "sandbox", "baseline", "ratio")
-    rows = [("trivial job p50 (ms)", "warm_p50_ms", "subprocess_p50_ms", "warm_speedup"),
-            ("trivial job p99 (ms)", "warm_p99_ms", None, None),
-            ("pytest, 5 tests (ms)", "pytest_sandbox_ms", "pytest_subprocess_ms", "pytest_speedup"),
-            ("jobs/s, 2 workers", "jobs_per_s", "subprocess_jobs_per_s", "throughput_speedup"),
-            ("recovery after SIGKILL (ms)", "recovery_ms", "cold_worker_ms", None)]
-    for label, a, b, ratio in rows:
-        table.add_row(label, f"{figures[a]:.1f}", f"{figures[b]:.1f}" if b else "-",
-                      f"{figures[ratio]:.1f}x" if ratio else "-")
-    out.print(table)
+    out.print(figures_table(figures))
 
 
 # ------------------------------------------------------------------------------------------------------ main

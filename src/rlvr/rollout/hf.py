@@ -98,17 +98,9 @@ class HFPolicy(ChatTemplateCodec):
     def generate(self, conversations: Sequence[list[Message]], params: SamplingParams, *,
                  prompt_token_ids: Sequence[list[int] | None] | None = None) -> list[Completion]:
         """Batched sampling: one completion per conversation (see rlvr.rollout.policy for the log-prob rule)."""
-        n = len(conversations)
-        if n == 0:
+        if not conversations:
             return []
-        given = list(prompt_token_ids) if prompt_token_ids is not None else [None] * n
-        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c, g in zip(conversations, given)]
-        seeds = list(params.seeds) if params.seeds is not None else list(range(n))
-        if len(seeds) != n:
-            raise ValueError(f"{len(seeds)} seeds for {n} conversations")
-        budgets = [min(params.budget(i), self.max_context - len(p)) for i, p in enumerate(prompts)]
-        results = [Completion(text="", prompt_token_ids=p, finish_reason="length") for p in prompts]
-        live = [i for i in range(n) if budgets[i] > 0 and prompts[i]]
+        prompts, seeds, budgets, results, live = self.prepare(conversations, params, prompt_token_ids)
         if live:
             training = self.model.training
             self.model.eval()  # sampling never sees dropout, even between a trainer's updates

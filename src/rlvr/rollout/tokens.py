@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from rlvr.rollout.episode import Message
-from rlvr.rollout.policy import Completion, message_dicts
+from rlvr.rollout.policy import Completion, SamplingParams, message_dicts
 
 
 @runtime_checkable
@@ -39,6 +39,7 @@ class ChatTemplateCodec:
     """
 
     tokenizer: Any
+    max_context: int
 
     @functools.cached_property
     def _specials(self) -> list[str]:
@@ -63,6 +64,26 @@ class ChatTemplateCodec:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def prepare(self, conversations: Sequence[list[Message]], params: SamplingParams,
+                prompt_token_ids: Sequence[list[int] | None] | None) -> tuple[list[list[int]], list[int], list[int],
+                                                                                list[Completion], list[int]]:
+        """(prompts, seeds, budgets, default results, live indices) of a generation batch.
+
+        A prompt is the given token ids or the rendered conversation; a budget is the conversation's token budget
+        cut to what the context still holds; a conversation with no budget left or an empty prompt is not live
+        and keeps its default result (empty, finish_reason "length").
+        """
+        n = len(conversations)
+        given = list(prompt_token_ids) if prompt_token_ids is not None else [None] * n
+        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c, g in zip(conversations, given)]
+        seeds = list(params.seeds) if params.seeds is not None else list(range(n))
+        if len(seeds) != n:
+            raise ValueError(f"{len(seeds)} seeds for {n} conversations")
+        budgets = [min(params.budget(i), self.max_context - len(p)) for i, p in enumerate(prompts)]
+        results = [Completion(text="", prompt_token_ids=p, finish_reason="length") for p in prompts]
+        live = [i for i in range(n) if budgets[i] > 0 and prompts[i]]
+        return prompts, seeds, budgets, results, live
 
 
 @dataclass

@@ -208,17 +208,9 @@ class VLLMPolicy(ChatTemplateCodec):
 
     def _generate(self, conversations: Sequence[list[Message]], params: SamplingParams,
                   prompt_token_ids: Sequence[list[int] | None] | None) -> list[Completion]:
-        n = len(conversations)
-        if n == 0:
+        if not conversations:
             return []
-        given = list(prompt_token_ids) if prompt_token_ids is not None else [None] * n
-        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c, g in zip(conversations, given)]
-        seeds = list(params.seeds) if params.seeds is not None else list(range(n))
-        if len(seeds) != n:
-            raise ValueError(f"{len(seeds)} seeds for {n} conversations")
-        budgets = [min(params.max_new_tokens, self.max_context - len(p)) for p in prompts]
-        results = [Completion(text="", prompt_token_ids=p, finish_reason="length") for p in prompts]
-        live = [i for i in range(n) if budgets[i] > 0 and prompts[i]]
+        prompts, seeds, budgets, results, live = self.prepare(conversations, params, prompt_token_ids)
         if not live:
             return results
         vllm = _import_vllm()

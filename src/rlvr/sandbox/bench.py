@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 from rlvr.sandbox import cgroups
@@ -170,3 +171,22 @@ def run_hygiene(jobs: int, progress: Callable[[], None] | None = None) -> dict[s
             if progress:
                 progress()
     return {f"leftover_{k}": v for k, v in host_state(pool_id).items()}
+
+
+FIGURE_ROWS = (("trivial job p50 (ms)", "warm_p50_ms", "subprocess_p50_ms", "warm_speedup"),
+               ("trivial job p99 (ms)", "warm_p99_ms", None, None),
+               ("pytest, 5 tests (ms per run)", "pytest_sandbox_ms", "pytest_subprocess_ms", "pytest_speedup"),
+               ("trivial jobs/s, 2 workers", "jobs_per_s", "subprocess_jobs_per_s", "throughput_speedup"),
+               ("recovery after SIGKILL (ms)", "recovery_ms", "cold_worker_ms", None))
+"""(label, figure, baseline figure, ratio figure) of the benchmark's table."""
+
+
+def figures_table(figures: dict[str, float], title: str = "rlvr sandbox") -> Any:
+    """The benchmark figures beside their same-run baselines, as a rich Table."""
+    from rich.table import Table
+
+    table = Table("figure", "sandbox", "baseline (same run)", "ratio", title=title)
+    for label, a, b, ratio in FIGURE_ROWS:
+        table.add_row(label, f"{figures[a]:.1f}", f"{figures[b]:.1f}" if b else "-",
+                      f"{figures[ratio]:.2f}x" if ratio else "-")
+    return table
