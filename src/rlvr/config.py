@@ -142,6 +142,16 @@ class TrainConfig(Section):
     """Sequences per forward/backward; gradients accumulate over the batch."""
     max_grad_norm: float = Field(1.0, gt=0)
     """Gradient clipping norm."""
+    max_staleness: int = Field(0, ge=0)
+    """Asynchronous mode when >= 1: the rollouts of the next steps are generated (from a separate copy of the
+    weights, synced after each update) while this step's update runs, and no episode trains more than this many
+    policy versions after the one that sampled it. 0: synchronous, every episode on-policy."""
+    off_policy: Literal["behaviour", "decoupled"] = "behaviour"
+    """Importance ratio of the loss: against the stored behaviour log-probs (behaviour: plain PPO, stale
+    tokens clipped at 1 +- clip), or decoupled PPO: the ratio is taken against the weights at the start of the
+    update (recomputed) and weighted by min(proximal / behaviour, `is_cap`)."""
+    is_cap: float = Field(2.0, ge=1)
+    """Truncation of the behaviour importance weight in the decoupled correction."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of all weights."""
     lora_rank: int = Field(16, ge=1)

@@ -208,13 +208,9 @@ def test_rlvr_eval_through_vllm(cli, model_dir, tmp_path, monkeypatch) -> None:
     assert rep["domains"]["math"]["samples"] + rep["domains"]["math"]["masked_episodes"] == 6
 
 
-@engine
-def test_rlvr_train_through_vllm(cli, model_dir, tmp_path, monkeypatch) -> None:
-    from rlvr.store.episodes import open_run
-
-    monkeypatch.chdir(tmp_path)
-    cfg = tmp_path / "run.toml"
-    cfg.write_text(f"""name = "vllm-run"
+def _train_toml(tmp_path, model_dir, name: str, steps: int, extra_train: str = "") -> Path:
+    cfg = tmp_path / f"{name}.toml"
+    cfg.write_text(f"""name = "{name}"
 output_dir = "{tmp_path / 'runs'}"
 [tasks]
 train = "math"
@@ -229,10 +225,11 @@ max_new_tokens = 8
 [rollout]
 group_size = 2
 [train]
-steps = 2
+steps = {steps}
 batch_size = 2
 heldout_samples = 1
 heldout_greedy = false
+{extra_train}
 [sft]
 steps = 3
 examples = 24
@@ -242,16 +239,44 @@ skip_zero_variance = false
 [monitor]
 report = false
 """)
-    res = cli(["train", str(cfg)])
+    return cfg
+
+
+def _metrics(run_dir: Path, key: str) -> list[float]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [m["metrics"][key] for m in map(json.loads, lines) if key in m["metrics"]]
+
+
+@engine
+def test_rlvr_train_through_vllm(cli, model_dir, tmp_path, monkeypatch) -> None:
+    from rlvr.store.episodes import open_run
+
+    monkeypatch.chdir(tmp_path)
+    res = cli(["train", str(_train_toml(tmp_path, model_dir, "vllm-run", 2))])
     assert res.code == 0, res.stderr + res.stdout
     eps = open_run(tmp_path / "runs" / "vllm-run").episodes()
     versions = sorted({(ep.step, ep.policy_version) for ep in eps})  # one version per step, +1 per update
     assert [s for s, _ in versions] == [0, 1] and versions[1][1] == versions[0][1] + 1
     assert versions[0][1] == 1  # the SFT warm start was an update too: the engine synced before step 0
     assert (tmp_path / "runs" / "vllm-run" / "model" / "config.json").is_file()
-    metrics = [json.loads(line) for line in (tmp_path / "runs" / "vllm-run" / "metrics.jsonl").read_text().splitlines()]
-    syncs = [m["metrics"]["weight_sync/seconds"] for m in metrics if "weight_sync/seconds" in m["metrics"]]
+    syncs = _metrics(tmp_path / "runs" / "vllm-run", "weight_sync/seconds")
     assert len(syncs) == 2 and all(s >= 0 for s in syncs)
+
+
+@engine
+def test_rlvr_train_through_vllm_asynchronously(cli, model_dir, tmp_path, monkeypatch) -> None:
+    """max_staleness = 1: the engine samples step s with the weights after step s - 1's predecessor."""
+    from rlvr.store.episodes import open_run
+
+    monkeypatch.chdir(tmp_path)
+    res = cli(["train", str(_train_toml(tmp_path, model_dir, "vllm-async", 3, "max_staleness = 1"))])
+    assert res.code == 0, res.stderr + res.stdout
+    run = tmp_path / "runs" / "vllm-async"
+    versions = sorted({(ep.step, ep.policy_version) for ep in open_run(run).episodes()})
+    assert versions == [(0, 1), (1, 1), (2, 2)]  # SFT is version 1; step 2 was sampled before update 1 ended
+    assert _metrics(run, "train/staleness_max") == [0.0, 1.0, 1.0]
+    assert _metrics(run, "train/stale_groups") == [0.0, 0.0, 0.0]
+    assert len(_metrics(run, "weight_sync/seconds")) == 3
 
 
 @engine

@@ -73,11 +73,11 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path: Path, tiny_model_
     killed = _cfg(tmp_path, tiny_model_dir, "killed")
     real_step, calls = loop.train_step, []
 
-    def dying_step(parts, step):
+    def dying_step(parts, step, *rest):
         calls.append(step)
         if step == 2:
             raise KeyboardInterrupt  # killed in the middle of the third step
-        return real_step(parts, step)
+        return real_step(parts, step, *rest)
 
     monkeypatch.setattr(loop, "train_step", dying_step)
     with pytest.raises(KeyboardInterrupt):

@@ -73,6 +73,8 @@ class _Live:
     t_start: float = field(default_factory=time.perf_counter)
     """When the episode was started (its sandbox leased); `timings["total"]` runs from here to the verdict."""
     elided_originals: dict[int, str] = field(default_factory=dict)
+    versions: list[int] = field(default_factory=list)
+    """Policy version of each generated turn."""
 
 
 class RolloutEngine:
@@ -144,12 +146,16 @@ class RolloutEngine:
         ep = Episode(run_id=self.run_id, step=step, task_id=task.id, domain=task.domain,
                      group_id=f"{step}:{seed}:{task.key}" + (f":{repeat}" if repeat else ""), sample_index=g,
                      seed=episode_seed(seed, task.key, repeat * group_size + g),
-                     policy_version=int(getattr(self.policy, "version", 0)))
+                     policy_version=self._version())
         env = Env(self.pool, max_turns=self.config.max_turns, max_tokens=self.config.max_tokens,
                   max_output_chars=self.config.max_output_chars, infra_retries=self.config.infra_retries)
         ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
         ep.metadata = {"finish_reasons": [], "tool_calls": 0, "call_errors": 0}
         return _Live(ep, task, env, TokenStream(self.encoder) if self.encoder is not None else None)
+
+    def _version(self) -> int:
+        """The version that generates now: a separate generation copy's, else the policy's."""
+        return int(getattr(self.policy, "generation_version", getattr(self.policy, "version", 0)))
 
     def _guard(self, events: queue.Queue, live: _Live, fn: Callable[[_Live], str]) -> None:
         """Run one piece of episode work on a worker thread; whatever happens, the episode comes back."""
@@ -289,6 +295,11 @@ class RolloutEngine:
         live.ep.num_generated_tokens += comp.num_tokens
         self.stats.generated_tokens += comp.num_tokens
         live.ep.metadata["finish_reasons"].append(comp.finish_reason)
+        if comp.policy_version is not None:  # the oldest weights that sampled any turn (asynchronous mode)
+            live.versions.append(comp.policy_version)
+            live.ep.policy_version = min(live.versions)
+            if len(set(live.versions)) > 1:
+                live.ep.metadata["policy_versions"] = list(live.versions)
         live.messages.append(Message(role="assistant", content=comp.text, tool_calls=list(comp.tool_calls)))
         if live.stream is not None:
             eos_ids = getattr(self.policy, "eos_ids", frozenset())

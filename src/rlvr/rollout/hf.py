@@ -2,12 +2,15 @@
 
 Each conversation samples from its own torch.Generator seeded by `SamplingParams.seeds`, so an episode's
 stream depends on its seed and prompt only, never on which other episodes share the batch. The trainer
-updates `.model`'s weights in place and increments `.version`.
+updates `.model`'s weights in place and increments `.version`. In asynchronous training the trainer first
+calls `separate_weights()`: generation then samples from a copy (rlvr.rollout.weights.GenerationCopy) that
+changes only through `sync_weights()`, and each completion records that copy's version.
 """
 from __future__ import annotations
 
 import functools
 import inspect
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
 from rlvr.rollout.episode import Message
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.tokens import ChatTemplateCodec
+from rlvr.rollout.weights import GenerationCopy, trainer_weights
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -71,6 +75,7 @@ class HFPolicy(ChatTemplateCodec):
         self.model.to(self.device).eval()
         self.name = name
         self.version = 0
+        self._copy: GenerationCopy | None = None
         tok = self.tokenizer
         if not getattr(tok, "chat_template", None):
             tok.chat_template = CHAT_TEMPLATE  # a plain LM gets the compact template, spelled as text
@@ -101,21 +106,48 @@ class HFPolicy(ChatTemplateCodec):
         if not conversations:
             return []
         prompts, seeds, budgets, results, live = self.prepare(conversations, params, prompt_token_ids)
-        if live:
+        if live and self._copy is not None:
+            with self._copy.lock:  # a sync waits for this call to end, and this call for a sync
+                outs = self._decode(self._copy.model, [prompts[i] for i in live], [budgets[i] for i in live],
+                                    params, [seeds[i] for i in live])
+                version: int | None = self._copy.version
+        elif live:
+            version = None
             training = self.model.training
             self.model.eval()  # sampling never sees dropout, even between a trainer's updates
             try:
-                outs = self._decode([prompts[i] for i in live], [budgets[i] for i in live], params,
+                outs = self._decode(self.model, [prompts[i] for i in live], [budgets[i] for i in live], params,
                                     [seeds[i] for i in live])
             finally:
                 self.model.train(training)
-            for i, (ids, lps, reason) in zip(live, outs):
-                results[i] = Completion(text=self.decode(ids), token_ids=ids, logprobs=lps,
-                                        prompt_token_ids=prompts[i], finish_reason=reason)
+        for i, (ids, lps, reason) in zip(live, outs if live else []):
+            results[i] = Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompts[i],
+                                    finish_reason=reason, policy_version=version)
         return results
 
+    # ------------------------------------------------------------------------------------ asynchronous mode
+    def separate_weights(self) -> None:
+        """Generate from a copy of the current weights from now on (call before wrapping `.model` in LoRA)."""
+        if self._copy is None:
+            self._copy = GenerationCopy(self.model, self.version)
+
+    def sync_weights(self, weights: Any = None, version: int | None = None) -> float | None:
+        """Copy weights into the generation copy: the trainer's (`weights=None`) or (name, tensor) pairs of
+        version `version` (default `.version`); seconds taken (None: there is no copy)."""
+        if self._copy is None:
+            return None
+        t0 = time.perf_counter()
+        pairs = trainer_weights(self.model) if weights is None else list(weights)
+        self._copy.load(pairs, self.version if version is None else version)
+        return time.perf_counter() - t0
+
+    @property
+    def generation_version(self) -> int:
+        """Version of the weights that generate now."""
+        return self._copy.version if self._copy is not None else self.version
+
     @torch.no_grad()
-    def _decode(self, prompts: list[list[int]], budgets: list[int], params: SamplingParams,
+    def _decode(self, model: Any, prompts: list[list[int]], budgets: list[int], params: SamplingParams,
                 seeds: list[int]) -> list[tuple[list[int], list[float], str]]:
         dev = self.device
         width = max(len(p) for p in prompts)
@@ -127,8 +159,8 @@ class HFPolicy(ChatTemplateCodec):
         ids, mask = ids.to(dev), mask.to(dev)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         gens = [torch.Generator(device=dev).manual_seed(int(s) & 0xFFFF_FFFF_FFFF) for s in seeds]
-        cache_kw, keep_kw = _forward_names(self.model)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+        cache_kw, keep_kw = _forward_names(model)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
                          **({keep_kw: 1} if keep_kw else {}))
         past, logits = _cache_of(out), out.logits[:, -1, :]
         toks: list[list[int]] = [[] for _ in prompts]
@@ -154,7 +186,7 @@ class HFPolicy(ChatTemplateCodec):
                 rows = [rows[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
             last_pos = last_pos + 1
-            out = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=last_pos,
+            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=last_pos,
                              use_cache=True, **{cache_kw: past})
             past, logits = _cache_of(out), out.logits[:, -1, :]
         return [(t, lp, reason or "length") for t, lp, reason in zip(toks, lps, reasons)]

@@ -69,6 +69,9 @@ class Completion:
     """For finish_reason "error": what went wrong (the engine retries, then masks the episode)."""
     call_errors: list[str] = field(default_factory=list)
     """Why native tool calls the backend returned could not be used (reported to the model by the env)."""
+    policy_version: int | None = None
+    """Version of the weights that sampled this turn, when the backend generates from its own copy of them
+    (vllm; hf in asynchronous mode); None: the policy's `version`."""
 
     @property
     def num_tokens(self) -> int:

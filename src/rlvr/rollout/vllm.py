@@ -7,8 +7,10 @@ docs/VLLM.md says why this was chosen over a supervised OpenAI-compatible server
 
 Policy versions: `.version` is the version of the trainer's weights (`.model`, a transformers model loaded
 from the same directory); the engine holds `engine_version`. `sync_weights()` copies `.model` into the
-engine; `generate()` calls it first whenever the two versions differ, so no episode is ever sampled with
-weights older than the version it records. Log-probs follow rlvr.rollout.policy (vLLM's
+engine; `generate()` calls it first whenever the two versions differ (synchronous training), so no episode
+is ever sampled with weights other than the version it records. In asynchronous mode the trainer calls
+`separate_weights()`: the engine then keeps its version until the trainer syncs after an update, and every
+completion records the `engine_version` that sampled it. Log-probs follow rlvr.rollout.policy (vLLM's
 `processed_logprobs`: after temperature and top-p, which is what a sampled token was drawn from).
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
 from rlvr.rollout.episode import Message
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.tokens import ChatTemplateCodec
+from rlvr.rollout.weights import trainer_weights
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -49,18 +52,6 @@ def _import_vllm() -> Any:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def trainer_weights(model: Any) -> list[tuple[str, Any]]:
-    """(name, tensor) pairs of a transformers model as saved on disk; a peft model gives its merged weights."""
-    if hasattr(model, "merge_adapter") and hasattr(model, "get_base_model"):
-        model.merge_adapter()  # LoRA: the engine serves base + B @ A, which is what the trainer computes
-        try:
-            return [(k.replace(".base_layer", ""), v.detach().clone())
-                    for k, v in model.get_base_model().state_dict().items() if ".lora_" not in k]
-        finally:
-            model.unmerge_adapter()
-    return [(k, v.detach()) for k, v in model.state_dict().items()]
 
 
 class VLLMPolicy(ChatTemplateCodec):
@@ -95,6 +86,9 @@ class VLLMPolicy(ChatTemplateCodec):
         """Version of the trainer's weights (`.model`); the trainer increments it after each update."""
         self.engine_version = 0
         """Version of the weights the engine generates with."""
+        self.auto_sync = True
+        """Sync before generating whenever the trainer's version is newer (off in asynchronous mode, where the
+        trainer's weights may be mid-update and only the trainer syncs)."""
         self.sync_seconds: list[float] = []
         """Wall seconds of each weight sync, in order."""
         self._model: Any = None
@@ -202,9 +196,21 @@ class VLLMPolicy(ChatTemplateCodec):
                  prompt_token_ids: Sequence[list[int] | None] | None = None) -> list[Completion]:
         """One completion per conversation, all submitted to the engine at once (continuous batching)."""
         with self._lock:
-            if conversations and self.engine_version != self.version:
+            if conversations and self.auto_sync and self.engine_version != self.version:
                 self.sync_weights()  # never sample with weights other than the version the episode records
-            return self._generate(conversations, params, prompt_token_ids)
+            results = self._generate(conversations, params, prompt_token_ids)
+            for comp in results:
+                comp.policy_version = self.engine_version
+            return results
+
+    def separate_weights(self) -> None:
+        """Asynchronous mode: the engine's weights change only when the trainer calls `sync_weights`."""
+        self.auto_sync = False
+
+    @property
+    def generation_version(self) -> int:
+        """Version of the weights that generate now."""
+        return self.engine_version
 
     def _generate(self, conversations: Sequence[list[Message]], params: SamplingParams,
                   prompt_token_ids: Sequence[list[int] | None] | None) -> list[Completion]:

@@ -8,11 +8,14 @@
 
 Around it: the run is set up (`parts.build`), optionally warm-started with SFT, measured on its held-out set
 before and after RL, checkpointed every `train.checkpoint_every` steps and resumed from its last checkpoint.
-Simplifications, on purpose: one process (generation, update and verification workers share it); the policy
-used for rollouts is the one being trained (no separate inference weights to sync); no value model.
+Simplifications, on purpose: one process (generation, update and verification workers share it); no value
+model. By default the policy used for rollouts is the one being trained; with `train.max_staleness >= 1` the
+rollouts of the next steps are generated from a synced copy of the weights while the update runs
+(rlvr.train.rollouts).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -33,6 +36,7 @@ from rlvr.train.evaluation import HeldoutResult, evaluate
 from rlvr.train.losses import aggregate_fn, loss_fn
 from rlvr.train.parts import Parts, build
 from rlvr.train.progress import TrainProgress
+from rlvr.train.rollouts import AheadRollouts, SyncRollouts, rollouts_for
 from rlvr.train.sft import jsonl_examples, reference_examples, train_sft
 from rlvr.train.update import samples_from
 
@@ -80,14 +84,18 @@ def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
                           "(start over with --no-resume, or raise train.steps)")
         elif start is not None:
             progress.note(f"resuming from the checkpoint after step {start} of {cfg.train.steps}")
-        for step in range(state["step"], cfg.train.steps):
-            metrics = train_step(parts, step)
-            progress.rl_step(step + 1, metrics)
-            every = cfg.train.heldout_every
-            if every and (step + 1) % every == 0 and step + 1 < cfg.train.steps:
-                _on_curve(state, _heldout(parts, f"step-{step + 1}", step + 1), step + 1, t_start)
-            if (step + 1) % cfg.train.checkpoint_every == 0 or step + 1 == cfg.train.steps:
-                _save(parts, run_url, step + 1, state, t_start)
+        seed_of = functools.partial(step_seed, cfg.seed)
+        with rollouts_for(parts, seed_of, state["step"], state.get("pending")) as rollouts:
+            for step in range(state["step"], cfg.train.steps):
+                metrics = train_step(parts, step, rollouts)
+                progress.rl_step(step + 1, metrics)
+                every = cfg.train.heldout_every
+                if every and (step + 1) % every == 0 and step + 1 < cfg.train.steps:
+                    with rollouts.idle():
+                        _on_curve(state, _heldout(parts, f"step-{step + 1}", step + 1), step + 1, t_start)
+                if (step + 1) % cfg.train.checkpoint_every == 0 or step + 1 == cfg.train.steps:
+                    state["pending"] = rollouts.pending()
+                    _save(parts, run_url, step + 1, state, t_start)
         after = _heldout(parts, "after", cfg.train.steps)
         _on_curve(state, after, cfg.train.steps, t_start)
         summary = _summary(cfg, state.get("before"), after, state,
@@ -107,19 +115,19 @@ def validate(cfg: RunConfig) -> None:
                         fix='give a JSONL file of {prompt, completion} records, or "reference"')
 
 
-def train_step(parts: Parts, step: int) -> dict[str, float]:
-    """One step of the loop: the phases of DESIGN.md's pseudo-code, each timed."""
-    cfg, timer = parts.cfg, PhaseTimer()
-    with timer("sample"):
-        batch = parts.scheduler.sample(cfg.train.batch_size)
-    with timer("rollout"):  # generation, tools and sandboxed verification overlap inside the engine
-        episodes = parts.engine.run(batch, cfg.rollout.group_size, step=step, seed=step_seed(cfg.seed, step))
+def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts | None = None) -> dict[str, float]:
+    """One step of the loop: the phases of DESIGN.md's pseudo-code, each timed (sample and rollout come from
+    `rollouts`: run in the step, or ahead of it in asynchronous mode)."""
+    timer = PhaseTimer()
+    rollouts = rollouts or SyncRollouts(parts, functools.partial(step_seed, parts.cfg.seed))
+    episodes, rollout_metrics = rollouts.take(step, timer)
     with timer("update"):
         metrics = update_policy(parts, episodes, step)
+        metrics.update(rollouts.publish(step + 1))
     with timer("record"):
         parts.store.write(step, [ep for ep in episodes if parts.scheduler.keep(ep)])
         metrics.update(parts.scheduler.observe(episodes))
-        metrics.update(parts.engine.stats.as_metrics())
+        metrics.update(rollout_metrics)
         metrics.update(timer.metrics())
         metrics.update(parts.monitor.log(step, episodes, metrics))
     return metrics
@@ -128,18 +136,20 @@ def train_step(parts: Parts, step: int) -> dict[str, float]:
 def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str, float]:
     """Advantages within each group, zero-variance groups left out (counted), then the policy update."""
     skipped = set(parts.scheduler.skip_groups(episodes))
-    learn = [ep for ep in episodes if ep.group_id not in skipped]
+    stale = stale_groups(episodes, parts.policy.version, parts.cfg.train.max_staleness) - skipped
+    learn = [ep for ep in episodes if ep.group_id not in skipped | stale]
+    lags = [parts.policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, parts.cfg.train.advantage)
     samples = samples_from(learn, advantages)
     metrics = parts.updater.step(samples, seed=step_seed(parts.cfg.seed, step))
     if samples:
         parts.policy.version += 1
-        synced = sync_weights(parts)
-        if synced is not None:
-            metrics["weight_sync/seconds"] = synced
     judged = [ep for ep in episodes if not ep.masked]
     metrics.update({
         "train/skipped_groups": float(len(skipped)),
+        "train/stale_groups": float(len(stale)),
+        "train/staleness_mean": sum(lags) / len(lags) if lags else 0.0,
+        "train/staleness_max": float(max(lags, default=0)),
         "train/masked_episodes": float(len(episodes) - len(judged)),
         "reward/mean": sum(ep.reward for ep in judged) / len(judged) if judged else 0.0,
         "reward/pass_rate": sum(ep.passed for ep in judged) / len(judged) if judged else 0.0,
@@ -147,8 +157,14 @@ def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str,
     return metrics
 
 
+def stale_groups(episodes: list[Episode], version: int, bound: int) -> set[str]:
+    """Groups with an episode sampled more than `bound` versions before `version` (left out of the update)."""
+    return {ep.group_id for ep in episodes if version - ep.policy_version > bound}
+
+
 def sync_weights(parts: Parts) -> float | None:
-    """Hand changed weights to a backend that generates from its own copy (vllm); seconds taken, or None."""
+    """Hand changed weights to a backend that generates from its own copy (vllm, or hf in asynchronous mode);
+    seconds taken, or None."""
     sync = getattr(parts.policy, "sync_weights", None)
     return sync() if sync is not None else None
 
@@ -201,6 +217,9 @@ def _on_curve(state: dict[str, Any], result: HeldoutResult | None, step: int, t_
 def _heldout(parts: Parts, label: str, step: int) -> HeldoutResult | None:
     if not parts.heldout:
         return None
+    policy = parts.policy
+    if getattr(policy, "generation_version", policy.version) != policy.version:
+        policy.sync_weights()  # evaluate the trainer's weights, not the copy a rollout ahead left behind
     result = evaluate(parts, parts.heldout, label)
     parts.monitor.log(step, [], {f"eval/pass1_{label}": result.pass1, f"eval/greedy_pass1_{label}": result.greedy})
     return result
@@ -212,6 +231,7 @@ def _save(parts: Parts, run_url: str, step: int, state: dict[str, Any], t_start:
         "scheduler": parts.scheduler.state_dict(), "policy_version": parts.policy.version,
         "sft": state.get("sft", {}), "before": state["before"].to_dict() if state.get("before") else None,
         "curve": state.get("curve", []), "wall_s": state.get("wall_before", 0.0) + time.perf_counter() - t_start,
+        "pending": state.get("pending", {}),
     })
 
 
@@ -225,7 +245,8 @@ def _restore(parts: Parts, run_url: str, step: int) -> dict[str, Any]:
     parts.drop_records_after(step)  # steps after the checkpoint are replayed, not stored twice
     before = HeldoutResult.from_dict(saved["before"]) if saved.get("before") else None
     return {"step": step, "sft": saved.get("sft", {}), "before": before, "resumed_from": step,
-            "curve": saved.get("curve", []), "wall_before": float(saved.get("wall_s", 0.0))}
+            "curve": saved.get("curve", []), "wall_before": float(saved.get("wall_s", 0.0)),
+            "pending": saved.get("pending", {})}
 
 
 def _summary(cfg: RunConfig, before: HeldoutResult | None, after: HeldoutResult | None, state: dict[str, Any],

@@ -42,6 +42,9 @@ class TokenBatch:
     """1.0 on tokens the model generated, 0.0 on prompt, tool output and padding."""
     ref_logp: Tensor | None = None
     """Log-probs under the frozen reference model, when a KL penalty is used."""
+    is_weight: Tensor | None = None
+    """Per-token weight of the surrogate, no gradient (decoupled PPO: truncated proximal / behaviour ratio; then
+    `old_logp` holds the proximal log-probs). None: 1."""
 
 
 LossFn = Callable[[TokenBatch, LossSettings], tuple[Tensor, dict[str, Tensor]]]
@@ -64,6 +67,10 @@ def _with_kl(loss: Tensor, stats: dict[str, Tensor], batch: TokenBatch, s: LossS
     return loss, stats
 
 
+def _weighted(loss: Tensor, batch: TokenBatch) -> Tensor:
+    return loss if batch.is_weight is None else loss * batch.is_weight.detach()
+
+
 def ppo_clip(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO's clipped surrogate with separate low/high clip ranges (DAPO clip-higher when clip_high > clip_low):
     -min(ratio * A, clip(ratio, 1 - low, 1 + high) * A)."""
@@ -71,7 +78,7 @@ def ppo_clip(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tens
     adv = batch.advantages.unsqueeze(-1)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - s.clip_low, 1.0 + s.clip_high) * adv
-    loss = -torch.minimum(unclipped, clipped)
+    loss = _weighted(-torch.minimum(unclipped, clipped), batch)
     stats = {"clip_frac": (clipped < unclipped).float().detach(), "ratio": ratio.detach()}
     return _with_kl(loss, stats, batch, s)
 
@@ -80,7 +87,7 @@ def policy_gradient(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[st
     """The plain importance-weighted policy gradient, -ratio * A, without clipping (REINFORCE when the data
     is on-policy: its gradient is then -A * grad log p)."""
     ratio = torch.exp(batch.logp - batch.old_logp)
-    loss = -ratio * batch.advantages.unsqueeze(-1)
+    loss = _weighted(-ratio * batch.advantages.unsqueeze(-1), batch)
     return _with_kl(loss, {"ratio": ratio.detach()}, batch, s)
 
 

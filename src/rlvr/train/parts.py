@@ -182,6 +182,8 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None) -> Iterator[Parts]
         policy = make_policy(cfg.policy)
         if hasattr(policy, "close"):  # vllm: its engine is stopped however the run ends
             stack.callback(policy.close)
+        if cfg.train.max_staleness > 0:  # asynchronous: generation samples from a copy the trainer syncs
+            policy.separate_weights()
         if cfg.train.lora:
             _apply_lora(policy, cfg)
         pool = pool_for(cfg)  # the local isolated pool, or pool actors on Ray when [cluster] is set

@@ -1,6 +1,7 @@
 """The policy update: turn scored episodes into AdamW steps on any transformers causal LM."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
@@ -26,6 +27,8 @@ class Sample:
     """Behaviour log-prob of each generated token (0.0 elsewhere)."""
     advantage: float
     """The episode's advantage."""
+    proximal: list[float] | None = None
+    """Decoupled PPO: log-prob of each token under the weights at the start of the update (0.0 elsewhere)."""
 
 
 def samples_from(episodes: Sequence[Episode], advantages: dict[str, float]) -> list[Sample]:
@@ -61,6 +64,8 @@ def collate(samples: Sequence[Sample], pad_id: int, device: torch.device) -> dic
         "attention_mask": padded([[1] * len(s.token_ids) for s in samples], 0, torch.long),
         "mask": padded([s.loss_mask for s in samples], 0, torch.float32),
         "old_logp": padded([s.logprobs for s in samples], 0.0, torch.float32),
+        **({"prox_logp": padded([s.proximal for s in samples], 0.0, torch.float32)}  # type: ignore[misc]
+           if all(s.proximal is not None for s in samples) else {}),
         "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device),
     }
 
@@ -99,6 +104,8 @@ class PolicyUpdater:
             # Dropout stays off: an importance ratio must compare the behaviour policy with the same
             # deterministic function, and on-policy ratios must start at exactly 1.
             self.model.eval()
+            if self.cfg.off_policy == "decoupled":
+                samples = self.with_proximal(samples)
             order_gen = torch.Generator().manual_seed(seed)
             for epoch in range(self.cfg.epochs):
                 order = list(range(len(samples))) if epoch == 0 else torch.randperm(len(samples),
@@ -134,6 +141,18 @@ class PolicyUpdater:
         stats.setdefault("grad_norm", []).append(float(grad_norm))
         self.optimizer.zero_grad(set_to_none=True)
 
+    @torch.no_grad()
+    def with_proximal(self, samples: Sequence[Sample]) -> list[Sample]:
+        """The samples with their log-probs under the current weights (the decoupled-PPO proximal policy)."""
+        out: list[Sample] = []
+        for i in range(0, len(samples), self.cfg.micro_batch_size):
+            micro = samples[i:i + self.cfg.micro_batch_size]
+            b = collate(micro, self.pad_id, self.device)
+            logp = token_logprobs(self.model, b["input_ids"], b["attention_mask"], self.temperature) * b["mask"]
+            for s, row in zip(micro, logp.tolist()):
+                out.append(dataclasses.replace(s, proximal=row[:len(s.token_ids)]))
+        return out
+
     def micro_loss(self, micro: Sequence[Sample], totals: BatchTotals) -> tuple[Tensor, dict[str, float]]:
         """This micro-batch's share of the batch loss (gradient-carrying) and its token statistics."""
         b = collate(micro, self.pad_id, self.device)
@@ -142,9 +161,16 @@ class PolicyUpdater:
         if self.settings.kl_coef > 0:
             with torch.no_grad():
                 ref_logp = token_logprobs(self.reference(), b["input_ids"], b["attention_mask"], self.temperature)
-        batch = TokenBatch(logp=logp, old_logp=b["old_logp"], advantages=b["advantages"], mask=b["mask"],
-                           ref_logp=ref_logp)
+        old_logp, is_weight, extra = b["old_logp"], None, {}
+        if "prox_logp" in b:  # decoupled PPO: clip against the proximal policy, weight by proximal / behaviour
+            behaviour_ratio = torch.exp(b["prox_logp"] - b["old_logp"])
+            is_weight = behaviour_ratio.clamp(max=self.cfg.is_cap)
+            old_logp = b["prox_logp"]
+            extra = {"is_weight": is_weight, "is_truncated": (behaviour_ratio > self.cfg.is_cap).float()}
+        batch = TokenBatch(logp=logp, old_logp=old_logp, advantages=b["advantages"], mask=b["mask"],
+                           ref_logp=ref_logp, is_weight=is_weight)
         per_token, token_stats = self.loss(batch, self.settings)
+        token_stats = {**token_stats, **extra}
         loss = self.aggregate(per_token, b["mask"], totals)
         n = b["mask"].sum().clamp(min=1.0)
         out = {k: float((v * b["mask"]).sum() / n) for k, v in token_stats.items()}

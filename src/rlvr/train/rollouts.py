@@ -1,0 +1,152 @@
+"""Where a training step's episodes come from: generated in the step (synchronous), or ahead of it
+(asynchronous mode, `train.max_staleness = k >= 1`).
+
+Asynchronous mode is a fixed-lag pipeline that overlaps generation with the update. A background thread
+runs the rollouts in step order while the trainer updates; the policy generates from its own copy of the
+weights (`separate_weights()`: the vllm engine, or a copy for the hf backend). After the update of step s
+the trainer publishes a snapshot of its weights W(s+1); the rollout of step s loads W(max(start, s - k))
+into the generation copy before it starts (waiting for that snapshot if it is not published yet), and the
+copy does not change during a rollout. So every rollout of step s >= k is sampled with weights exactly k
+updates old, whatever the timing: an asynchronous run is as reproducible as a synchronous one, and every
+episode records the version that sampled it (`Episode.policy_version`). The loop still checks the bound and
+leaves out any group that would break it (`train/stale_groups`, never silently).
+
+Batches are always sampled by the trainer's thread, in step order, so the scheduler is never touched from
+two threads; the batches of steps sampled but not yet trained are saved with each checkpoint and a resumed
+run generates exactly those batches again, from the checkpoint's weights (the weights k updates older are
+not kept): a resumed asynchronous run is at the right step and trains on the same tasks, but its first k
+steps are on-policy, so it is not bit-identical to an uninterrupted one.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from typing import Any
+
+from rlvr.rollout.episode import Episode
+from rlvr.rollout.weights import snapshot
+from rlvr.tasks.spec import Task
+
+
+class SyncRollouts(AbstractContextManager):
+    """The rollout of a step runs in the step, with the weights being trained (staleness 0)."""
+
+    def __init__(self, parts: Any, seed_of: Callable[[int], int]) -> None:
+        self.parts = parts
+        self.seed_of = seed_of
+
+    def take(self, step: int, timer: Any) -> tuple[list[Episode], dict[str, float]]:
+        """Sample the step's batch and run its rollout; (episodes, rollout metrics)."""
+        cfg = self.parts.cfg
+        with timer("sample"):
+            batch = self.parts.scheduler.sample(cfg.train.batch_size)
+        with timer("rollout"):  # generation, tools and sandboxed verification overlap inside the engine
+            episodes = self.parts.engine.run(batch, cfg.rollout.group_size, step=step, seed=self.seed_of(step))
+        return episodes, self.parts.engine.stats.as_metrics()
+
+    def publish(self, done: int) -> dict[str, float]:
+        """After an update: hand changed weights to a backend that generates from its own copy (vllm)."""
+        policy = self.parts.policy
+        if getattr(policy, "generation_version", policy.version) == policy.version:
+            return {}
+        return {"weight_sync/seconds": policy.sync_weights()}
+
+    def idle(self) -> AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def pending(self) -> dict[int, list[str]]:
+        return {}
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class AheadRollouts(AbstractContextManager):
+    """Rollouts of up to `ahead` future steps run on a background thread while the trainer updates."""
+
+    def __init__(self, parts: Any, seed_of: Callable[[int], int], ahead: int, start: int,
+                 pending: dict[int, list[str]] | None = None) -> None:
+        self.parts = parts
+        self.seed_of = seed_of
+        self.ahead = ahead
+        self.start = start
+        self.batches: dict[int, list[Task]] = {int(s): [Task.model_validate_json(t) for t in tasks]
+                                               for s, tasks in (pending or {}).items()}
+        """Batches sampled (or restored) and not yet trained, by step."""
+        self.futures: dict[int, Future] = {}
+        self.snapshots: dict[int, tuple[int, list[tuple[str, Any]]]] = {}
+        """Published weights by number of steps done: (policy version, (name, tensor) pairs)."""
+        self.cond = threading.Condition()
+        self.closing = False
+        self.running = threading.Lock()
+        """Held for a whole rollout; `idle()` holds it to keep the generation copy for itself."""
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="rlvr-rollout-ahead")
+        self.publish(start)
+
+    def publish(self, done: int) -> dict[str, float]:
+        """The trainer's weights after `done` steps, for the rollout that will need them."""
+        t0 = time.perf_counter()
+        pairs = snapshot(self.parts.policy.model)
+        with self.cond:
+            self.snapshots[done] = (self.parts.policy.version, pairs)
+            self.cond.notify_all()
+        return {"weight_sync/publish_s": time.perf_counter() - t0}
+
+    def take(self, step: int, timer: Any) -> tuple[list[Episode], dict[str, float]]:
+        """Start the rollouts of steps step..step+ahead that are not running yet, then wait for this step's."""
+        last = self.parts.cfg.train.steps - 1
+        with timer("sample"):
+            for s in range(step, min(step + self.ahead, last) + 1):
+                if s not in self.futures:
+                    batch = self.batches.get(s) or self.parts.scheduler.sample(self.parts.cfg.train.batch_size)
+                    self.batches[s] = batch
+                    self.futures[s] = self.executor.submit(self._run, s, batch)
+        with timer("rollout"):  # only the part of the rollout the update did not hide
+            episodes, metrics = self.futures.pop(step).result()
+        del self.batches[step]
+        return episodes, metrics
+
+    def _run(self, step: int, batch: list[Task]) -> tuple[list[Episode], dict[str, float]]:
+        """Load the weights `ahead` steps older than the step, then run its rollout (background thread)."""
+        need = max(self.start, step - self.ahead)
+        with self.cond:
+            self.cond.wait_for(lambda: need in self.snapshots or self.closing)
+            if self.closing:
+                raise RuntimeError("rollouts closed")
+            version, pairs = self.snapshots[need]
+            for done in [d for d in self.snapshots if d < need]:
+                del self.snapshots[done]  # later rollouts need later weights
+        with self.running:
+            synced = self.parts.policy.sync_weights(pairs, version)
+            engine = self.parts.engine
+            episodes = engine.run(batch, self.parts.cfg.rollout.group_size, step=step, seed=self.seed_of(step))
+            metrics = engine.stats.as_metrics()
+        metrics["weight_sync/seconds"] = synced or 0.0
+        return episodes, metrics
+
+    def idle(self) -> AbstractContextManager:
+        """While held, no rollout runs (the running one is waited for): held-out evaluation may then put the
+        trainer's weights into the generation copy; the next rollout loads its own weights first anyway."""
+        return self.running
+
+    def pending(self) -> dict[int, list[str]]:
+        """The sampled, untrained batches as JSON task records (saved with a checkpoint)."""
+        return {s: [t.model_dump_json() for t in batch] for s, batch in sorted(self.batches.items())}
+
+    def __exit__(self, *exc: object) -> None:
+        """Drop rollouts not yet started; wait for the running one (its sandboxes must be returned)."""
+        with self.cond:
+            self.closing = True
+            self.cond.notify_all()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def rollouts_for(parts: Any, seed_of: Callable[[int], int], start: int,
+                 pending: dict[int, list[str]] | None = None) -> SyncRollouts | AheadRollouts:
+    """Synchronous rollouts, or rollouts `train.max_staleness` steps ahead (the loop starts at step `start`)."""
+    ahead = parts.cfg.train.max_staleness
+    return AheadRollouts(parts, seed_of, ahead, start, pending) if ahead > 0 else SyncRollouts(parts, seed_of)
