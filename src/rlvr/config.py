@@ -31,7 +31,8 @@ class TasksConfig(Section):
     """Tasks SPEC for training: domain names or pack paths, each with an optional `:N`, joined by commas."""
     heldout: str | None = None
     """Tasks SPEC of the held-out set (pass@1 before and after). Unset: 200 tasks of each procedural domain of
-    `train`, from `heldout_offset` on (the quickstart's `code:200`); an empty string: no held-out evaluation."""
+    `train`, from `heldout_offset` on (the quickstart's `code:200`); an empty string: no held-out evaluation.
+    Held-out tasks of a finite domain or pack that training also uses are left out of training."""
     heldout_offset: int = Field(1_000_000, ge=0)
     """Index offset of held-out tasks in procedural domains, so they never overlap training indices."""
     domains: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"code": {"tier": "tiny"}})

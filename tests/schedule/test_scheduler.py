@@ -265,3 +265,30 @@ def test_from_config_resolves_the_train_spec_with_domain_settings(make: SimpleNa
         assert len(set(keys(s.sample(5)))) == 5
     finally:
         registry.unregister(name)
+
+
+def test_heldout_tasks_of_a_finite_domain_are_never_drawn_for_training() -> None:
+    from rlvr.train.parts import heldout_indices, heldout_tasks
+
+    cfg = RunConfig.model_validate({"tasks": {"train": "humaneval", "heldout": "humaneval:40"}})
+    held = {t.id for t in heldout_tasks(cfg)}
+    assert len(held) == 40
+
+    def drawn(s: Scheduler) -> set[str]:
+        return {t.id for _ in range(60) for t in s.sample(8)}
+
+    fair = drawn(Scheduler.from_config(cfg, held_out=heldout_indices(cfg)))
+    assert not fair & held and len(fair) > 80
+    assert drawn(Scheduler.from_config(cfg)) & held  # without the exclusion the pools overlap
+
+
+def test_a_training_sample_larger_than_what_the_heldout_set_leaves_is_a_user_error() -> None:
+    from rlvr.train.parts import heldout_indices
+
+    cfg = RunConfig.model_validate({"tasks": {"train": "humaneval:150", "heldout": "humaneval:20"}})
+    with pytest.raises(UserError, match="left outside the held-out set") as info:
+        Scheduler.from_config(cfg, held_out=heldout_indices(cfg))
+    assert info.value.field == "tasks.train"
+    everything = RunConfig.model_validate({"tasks": {"train": "humaneval", "heldout": "humaneval"}})
+    with pytest.raises(UserError, match="none is left to train on"):
+        Scheduler.from_config(everything, held_out=heldout_indices(everything))

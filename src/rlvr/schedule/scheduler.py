@@ -5,7 +5,7 @@ import difflib
 import hashlib
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,10 +59,13 @@ class Scheduler:
     """
 
     def __init__(self, sources: Mapping[str, TaskSource] | Sequence[Selection], config: ScheduleConfig, *,
-                 seed: int = 0, heldout_offset: int = 1_000_000) -> None:
+                 seed: int = 0, heldout_offset: int = 1_000_000,
+                 held_out: Mapping[str, Collection[int]] | None = None) -> None:
         self.config = config
         self.seed = seed
         self.heldout_offset = heldout_offset
+        self.held_out = {name: frozenset(idx) for name, idx in (held_out or {}).items()}
+        """Indices of finite sources (by source name) kept for the held-out set: never drawn for training."""
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.table = PassRateTable(config.ema)
         self._tiers: dict[str, int] = dict.fromkeys(TIER_NAMES, 0)
@@ -81,8 +84,9 @@ class Scheduler:
             self.load_pass_rates(config.pass_rates_from)
 
     @classmethod
-    def from_config(cls, cfg: RunConfig) -> Scheduler:
-        """The scheduler of a run: `tasks.train` resolved with the `tasks.domains` settings."""
+    def from_config(cls, cfg: RunConfig, held_out: Mapping[str, Collection[int]] | None = None) -> Scheduler:
+        """The scheduler of a run: `tasks.train` resolved with the `tasks.domains` settings; `held_out`: indices
+        of finite sources that the run's held-out set uses (left out of training)."""
         from rlvr.tasks import registry
         from rlvr.tasks.selection import parse
 
@@ -92,7 +96,8 @@ class Scheduler:
             if name in cfg.tasks.domains and registry.is_registered(name):
                 sel = Selection(registry.make(name, **cfg.tasks.domains[name]), sel.n)
             selections.append(sel)
-        return cls(selections, cfg.schedule, seed=cfg.seed, heldout_offset=cfg.tasks.heldout_offset)
+        return cls(selections, cfg.schedule, seed=cfg.seed, heldout_offset=cfg.tasks.heldout_offset,
+                   held_out=held_out)
 
     # ------------------------------------------------------------------------------------------ set-up
     def _add_stream(self, name: str, source: TaskSource, n: int | None) -> None:
@@ -100,7 +105,7 @@ class Scheduler:
         while name in self._streams:  # the same source named twice: keep both, apart
             name, k = f"{base}#{k}", k + 1
         if source.size is not None:
-            pool: list[int] | None = source.indices(n, seed=self.seed)
+            pool: list[int] | None = self._finite_pool(base, source, n)
         elif n is not None:
             if n > self.heldout_offset:
                 raise UserError(f"{base}:{n} reaches into the held-out range (indices >= {self.heldout_offset})",
@@ -119,6 +124,25 @@ class Scheduler:
             for pos, index in enumerate(pool):
                 stream.position.setdefault(index, []).append(pos)
         self._streams[name] = stream
+
+    def _finite_pool(self, name: str, source: TaskSource, n: int | None) -> list[int]:
+        """`n` indices of a finite source (all without n), none of them in the held-out set."""
+        excluded = self.held_out.get(source.name, frozenset())
+        if not excluded:
+            return source.indices(n, seed=self.seed)
+        rest = [i for i in range(source.size or 0) if i not in excluded]
+        if not rest:
+            raise UserError(f"every task of {name!r} is in the held-out set: none is left to train on",
+                            field="tasks.heldout", fix=f"hold out fewer tasks, e.g. {name}:{max(1, len(excluded) // 5)}")
+        if n is not None and n >= (source.size or 0):
+            n = None  # every task asked for: every task the held-out set leaves
+        if n is not None and n > len(rest):
+            raise UserError(f"{name}:{n} asks for more tasks than the {len(rest)} left outside the held-out set",
+                            field="tasks.train", fix="take fewer training tasks or fewer held-out tasks")
+        if n is not None and n < len(rest):
+            np.random.Generator(np.random.PCG64(self.seed)).shuffle(rest)
+            rest = sorted(rest[:n])
+        return rest
 
     def _check_config(self) -> None:
         cfg, names = self.config, list(self._streams)

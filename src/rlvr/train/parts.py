@@ -151,6 +151,16 @@ def heldout_tasks(cfg: RunConfig) -> list[Task]:
     return tasks
 
 
+def heldout_indices(cfg: RunConfig) -> dict[str, set[int]]:
+    """Indices the held-out set takes from each finite source (by source name); training leaves them out."""
+    spec = heldout_spec(cfg)
+    out: dict[str, set[int]] = {}
+    for sel in selections(spec, cfg) if spec else []:
+        if sel.source.size is not None:
+            out.setdefault(sel.source.name, set()).update(sel.source.indices(sel.n, seed=cfg.seed))
+    return out
+
+
 def _reference_model(policy: Any, cfg: RunConfig) -> Any:
     if cfg.train.kl_coef <= 0 or cfg.train.lora:
         return None  # no KL, or LoRA: the base model with adapters off is the reference
@@ -188,7 +198,7 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None) -> Iterator[Parts]
             _apply_lora(policy, cfg)
         pool = pool_for(cfg)  # the local isolated pool, or pool actors on Ray when [cluster] is set
         stack.callback(pool.close)
-        scheduler = Scheduler.from_config(cfg)
+        scheduler = Scheduler.from_config(cfg, held_out=heldout_indices(cfg))
         cache = VerdictCache()
         engine = CachingEngine(policy, pool, verify_ctx=VerifyContext(pool=pool), config=cfg.rollout,
                                sampling=sampling_params(cfg), flag_penalty=cfg.train.flag_penalty, run_id=cfg.name,
