@@ -264,6 +264,92 @@ def test_same_inputs_give_the_same_environment(pool: BwrapPool) -> None:
     assert len(runs) == 1 and "/workspace" in runs.pop()
 
 
+def test_seccomp_refuses_user_namespaces_and_rare_kernel_surface(pool: BwrapPool) -> None:
+    """Without the filter an unprivileged program could make a user namespace and be root (mounts, netfilter)
+    inside it; threads, subprocesses and forks, which the C library may start through clone3, keep working."""
+    code = ("import ctypes, os, subprocess, threading\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "def errno(rc):\n    return ctypes.get_errno() if rc == -1 else 0\n"
+            "print(errno(libc.unshare(0x10000000)), errno(libc.unshare(0x40000000)), errno(libc.syscall(425, 1, 0)),"
+            " errno(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))\n"
+            "t = threading.Thread(target=print, args=('thread',))\nt.start()\nt.join()\n"
+            "print(subprocess.run(['sh', '-c', 'echo sub & wait'], capture_output=True, text=True).stdout.strip())\n"
+            "print(open('/proc/self/status').read().split('Seccomp:')[1].split()[0])")
+    r = pool.run(["python", "-c", code])
+    assert r.ok and r.stdout.split("\n")[:4] == ["1 1 1 1", "thread", "sub", "2"], (r.stdout, r.stderr[-300:])
+    shell = pool.run(["sh", "-c", "unshare -U -r id"])
+    assert shell.status is ExecStatus.exit_nonzero and "uid=0" not in shell.stdout
+
+
+def test_system_v_ipc_of_one_job_is_gone_for_the_next(pool: BwrapPool) -> None:
+    """Shared memory, semaphores and message queues outlive their creator: every job gets its own IPC namespace."""
+    code = ("import ctypes\nlibc = ctypes.CDLL(None)\nleft = open('/proc/sysvipc/shm').read().count('\\n') - 1\n"
+            "made = libc.shmget(4242, 4096, 0o3666)\nprint(left, made >= 0)")  # IPC_CREAT | IPC_EXCL
+    outs = [pool.run(["python", "-c", code]).stdout for _ in range(6)]  # several jobs on every worker
+    assert outs == ["0 True\n"] * 6
+
+
+def test_a_port_the_last_job_used_is_free_for_the_next(pool: BwrapPool) -> None:
+    """A closed TCP connection lingers in TIME_WAIT; every job gets its own network namespace, so the next job
+    neither sees it nor finds the port taken."""
+    code = ("import socket\nleft = len(open('/proc/net/tcp').readlines()) - 1\n"
+            "s = socket.socket()\ns.bind(('127.0.0.1', 5555))\ns.listen()\n"
+            "c = socket.create_connection(('127.0.0.1', 5555))\nx, _ = s.accept()\nx.close()\nc.close()\n"
+            "s.close()\nprint(left, 'bound')")  # the server side closes first: its port goes to TIME_WAIT
+    outs = [pool.run(["python", "-c", code]) for _ in range(4)]
+    assert [r.stdout for r in outs] == ["0 bound\n"] * 4, [r.stderr[-200:] for r in outs]
+
+
+def _imports_pytest_code() -> str:
+    return "import sys\nprint(any(m.startswith('_py' + 'test') for m in sys.modules))"  # never names it
+
+
+def test_jobs_go_to_the_lean_or_the_warm_template(pool: BwrapPool) -> None:
+    assert not pool.wants_warm(["python", "-c", "print(1)"]) and not pool.wants_warm(["sh", "-c", "pytest"])
+    assert not pool.wants_warm(["python", "-I", "-c", "import pytest"])  # exec'd: a fresh interpreter anyway
+    assert pool.wants_warm(["python", "-m", "pytest", "-q"]) and pool.wants_warm(["python", "judge/run.py"])
+    assert pool.wants_warm(["python", "-c", "import pytest"])
+    lean = pool.run(["python", "-c", _imports_pytest_code()])
+    warm = pool.run(["python", "probe.py"], files={"probe.py": _imports_pytest_code()})
+    assert (lean.stdout, warm.stdout) == ("False\n", "True\n")
+
+
+def _lean_zygotes(worker_pid: int) -> list[int]:
+    """Host PIDs of the lean zygotes under one worker's bubblewrap process: the child of the warm zygote (the
+    top one) that shares its PID namespace (the chains it forks are each PID 1 of a fresh one)."""
+    def children(pid: int) -> list[int]:
+        return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+
+    def is_zygote(pid: int) -> bool:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:2] == [b"/opt/rlvr/zygote.py"]
+
+    stack, warm = [worker_pid], []
+    while stack:
+        pid = stack.pop()
+        if is_zygote(pid):
+            warm.append(pid)
+            continue
+        stack += children(pid)
+    return [kid for z in warm for kid in children(z)
+            if is_zygote(kid) and os.readlink(f"/proc/{kid}/ns/pid") == os.readlink(f"/proc/{z}/ns/pid")]
+
+
+def test_a_dead_lean_template_takes_its_worker_down_and_is_replaced(pool: BwrapPool) -> None:
+    pool.run(["python", "-c", "pass"])
+    workers = list(pool._idle.queue)
+    lean = [z for w in workers for z in _lean_zygotes(w.proc.pid)]
+    assert len(lean) == len(workers)  # one lean template per worker
+    for z in lean:
+        os.kill(z, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(w.alive() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the warm zygote notices, and the worker ends
+    assert not any(w.alive() for w in workers)
+    for _ in workers:  # each dead worker is replaced as it comes up, at no cost of an attempt
+        r = pool.run(["python", "-c", "print('served')"])
+        assert r.ok and r.attempts == 1 and r.stdout == "served\n"
+    assert all(w.alive() for w in pool._idle.queue)
+
+
 def test_worker_killed_while_idle_is_replaced_without_costing_an_attempt(pool: BwrapPool) -> None:
     for pid in pool.worker_pids():
         os.kill(pid, signal.SIGKILL)

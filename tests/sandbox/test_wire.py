@@ -25,16 +25,24 @@ def test_frame_round_trip_with_blobs() -> None:
 
 def test_truncated_frame_and_silence_are_errors() -> None:
     r, w = os.pipe()
-    os.write(w, struct.pack(">I", 50) + b'{"x"')
+    os.write(w, struct.pack(">II", 50, 0) + b'{"x"')
     os.close(w)
     with pytest.raises(EOFError):
         recv_frame(r)
     r2, w2 = os.pipe()
     with pytest.raises(TimeoutError):
         read_exact(r2, 4, deadline=0.0)
-    os.write(w2, struct.pack(">I", 1 << 30))
+    os.write(w2, struct.pack(">II", 1 << 30, 0))
     with pytest.raises(ValueError):
         recv_frame(r2)
+
+
+def test_blob_sizes_must_match_the_prefix() -> None:
+    r, w = os.pipe()
+    raw = b'{"blobs": [5]}'
+    os.write(w, struct.pack(">II", len(raw), 3) + raw + b"abc")
+    with pytest.raises(ValueError):
+        recv_frame(r)
 
 
 def test_copy_in_recreates_links_without_following(tmp_path: Path) -> None:

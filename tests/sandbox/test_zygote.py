@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.sandbox.zygote import _python_fast_path
+from rlvr.sandbox.zygote import python_fast_path
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -16,4 +16,4 @@ from rlvr.sandbox.zygote import _python_fast_path
     (["-c"], None),
 ])
 def test_fast_path_only_for_plain_invocations(args: list[str], expected: object) -> None:
-    assert _python_fast_path(args) == expected
+    assert python_fast_path(args) == expected

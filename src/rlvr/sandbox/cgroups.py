@@ -83,7 +83,24 @@ class WorkerCgroup:
         self.backend = backend
         self.dirs = dirs
         self._fds: dict[Path, int] = {}
+        self._wfds: dict[Path, int] = {}
         self._written: dict[Path, str] = {}
+        self._paths: dict[tuple[str, str], Path] = {}
+
+    def file(self, controller: str, name: str) -> Path:
+        """The path of a control file, built once (a job reads several, and path joins add up)."""
+        key = (controller, name)
+        p = self._paths.get(key)
+        if p is None:
+            p = self._paths[key] = self.dirs[controller] / name
+        return p
+
+    def rewrite(self, p: Path, value: bytes) -> None:
+        """Write a control file through a descriptor kept open (a counter reset, written before every job)."""
+        fd = self._wfds.get(p)
+        if fd is None:
+            fd = self._wfds[p] = os.open(p, os.O_WRONLY | os.O_CLOEXEC)
+        os.pwrite(fd, value, 0)
 
     def read(self, p: Path) -> str:
         """Read a control file through a descriptor kept open (a job reads several: opening each costs more)."""
@@ -106,9 +123,10 @@ class WorkerCgroup:
             self._written[p] = value
 
     def close_fds(self) -> None:
-        for fd in self._fds.values():
+        for fd in [*self._fds.values(), *self._wfds.values()]:
             os.close(fd)
         self._fds.clear()
+        self._wfds.clear()
 
     def binds(self) -> list[tuple[Path, str]]:
         """(host dir, name) pairs to bind at /.rlvr/cg/<name> inside the worker."""
@@ -207,30 +225,29 @@ class CgroupV1(CgroupBackend):
         return [f"/.rlvr/cg/{name}/cgroup.procs" for name in cg.dirs]
 
     def prepare(self, cg: WorkerCgroup, memory_mb: int, processes: int) -> dict[str, int]:
-        mem, pids = cg.dirs["memory"], cg.dirs["pids"]
         limit = str(memory_mb << 20)
-        files = [mem / f for f in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if (mem / f).exists()]
+        files = [cg.file("memory", f) for f in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")]
         if cg._written.get(files[0]) != limit:
+            files = [f for f in files if f.exists()]
             if int(limit) > int(cg.read(files[0]) or 0):
                 files.reverse()  # memory <= memory+swap must hold at every step: raise the outer bound first
             for f in files:
                 cg.write_once(f, limit)
-        _write(mem / "memory.max_usage_in_bytes", "0")
-        cg.write_once(pids / "pids.max", str(processes))
-        cpu = cg.dirs.get("cpuacct")
-        return {"oom": _field(cg.read(mem / "memory.oom_control"), "oom_kill"),
-                "pids": _field(cg.read(pids / "pids.events"), "max"),
-                "mem": int(cg.read(mem / "memory.usage_in_bytes") or 0),
-                "cpu": int(cg.read(cpu / "cpuacct.usage") or 0) if cpu else 0}
+        cg.rewrite(cg.file("memory", "memory.max_usage_in_bytes"), b"0")
+        cg.write_once(cg.file("pids", "pids.max"), str(processes))
+        return {"oom": _field(cg.read(cg.file("memory", "memory.oom_control")), "oom_kill"),
+                "pids": _field(cg.read(cg.file("pids", "pids.events")), "max"),
+                "mem": int(cg.read(cg.file("memory", "memory.usage_in_bytes")) or 0),
+                "cpu": int(cg.read(cg.file("cpuacct", "cpuacct.usage")) or 0) if "cpuacct" in cg.dirs else 0}
 
     def usage(self, cg: WorkerCgroup, before: dict[str, int]) -> JobUsage:
-        mem, pids = cg.dirs["memory"], cg.dirs["pids"]
-        cpu = cg.dirs.get("cpuacct")
+        cpu = "cpuacct" in cg.dirs
         return JobUsage(
-            peak_memory_mb=max(int(cg.read(mem / "memory.max_usage_in_bytes") or 0) - before["mem"], 0) / 2**20,
-            cpu_s=(int(cg.read(cpu / "cpuacct.usage") or 0) - before["cpu"]) / 1e9 if cpu else 0.0,
-            oom_killed=_field(cg.read(mem / "memory.oom_control"), "oom_kill") > before["oom"],
-            pids_hit=_field(cg.read(pids / "pids.events"), "max") > before["pids"],
+            peak_memory_mb=max(int(cg.read(cg.file("memory", "memory.max_usage_in_bytes")) or 0) - before["mem"],
+                               0) / 2**20,
+            cpu_s=(int(cg.read(cg.file("cpuacct", "cpuacct.usage")) or 0) - before["cpu"]) / 1e9 if cpu else 0.0,
+            oom_killed=_field(cg.read(cg.file("memory", "memory.oom_control")), "oom_kill") > before["oom"],
+            pids_hit=_field(cg.read(cg.file("pids", "pids.events")), "max") > before["pids"],
         )
 
 

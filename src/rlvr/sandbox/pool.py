@@ -2,10 +2,11 @@
 
 Containment (see docs/SECURITY.md): each worker is a bubblewrap container with its own mount, PID, network,
 IPC and UTS namespaces whose root holds only read-only system directories and the Python installation. Its
-warm zygote (`zygote.py`) keeps a process chain forked ahead of the next job: a fresh PID namespace, a
-private mount namespace with fresh tmpfs at /workspace, /tmp and /dev/shm, and a child waiting to drop to an
-unprivileged user with no_new_privs and rlimits. Per-worker cgroups bound memory and processes. A crashed or
-hung worker is replaced by a pre-started spare and its job retried once, then reported as `infra_error`.
+zygotes (`zygote.py`; a warm one with pytest imported, a lean one for other jobs) each keep a process chain
+forked ahead of the next job: fresh PID, mount, IPC and network namespaces with fresh tmpfs at /workspace,
+/tmp and /dev/shm, and a child waiting, already unprivileged with no_new_privs and a seccomp filter, to set
+rlimits and run the job. Per-worker cgroups bound memory and processes. A crashed or hung worker is replaced
+by a pre-started spare and its job retried once, then reported as `infra_error`.
 """
 from __future__ import annotations
 
@@ -32,12 +33,13 @@ from rlvr.sandbox import cgroups, workspace
 from rlvr.sandbox.base import FileMap
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.sandbox.wire import recv_frame, send_frame
+from rlvr.sandbox.zygote import python_fast_path
 
 SANDBOX_UID = 65534
 """The unprivileged user (nobody) that sandboxed programs run as."""
-SUPERVISORS = 4
-"""Processes in a worker's pids cgroup besides the program's: this job's init, the next job's init and its
-waiting child, and the zygote."""
+SUPERVISORS_PER_TEMPLATE = 3
+"""Processes of each template (warm, lean) in a worker's pids cgroup: its zygote, and the next job's init and
+its waiting child; with this job's init, the count a pids limit allows beside the program's processes."""
 JOB_GRACE_S = 10.0
 """Extra seconds a worker may take beyond a job's timeout (workspace copies) before it counts as hung."""
 START_TIMEOUT_S = 60.0
@@ -108,10 +110,19 @@ class _Worker:
         self.wid = wid
         self.cg = pool.cgroups.worker(wid)
         self.log = pool.base / f"worker-{wid}.log"
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(pool.bwrap_argv(self), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=log, env={"PATH": "/usr/bin:/bin"}, close_fds=True)
+        # the lean template's request pipe (see zygote._fork_lean); without warm modules one template serves all
+        self.lean_rfd, self.lean_wfd = os.pipe() if pool.warm else (-1, -1)
+        try:
+            with open(self.log, "wb") as log:
+                self.proc = subprocess.Popen(pool.bwrap_argv(self), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=log, env={"PATH": "/usr/bin:/bin"}, close_fds=True,
+                                             pass_fds=(self.lean_rfd,) if pool.warm else ())
+        finally:
+            if self.lean_rfd >= 0:
+                os.close(self.lean_rfd)
         self.rfd, self.wfd = self.proc.stdout.fileno(), self.proc.stdin.fileno()  # type: ignore[union-attr]
+        if self.lean_wfd < 0:
+            self.lean_wfd = self.wfd
 
     def wait_ready(self) -> None:
         try:
@@ -128,9 +139,10 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def request(self, header: dict, stdin: bytes, deadline: float) -> tuple[dict, list[bytes]]:
+    def request(self, header: dict, stdin: bytes, deadline: float, warm: bool) -> tuple[dict, list[bytes]]:
+        """Send a job to the warm or the lean template and wait for its result frame."""
         try:
-            send_frame(self.wfd, header, stdin)
+            send_frame(self.wfd if warm else self.lean_wfd, header, stdin)
             reply, blobs = recv_frame(self.rfd, deadline)
         except (OSError, EOFError, TimeoutError, ValueError) as exc:
             raise _WorkerLost(f"{type(exc).__name__}: {exc}") from None
@@ -151,6 +163,12 @@ class _Worker:
                     f.close()
                 except OSError:
                     pass
+        if self.lean_wfd != self.wfd:
+            try:
+                os.close(self.lean_wfd)
+            except OSError:
+                pass
+            self.lean_wfd = self.wfd
         self.cg.destroy()
         self.log.unlink(missing_ok=True)
 
@@ -209,6 +227,7 @@ class BwrapPool:
         # mounts its own tmpfs (a checkout under /tmp, for instance)
         self.inner_python, self._relocated = inner_interpreter(self.python)
         self.warm = list(warm)
+        self._supervisors = 1 + SUPERVISORS_PER_TEMPLATE * (2 if self.warm else 1)
         self.env = job_env(self.inner_python)
         self.pool_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         _sweep_stale()
@@ -296,6 +315,8 @@ class BwrapPool:
                   "zygote_procs": w.cg.zygote_procs_files(), "python": self.inner_python,
                   "workspace_mb": self.limits.workspace_mb, "memory_mb": self.limits.memory_mb,
                   "warm": self.warm, "inodes": 20000}
+        if w.lean_rfd >= 0:
+            config["lean_fd"] = w.lean_rfd
         return a + [self.inner_python, "/opt/rlvr/zygote.py", json.dumps(config)]
 
     # --------------------------------------------------------------------------------------- workers
@@ -348,14 +369,15 @@ class BwrapPool:
         t0 = time.perf_counter()
         header = {"lease": sb.lease_id, "argv": argv, "limits": limits.model_dump(), "mounts": sb.mounts,
                   "channel": channel, "env": self.env}
+        warm = self.wants_warm(argv)
         w = self._acquire()
         self._busy.add(w)
         error = ""
         try:
             for attempt in (1, 2):
-                before = w.cg.prepare(limits.memory_mb, limits.processes + SUPERVISORS)
+                before = w.cg.prepare(limits.memory_mb, limits.processes + self._supervisors)
                 try:
-                    reply, blobs = w.request(header, stdin, time.monotonic() + limits.timeout_s + JOB_GRACE_S)
+                    reply, blobs = w.request(header, stdin, time.monotonic() + limits.timeout_s + JOB_GRACE_S, warm)
                 except _WorkerLost as exc:
                     error = f"sandbox worker lost (attempt {attempt}): {exc}"
                     self._busy.discard(w)
@@ -367,6 +389,22 @@ class BwrapPool:
             self._busy.discard(w)
             self._idle.put(w)
         return ExecResult(status=ExecStatus.infra_error, error=error, attempts=2, wall_s=time.perf_counter() - t0)
+
+    def wants_warm(self, argv: Sequence[str]) -> bool:
+        """Whether a job goes to the warm template (pytest imported) rather than the lean one.
+
+        Scripts and `-m` modules (test runners, verification harnesses) may import a warm module anywhere,
+        so they go warm; `-c` code only when it names one; commands that are exec'd (shells, `python` with
+        other options) gain nothing from a warm parent. Either template gives the same isolation and the
+        same results: the choice only decides what is already imported.
+        """
+        if not self.warm or argv[0] != "python":
+            return False
+        fast = python_fast_path(list(argv[1:]))
+        if fast is None:
+            return False
+        mode, target, _ = fast
+        return mode != "-c" or any(name in target for name in self.warm)
 
     @contextmanager
     def lease(self, files: FileMap | None = None, mounts: Mounts | None = None) -> Iterator[IsolatedSandbox]:

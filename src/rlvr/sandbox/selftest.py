@@ -134,10 +134,38 @@ def _ptrace(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
     return r.ok and "ATTACHED []" in r.stdout, r
 
 
+def _user_namespace(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
+    """An unprivileged program that makes a user namespace is root inside it: mounts, netfilter, namespaces."""
+    r = _py(pool, "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                  "print(libc.unshare(0x10000000), ctypes.get_errno())")  # CLONE_NEWUSER
+    return r.ok and r.stdout == "-1 1\n", r
+
+
 def _unprivileged(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
     r = _py(pool, "import os\nprint(os.getuid(), os.geteuid(), open('/proc/self/status').read().split('NoNewPrivs:')[1]"
                   ".split()[0], open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
     return r.ok and r.stdout.split() == ["65534", "65534", "1", "0000000000000000"], r
+
+
+def _ipc_left_behind(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
+    """A System V shared-memory segment outlives its creator: one job's must not be there for the next."""
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    made = [_py(pool, f"import ctypes\nprint('MADE', ctypes.CDLL(None).shmget({key}, 4096, 0o1666))")
+            for _ in range(2)]  # one per worker of a two-worker pool, which serves jobs in turn
+    found = [_py(pool, f"import ctypes\nprint('FOUND', ctypes.CDLL(None).shmget({key}, 0, 0) >= 0)")
+             for _ in range(2)]
+    created = all(r.ok and r.stdout.startswith("MADE ") and not r.stdout.startswith("MADE -") for r in made)
+    return created and all(r.ok and r.stdout == "FOUND False\n" for r in found), found[-1]
+
+
+def _socket_left_behind(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
+    """A closed TCP connection lingers in TIME_WAIT: the next job must neither see it nor find its port taken."""
+    port = 20000 + int.from_bytes(os.urandom(2), "big") % 20000
+    code = (f"import socket\nprint(len(open('/proc/net/tcp').readlines()) - 1)\ns = socket.socket()\n"
+            f"s.bind(('127.0.0.1', {port}))\ns.listen()\nc = socket.create_connection(('127.0.0.1', {port}))\n"
+            "x, _ = s.accept()\nx.close()\nc.close()\ns.close()")
+    runs = [_py(pool, code) for _ in range(3)]  # a two-worker pool serves jobs in turn
+    return all(r.ok and r.stdout == "0\n" for r in runs), runs[-1]
 
 
 CHECKS: dict[str, Callable[[SandboxPool, Probe], tuple[bool, ExecResult]]] = {
@@ -155,6 +183,9 @@ CHECKS: dict[str, Callable[[SandboxPool, Probe], tuple[bool, ExecResult]]] = {
     "killing its parent harms nothing": _kill_parent,
     "ptrace of other processes refused": _ptrace,
     "unprivileged user, no_new_privs, no capabilities": _unprivileged,
+    "no user namespaces (seccomp)": _user_namespace,
+    "no System V IPC object passes from one job to the next": _ipc_left_behind,
+    "no network state passes from one job to the next": _socket_left_behind,
 }
 """Property -> check. Each returns (held, the hostile program's result)."""
 

@@ -1,18 +1,22 @@
 """Stdlib-only pieces shared by the host pool and the in-sandbox zygote: framing, kernel calls, workspace copies.
 
-Wire format (both directions): 4-byte big-endian header length, JSON header, then the raw blobs whose sizes
-the header lists under "blobs".
+Wire format (both directions): two 4-byte big-endian lengths (the JSON header's, the blobs' together), the
+JSON header, then the raw blobs whose sizes the header lists under "blobs". With both lengths up front a
+reader takes a whole frame in one read once the prefix is in: a job's result is one wake-up, not five.
 """
 from __future__ import annotations
 
 import ctypes
 import json
 import os
+import resource
 import select
 import struct
 import time
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -20,16 +24,16 @@ MNT_DETACH = 2
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on every architecture (Linux 5.2+)
 OPEN_TREE_CLONE, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, 4
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-_HDR = struct.Struct(">I")
+_HDR = struct.Struct(">II")
 libc = ctypes.CDLL(None, use_errno=True)
 
 
 # ------------------------------------------------------------------------------------------------ wire
 def send_frame(fd: int, header: dict, *blobs: bytes) -> None:
     """Write one frame: header JSON (with blob sizes) and blobs, looping over partial writes."""
-    header = dict(header, blobs=[len(b) for b in blobs])
-    raw = json.dumps(header).encode()
-    data = b"".join([_HDR.pack(len(raw)), raw, *blobs])
+    sizes = [len(b) for b in blobs]
+    raw = json.dumps(dict(header, blobs=sizes)).encode()
+    data = b"".join([_HDR.pack(len(raw), sum(sizes)), raw, *blobs])
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -53,11 +57,19 @@ def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
 
 
 def recv_frame(fd: int, deadline: float | None = None) -> tuple[dict, list[bytes]]:
-    (size,) = _HDR.unpack(read_exact(fd, _HDR.size, deadline))
+    """Read one frame: (header, blobs). EOFError, TimeoutError as read_exact; ValueError on a malformed one."""
+    size, total = _HDR.unpack(read_exact(fd, _HDR.size, deadline))
     if size > 1 << 24:
         raise ValueError("oversized frame header")
-    header = json.loads(read_exact(fd, size, deadline))
-    blobs = [read_exact(fd, int(n), deadline) for n in header.get("blobs", [])]
+    body = memoryview(read_exact(fd, size + total, deadline))
+    header = json.loads(body[:size].tobytes())
+    sizes = [int(n) for n in header.get("blobs", [])]
+    if sum(sizes) != total or min(sizes, default=0) < 0:
+        raise ValueError("frame blob sizes do not add up")
+    blobs, at = [], size
+    for n in sizes:
+        blobs.append(body[at:at + n].tobytes())
+        at += n
     return header, blobs
 
 
@@ -117,6 +129,77 @@ def collapse_huge_pages() -> int:
         if end > start and madvise(start, end - start, MADV_COLLAPSE) == 0:
             done += end - start
     return done
+
+
+def loopback_up() -> None:
+    """Bring up `lo` in this (fresh) network namespace: SIOCSIFFLAGS with IFF_UP | IFF_LOOPBACK | IFF_RUNNING."""
+    fd = libc.socket(2, 2 | 0o2000000, 0)  # AF_INET, SOCK_DGRAM | SOCK_CLOEXEC
+    check_rc(0 if fd >= 0 else -1, "socket")
+    try:
+        ifr = ctypes.create_string_buffer(struct.pack("16sH", b"lo", 0x1 | 0x8 | 0x40), 40)
+        check_rc(libc.ioctl(fd, ctypes.c_ulong(0x8914), ifr), "ioctl SIOCSIFFLAGS lo")
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------------------------- seccomp
+SECCOMP_DENIED_X86_64 = {
+    272: "unshare", 308: "setns", 155: "pivot_root", 165: "mount", 166: "umount2", 428: "open_tree",
+    429: "move_mount", 430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick", 442: "mount_setattr",
+    425: "io_uring_setup", 426: "io_uring_enter", 427: "io_uring_register", 323: "userfaultfd", 321: "bpf",
+    298: "perf_event_open", 248: "add_key", 249: "request_key", 250: "keyctl", 246: "kexec_load",
+    320: "kexec_file_load", 175: "init_module", 313: "finit_module", 176: "delete_module", 167: "swapon",
+    168: "swapoff", 169: "reboot", 134: "uselib", 163: "acct", 139: "sysfs", 212: "lookup_dcookie",
+}
+"""Syscalls a program gets EPERM for: namespaces and mounts (with a user namespace an unprivileged program
+would get them back inside it), and rarely needed kernel surface where exploits have clustered."""
+_SYS_CLONE, _SYS_CLONE3, _CLONE_NEWUSER = 56, 435, 0x10000000
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_EPERM, _ENOSYS = 1, 38
+
+
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+def seccomp_filter() -> bytes | None:
+    """The classic-BPF program of the job's seccomp filter; None where it is not defined (not x86_64).
+
+    Denied: the calls in SECCOMP_DENIED_X86_64, `clone` with CLONE_NEWUSER, and every call of another ABI
+    (x32, i386). `clone3` gets ENOSYS, because its flags sit behind a pointer a filter cannot read; the C
+    library then falls back to `clone` (threads and posix_spawn keep working).
+    """
+    if os.uname().machine != "x86_64":
+        return None
+    ld_w, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    deny, enosys, allow = _RET_ERRNO | _EPERM, _RET_ERRNO | _ENOSYS, _RET_ALLOW
+    nrs = sorted(SECCOMP_DENIED_X86_64)
+    prog = [_bpf(ld_w, 4), _bpf(jeq, _AUDIT_ARCH_X86_64, 1, 0), _bpf(ret, deny), _bpf(ld_w, 0),
+            _bpf(jge, 0x40000000, 0, 1), _bpf(ret, deny)]  # x32 numbers
+    prog += [_bpf(jeq, nr, 0, 1) + _bpf(ret, deny) for nr in nrs]
+    prog += [_bpf(jeq, _SYS_CLONE3, 0, 1), _bpf(ret, enosys),
+             _bpf(jeq, _SYS_CLONE, 0, 3), _bpf(ld_w, 16), _bpf(jset, _CLONE_NEWUSER, 0, 1), _bpf(ret, deny),
+             _bpf(ret, allow)]
+    return b"".join(prog)
+
+
+def install_seccomp() -> bool:
+    """Confine this process and its descendants with `seccomp_filter()` (needs no_new_privs set first).
+
+    Returns False where no filter is defined for this architecture.
+    """
+    prog = seccomp_filter()
+    if prog is None:
+        return False
+    buf = ctypes.create_string_buffer(prog, len(prog))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    check_rc(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    return True
 
 
 def prctl(option: int, value: int) -> None:
@@ -248,8 +331,6 @@ def nearly_full(path: str) -> bool:
 
 
 def set_rlimits(lim: dict) -> None:
-    import resource
-
     cpu = int(lim.get("cpu_s") or lim["timeout_s"]) + 1
     table = {
         resource.RLIMIT_CPU: (cpu, cpu + 1),

@@ -1,30 +1,37 @@
 """The warm worker inside bubblewrap: keeps a confined process chain forked ahead of each job.
 
 This file runs as a script inside the sandbox, so it imports only the standard library (and `wire.py` beside
-it). The zygote, with Python and pytest already imported, forks per job a chain *before* the job arrives, so
-that no fork sits between a request and its result:
+it). A zygote forks per job a chain *before* the job arrives, so that no fork sits between a request and its
+result:
 
-- C, PID 1 of a fresh PID namespace and owner of a private mount namespace with fresh tmpfs at /workspace,
-  /tmp and /dev/shm and its own /proc, the control directory already unmounted; it waits for a job on the
-  host pipe. With a job it copies the lease's files in, binds read-only material, starts D,
-  drains output with caps, enforces the wall-clock timeout, kills every process of its namespace
-  (`kill(-1)` from PID 1), copies the workspace back (regular files, directories and symlinks, never
-  following links) and writes one result frame to the host.
-- D, forked by C in advance, waits for the go; then drops to the unprivileged user with rlimits and
-  no_new_privs and runs the command: `python -c/-m/script` in the already warm interpreter, anything else
-  by exec.
+- C, PID 1 of a fresh PID namespace and owner of fresh mount, IPC and network namespaces (tmpfs at
+  /workspace, /tmp and /dev/shm, its own /proc, only a loopback device), the control directory already
+  unmounted; it waits for a job on its template's request pipe. With a job it copies the lease's files in,
+  binds read-only material, starts D, drains output with caps, enforces the wall-clock timeout, kills every
+  process of its namespace (`kill(-1)` from PID 1), copies the workspace back (regular files, directories
+  and symlinks, never following links) and writes one result frame to the host.
+- D, forked by C in advance, drops to the unprivileged user with no_new_privs and a seccomp filter
+  (`wire.seccomp_filter`), waits for the go, sets the job's rlimits and runs the command: `python
+  -c/-m/script` in the already warm interpreter, anything else by exec; it ends with os._exit after
+  flushing (never a full interpreter finalisation).
 
-While one chain runs a job, the zygote forks the next. A chain that dies holding a job makes the zygote
-report an error frame, which the host treats as an infrastructure fault.
+Each worker has two templates, each a zygote with its own chain waiting: the warm one (pytest imported and
+run once) and a lean one forked before that warm-up, a third of its size, for jobs that do not need it
+(see `_fork_lean`); the host picks one per job. While one chain runs a job, its zygote forks the next. A
+chain that dies holding a job makes its zygote report an error frame, which the host treats as an
+infrastructure fault.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import runpy
 import select
 import signal
 import sys
 import time
+import types
 
 try:
     from rlvr.sandbox import wire
@@ -107,7 +114,12 @@ def _fork_retry() -> int:
 
 def _chain_setup(ch: Chain) -> None:
     os.setsid()
-    wire.check_rc(wire.libc.unshare(wire.CLONE_NEWNS), "unshare")
+    # Fresh IPC and network namespaces too: System V shared memory, semaphores and message queues outlive
+    # their creator, and so do TCP sockets in TIME_WAIT (a port the last job used stays taken for a minute):
+    # in the worker's namespaces the next job would see them. A network namespace holds only a loopback
+    # device, down until brought up; it is torn down by the kernel after the job, off the job's path.
+    wire.check_rc(wire.libc.unshare(wire.CLONE_NEWNS | wire.CLONE_NEWIPC | wire.CLONE_NEWNET), "unshare")
+    wire.loopback_up()
     wire.mount(None, "/", None, wire.MS_REC | wire.MS_PRIVATE)
     _mount_tmpfs(ch.config, ch.sizes, 0)
     wire.mount("proc", "/proc", "proc", wire.MS_NOSUID | wire.MS_NODEV | wire.MS_NOEXEC)
@@ -282,6 +294,7 @@ def _candidate_main(ch: Chain) -> None:
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
         wire.prctl(wire.PR_SET_NO_NEW_PRIVS, 1)
+        wire.install_seccomp()  # no user namespaces (and so no mounts or namespaces), no rare kernel surface
         wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setresuid, which would clear it
         os.umask(0o022)
     except BaseException:  # noqa: BLE001  # before the go: C reports the lost chain as an infra fault
@@ -308,8 +321,6 @@ def _candidate_main(ch: Chain) -> None:
 def _rehearse() -> None:
     """Touch, while idle, the memory a job start will write (copy-on-write faults cost ~4 us a page, and
     ~800 of them would otherwise sit between the go and the program's first instruction)."""
-    import types
-
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
     exec(compile("import sys, os\nx = [i for i in range(10)]\n", "<string>", "exec"), main.__dict__)  # noqa: S102
@@ -324,7 +335,7 @@ def _rehearse() -> None:
 def _become(argv: list[str], env: dict[str, str], python: str) -> None:
     argv = list(argv)
     if argv[0] == "python":
-        fast = _python_fast_path(argv[1:])
+        fast = python_fast_path(argv[1:])
         if fast is not None:
             _run_python(*fast)
         argv[0] = python
@@ -360,7 +371,7 @@ def _bind_mounts(job: Job, lease: str) -> list[tuple[str, bool]]:
 
 
 # --------------------------------------------------------------------------------------- warm Python
-def _python_fast_path(args: list[str]) -> tuple[str, str, list[str]] | None:
+def python_fast_path(args: list[str]) -> tuple[str, str, list[str]] | None:
     """(mode, target, argv) when `python ARGS` can run in this warm interpreter; None: exec a fresh one."""
     if len(args) >= 2 and args[0] in ("-c", "-m"):
         return args[0], args[1], args[2:]
@@ -371,10 +382,6 @@ def _python_fast_path(args: list[str]) -> tuple[str, str, list[str]] | None:
 
 def _run_python(mode: str, target: str, args: list[str]) -> None:
     """Run code as `python -c/-m/script` would, in this forked interpreter; exit with its status."""
-    import atexit
-    import runpy
-    import types
-
     code = 0
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
@@ -444,8 +451,39 @@ def main() -> None:
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1):
         os.dup2(devnull, fd)
+    lean_fd = config.get("lean_fd")
+    lean_pid = 0
+    if lean_fd is not None:
+        lean_pid = _fork_lean(config, in_fd, lean_fd, out_fd)
     _warm_up(config.get("warm", []))
     sys.stdout.flush()
+    _settle(config)
+    wire.send_frame(out_fd, {"ready": True})
+    _serve(config, in_fd, out_fd, os.pidfd_open(lean_pid) if lean_pid else -1)
+
+
+def _fork_lean(config: dict, in_fd: int, lean_fd: int, out_fd: int) -> int:
+    """Start the lean template: a second zygote, forked before the warm-up, that serves the jobs sent on
+    `lean_fd`. Forking a process and tearing it down costs in proportion to its memory, and most jobs
+    (`python -c`, shell commands) gain nothing from an interpreter that has imported pytest: their chains
+    are forked from this one, a third of the size. Both zygotes answer on the same pipe; the host sends a
+    worker one job at a time, so their frames never interleave. Returns the lean zygote's PID."""
+    pid = os.fork()
+    if pid:
+        os.close(lean_fd)
+        return pid
+    try:
+        wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)  # the warm zygote's end is the worker's end
+        os.close(in_fd)
+        _settle(config)
+    except BaseException:  # noqa: BLE001
+        os._exit(5)
+    _serve(config, lean_fd, out_fd, -1)
+    os._exit(0)
+
+
+def _settle(config: dict) -> None:
+    """Freeze the template's heap and join the worker's cgroups, once, before serving."""
     import gc
 
     gc.collect()
@@ -455,12 +493,14 @@ def main() -> None:
     for procs in config.get("zygote_procs", []):
         with open(procs, "w") as f:  # joined once: a job then inherits the cgroup instead of migrating
             f.write("0")
-    wire.send_frame(out_fd, {"ready": True})
-    _serve(config, in_fd, out_fd)
 
 
-def _serve(config: dict, in_fd: int, out_fd: int) -> None:
-    """Keep exactly one chain waiting for the next job; answer for chains that die holding one."""
+def _serve(config: dict, in_fd: int, out_fd: int, partner_fd: int) -> None:
+    """Keep exactly one chain waiting for the next job; answer for chains that die holding one.
+
+    `partner_fd` (a pidfd, or -1) is the lean zygote, watched by the warm one: if either template dies,
+    the whole worker ends, and the host replaces it.
+    """
     chains: dict[int, list] = {}  # taken pipe -> [pid, taken, error]
     waiting = False
     failures = 0
@@ -486,7 +526,9 @@ def _serve(config: dict, in_fd: int, out_fd: int) -> None:
             os.close(taken_w)
             chains[taken_r] = [pid, False, ""]
             waiting = True
-        for fd in select.select(list(chains), [], [])[0]:
+        for fd in select.select(list(chains) + ([partner_fd] if partner_fd >= 0 else []), [], [])[0]:
+            if fd == partner_fd:
+                os._exit(5)
             data = os.read(fd, 512)
             entry = chains[fd]
             if data[:1] == b"T":
