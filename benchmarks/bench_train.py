@@ -4,7 +4,12 @@ Both train the quickstart's model (the builtin tiny GPT-2, random init) on the c
 same sandboxed verifier (TRL through `rlvr.integrations.trl`), 4 tasks x 8 samples per step, completions of at
 most 48 tokens, one gradient pass per batch, lr 1e-5, one torch thread. Steps after a warm-up step are timed.
 rlvr's step is sample + rollout (generation overlapped with sandboxed verification) + update + record; TRL's
-is its whole `training_step` (generation, reward, loss, optimizer). Run: `.venv/bin/python benchmarks/bench_train.py`.
+is its whole `training_step` (generation, reward, loss, optimizer).
+
+Before that, the cost of one verification of a tiny-tier answer both ways, in the same run: the `io` setting the
+tier uses (one lean sandboxed run, compared on the host) against the same five cases as a hidden pytest module
+(the tier's verifier before `io`), alternating, on the gold answers of 40 tasks.
+Run: `.venv/bin/python benchmarks/bench_train.py`.
 """
 from __future__ import annotations
 
@@ -16,11 +21,54 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 warnings.filterwarnings("ignore")
 
 TASKS, GROUP, STEPS, WARMUP, MAX_TOKENS, LR = 4, 8, 5, 1, 48, 1e-5
+VERIFY_TASKS = 40
+
+
+def as_pytest_task(task: Any) -> Any:
+    """The tiny task with its io cases written as the hidden pytest module the tier used before `io`."""
+    import ast
+
+    from rlvr.tasks.domains.code import HIDDEN_TESTS, Problem, hidden_tests
+
+    io = task.verifier["io"]
+    cases = [ast.literal_eval(line) for line in task.hidden[io["file"]].splitlines()]
+    problem = Problem("f", "", "", [], cases, "", {})
+    verifier = {k: v for k, v in task.verifier.items() if k not in ("io", "timeout_s")}
+    return task.model_copy(update={"hidden": {HIDDEN_TESTS: hidden_tests(problem, task.id)},
+                                   "verifier": {**verifier, "tests": [HIDDEN_TESTS]}})
+
+
+def bench_verify() -> dict[str, list[float]]:
+    """Seconds per verification of the same gold answers, io and pytest alternating."""
+    from rlvr.config import SandboxConfig
+    from rlvr.sandbox import make_pool
+    from rlvr.tasks import registry
+    from rlvr.tasks.spec import FinalState
+    from rlvr.verify.base import VerifyContext
+    from rlvr.verify.code import CodeVerifier
+
+    src = registry.make("code", tier="tiny")
+    times: dict[str, list[float]] = {"io": [], "pytest": []}
+    pool = make_pool(SandboxConfig())
+    try:
+        verifier = CodeVerifier(VerifyContext(pool=pool))
+        for i in range(VERIFY_TASKS):
+            task = src.get(i)
+            for name in ("io", "pytest") if i % 2 else ("pytest", "io"):
+                t0 = time.perf_counter()
+                v = verifier.verify(task if name == "io" else as_pytest_task(task), FinalState(answer=task.answer))
+                times[name].append(time.perf_counter() - t0)
+                if not v.passed:
+                    raise SystemExit(f"gold answer of {task.id} failed under {name}: {v.checks}")
+    finally:
+        pool.close()
+    return times
 
 
 def bench_rlvr(model_dir: Path, out: Path) -> list[float]:
@@ -82,6 +130,12 @@ def bench_trl(model_dir: Path, out: Path) -> list[float]:
 def main() -> int:
     from rlvr.rollout.builtin import BUILTIN_MODELS, build_tiny_model
 
+    verify_s = bench_verify()
+    io_ms, py_ms = (1000 * statistics.median(verify_s[k]) for k in ("io", "pytest"))
+    print(f"one verification of a tiny-tier answer ({VERIFY_TASKS} gold answers, isolated pool, median)")
+    print(f"  io cases (lean run)  {io_ms:7.1f} ms")
+    print(f"  hidden pytest module {py_ms:7.1f} ms")
+    print(f"  ratio pytest / io    {py_ms / io_ms:7.2f}x")
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-train-") as tmp:
         root = Path(tmp)
         model_dir = build_tiny_model(root / "model", **BUILTIN_MODELS["tiny"])

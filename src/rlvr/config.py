@@ -110,12 +110,13 @@ class RolloutConfig(Section):
 class TrainConfig(Section):
     """The GRPO-family trainer."""
 
-    steps: int = Field(60, ge=0)
+    steps: int = Field(100, ge=0)
     """Policy-update steps."""
-    batch_size: int = Field(8, ge=1)
+    batch_size: int = Field(16, ge=1)
     """Tasks per step (each sampled `rollout.group_size` times)."""
-    lr: float = Field(1e-4, gt=0)
-    """AdamW learning rate (constant after warm-up)."""
+    lr: float = Field(3e-4, gt=0)
+    """AdamW learning rate (constant after warm-up; the quickstart's 0.8M-parameter model learns fastest at 3e-4
+    and loses ground at 5e-4 — larger models want far less, e.g. 1e-6)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up steps."""
     weight_decay: float = Field(0.0, ge=0)
@@ -161,7 +162,7 @@ class TrainConfig(Section):
     """Steps between checkpoints (a final one is always written)."""
     flag_penalty: float = 0.0
     """Reward of an episode with an integrity flag."""
-    heldout_samples: int = Field(2, ge=1)
+    heldout_samples: int = Field(4, ge=1)
     """Samples per held-out task for pass@1 (the share that pass at the policy's temperature, per task)."""
     heldout_greedy: bool = True
     """Also measure greedy pass@1 (one argmax decode per held-out task)."""
@@ -177,9 +178,9 @@ class SFTConfig(Section):
     """Run SFT before RL (the quickstart's warm start: a brief constant-rate SFT on reference answers)."""
     source: str = "reference"
     """`reference`: the training domains' reference solutions; or a JSONL file of {prompt, completion} records."""
-    examples: int = Field(12800, ge=1)
-    """Examples drawn from the reference solutions."""
-    steps: int = Field(400, ge=0)
+    examples: int = Field(6400, ge=1)
+    """Examples drawn from the reference solutions (the quickstart sees each once: steps x batch_size)."""
+    steps: int = Field(200, ge=0)
     """Optimizer steps."""
     lr: float = Field(2e-3, gt=0)
     """Learning rate (constant)."""
@@ -217,8 +218,10 @@ class ScheduleConfig(Section):
     """Share of failed trajectories kept in the store."""
     pass_rates_from: str | None = None
     """Path of a previous run's pass rates to start from."""
-    fresh_share: float = Field(0.5, ge=0, le=1)
-    """Procedural domains: share of draws that take a fresh index; the rest revisit known tasks by tier."""
+    fresh_share: float = Field(1.0, ge=0, le=1)
+    """Procedural domains: share of draws that take a fresh index; the rest revisit known tasks by tier. Fresh
+    tasks teach the skill rather than the tasks: the quickstart gained 18.5 held-out points with 1.0 and 12.7
+    with 0.5 (revisits help where fresh tasks are scarce or mostly unlearnable)."""
     tier_budgets: dict[str, BudgetConfig] = Field(default_factory=dict)
     """Episode budgets per tier (`unseen`, `never`, `learnable`, `always`); they win over domain budgets."""
     domain_budgets: dict[str, BudgetConfig] = Field(default_factory=dict)

@@ -229,3 +229,89 @@ def test_regression_gate_zeroes_the_score(pool: SandboxPool) -> None:
                     _ctx(pool))
     assert not broken.passed and broken.score == 0.0
     assert broken.details["gates_failed"] == ["test_m.py::test_dec"]
+
+
+# -------------------------------------------------------------------------------------------- io cases
+class _SpyPool:
+    """Passes every lease through to a real pool and keeps the files each sandbox was given."""
+
+    def __init__(self, pool: SandboxPool) -> None:
+        self.pool, self.files = pool, []
+
+    def lease(self, files=None, **kw):
+        self.files.append(dict(files or {}))
+        return self.pool.lease(files, **kw)
+
+    def run(self, argv, files=None, **kw):
+        self.files.append(dict(files or {}))
+        return self.pool.run(argv, files=files, **kw)
+
+
+def test_io_expected_results_never_enter_the_sandbox(tasks: dict[str, Task], pool: SandboxPool) -> None:
+    task = tasks["io_sort"]
+    spy = _SpyPool(pool)
+    v = verify(task, _final(task, task.solution), VerifyContext(pool=spy))  # type: ignore[arg-type]
+    assert v.passed and v.score == 1.0 and [c.name for c in v.checks] == ["io:sorter:sort_numbers"]
+    [files] = spy.files
+    shipped = "\n".join(t if isinstance(t, str) else t.decode("latin-1") for t in files.values())
+    assert "[-1, 0, 10]" not in shipped and "[3, 4, 5]" not in shipped  # expected results stay on the host
+    assert not any(p.endswith("io_cases.txt") for p in files)
+    assert not any("pytest" in p for p in files)  # the lean run needs no pytest configuration
+
+
+@pytest.mark.parametrize("text, match", [("([1], 2)\n", "literal"), ("((1,), 2)\n__import__('os')\n", "literal"),
+                                         ("((1,), object)\n", "literal"), ("\n", "no io cases"),
+                                         ("((1,), {1, 2})\n((b'x',), 1j)\n", None)])
+def test_io_cases_file_is_parsed_as_literals_only(tmp_path: Path, pool: SandboxPool, text: str,
+                                                  match: str | None) -> None:
+    toml = '[verifier]\nio = { file = "cases.txt", entry = "m:f" }\n'
+    task = _task(tmp_path, "iofile", toml, hidden={"cases.txt": text})
+    if match is None:
+        v = verify(task, FinalState(files={"m.py": "def f(x):\n    return 2\n"}), _ctx(pool))
+        assert v.infra_error is None and not v.passed and v.score == 0.0
+    else:
+        with pytest.raises(UserError, match=match):
+            verify(task, FinalState(files={"m.py": "def f(x):\n    return 2\n"}), _ctx(pool))
+
+
+def test_io_and_cases_exclude_each_other(tasks: dict[str, Task], tmp_path: Path, pool: SandboxPool) -> None:
+    toml = ('[verifier]\nio = { file = "c.txt", entry = "m:f" }\n'
+            'cases = { generator = "g.py", reference = "r.py", entry = "m:f" }\n')
+    task = _task(tmp_path, "both", toml, hidden={"c.txt": "((1,), 1)\n", "g.py": "", "r.py": ""})
+    with pytest.raises(UserError, match="exclude"):
+        verify(task, FinalState(files={"m.py": "def f(x):\n    return x\n"}), _ctx(pool))
+
+
+def test_io_verification_is_cheaper_than_pytest(tasks: dict[str, Task], pool: SandboxPool) -> None:
+    """The lean run skips the pytest session: the same answers judged both ways, in the same run."""
+    import time
+
+    io_task = tasks["io_sort"]
+    lines = [ast_case for ast_case in io_task.hidden["io_cases.txt"].splitlines()]
+    tests = "from sorter import sort_numbers\n" + "".join(
+        f"\n\ndef test_{i}():\n    assert sort_numbers{line[1:line.index('),') + 1]} == {line[line.index('),') + 3:-1]}\n"
+        for i, line in enumerate(lines))
+    py_task = io_task.model_copy(update={"hidden": {"test_hidden.py": tests},
+                                         "verifier": {"tests": ["test_hidden.py"]}})
+    final = _final(io_task, io_task.solution)
+    best = {}
+    for name, task in (("io", io_task), ("pytest", py_task), ("io", io_task), ("pytest", py_task)):
+        t0 = time.perf_counter()
+        v = verify(task, final, _ctx(pool))
+        assert v.passed, (name, [(c.name, c.detail) for c in v.checks])
+        best[name] = min(best.get(name, 1e9), time.perf_counter() - t0)
+    assert best["io"] < best["pytest"], best
+
+
+def test_candidate_syntax_warnings_stay_out_of_the_host_output(pool: SandboxPool) -> None:
+    """`1if x else 2` parses with a SyntaxWarning; parsing the candidate on the host must not print it."""
+    import warnings
+
+    from rlvr.tasks import registry
+
+    task = registry.make("code", tier="tiny").get(3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        v = verify(task, FinalState(answer="1if True else 2"), _ctx(pool))
+    assert v.infra_error is None and not v.passed
+    assert not [w for w in seen if issubclass(w.category, SyntaxWarning)]

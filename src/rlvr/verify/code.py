@@ -20,6 +20,14 @@ Settings come from the task's `[verifier]` table (unknown keys are refused, so a
   (a dict), the reference defines the entry's function; `entry` is the candidate's `module:function`. Each
   verification draws a fresh seed (recorded in the Verdict; `ctx.extras["cases_seed"]` replays one); the
   reference runs without the candidate and outputs never enter the candidate's sandbox.
+- `io` (table): fixed hidden cases for one-expression / I/O-style tasks, `{file, entry, weight = 1.0,
+  tolerance = 1e-9, partial = true}`: `file` is a hidden file of one Python literal `(args, expected)` a line
+  (`args` a tuple of positional arguments), `entry` the candidate's `module:function`. The candidate runs once in
+  the sandbox under the lean harness (no pytest): it gets the arguments only, its results come back over the
+  signed channel as plain values, and the host compares them with the expected results, which never enter the
+  sandbox. Equality is strict: the same types all the way down (a tuple is not a list, True is not 1), floats
+  within `tolerance`. The score is the share of cases passed, or with `partial = false` 1 only when all pass.
+  `tests` may then be empty; `io` and `cases` exclude each other.
 - `needs_change` (bool, true): an unchanged workspace is flagged `no_change`.
 - `read_only` (list of globs): workspace files the candidate must not change, beside `Task.protected`.
 - `answer_file` (path) and `answer_template` (str, "{answer}"): for single-turn tasks, the answer's first fenced
@@ -28,17 +36,22 @@ Settings come from the task's `[verifier]` table (unknown keys are refused, so a
 - `timeout_s` (float): wall-clock limit of the hidden test run; default the task's `limits.exec_timeout_s`.
 - `kind` (str): the verifier kind ("code").
 
-Score: the weighted fraction of hidden tests passed, mixed with cases and structural checks by weight. `passed`:
-every hidden test and case passed, required checks passed, and no integrity flag.
+Score: the weighted fraction of hidden tests passed, mixed with cases, io cases and structural checks by weight.
+`passed`: every hidden test and case passed, required checks passed, and no integrity flag.
 """
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
 import secrets
 import sys
+import threading
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,10 +64,10 @@ from rlvr.tasks.spec import Files, FinalState, Task
 from rlvr.verify import integrity
 from rlvr.verify.answers import apply_template, code_from_answer
 from rlvr.verify.base import VerifyContext, register_verifier
-from rlvr.verify.harness import CASES, SUPERVISOR, VALUES, harness_files
+from rlvr.verify.harness import CASES, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
 from rlvr.verify.harness.checks import run_static_checks
 from rlvr.verify.harness.report import RunReport, authenticate, hidden_test_ids, interpret
-from rlvr.verify.harness.values import NotPlain, decode, same
+from rlvr.verify.harness.values import NotPlain, decode, encode, identical, same
 from rlvr.verify.verdict import Check, Verdict
 
 CAND, JUDGE = "cand", "judge"
@@ -102,6 +115,24 @@ class CasesSettings(BaseModel):
     """Relative and absolute tolerance for floats."""
 
 
+class IOSettings(BaseModel):
+    """Fixed hidden (arguments, expected result) pairs, compared on the host after one lean run of the candidate."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    file: str
+    """Hidden file of one Python literal `(args, expected)` a line, `args` a tuple of positional arguments."""
+    entry: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    """The candidate's `module:function`."""
+    weight: float = Field(1.0, ge=0)
+    """Weight of all io cases together."""
+    tolerance: float = Field(1e-9, ge=0)
+    """Relative and absolute tolerance for floats."""
+    partial: bool = True
+    """Score the share of cases passed (true), or 1 only when every case passes (false: for answers, like one
+    expression, where agreeing with the expected results on some inputs is coincidence, not progress)."""
+
+
 class CodeSettings(BaseModel):
     """The `[verifier]` table of a code task (see the module docstring)."""
 
@@ -125,6 +156,8 @@ class CodeSettings(BaseModel):
     """Structural soundness checks."""
     cases: CasesSettings | None = None
     """Randomised hidden cases."""
+    io: IOSettings | None = None
+    """Fixed hidden (arguments, expected result) cases judged without pytest."""
     needs_change: bool = True
     """Flag an unchanged workspace."""
     read_only: list[str] = Field(default_factory=list)
@@ -146,14 +179,43 @@ def settings_of(task: Task) -> CodeSettings:
         loc = ".".join(str(p) for p in err["loc"])
         fix = "remove it or check its spelling" if err["type"] == "extra_forbidden" else err["msg"]
         raise UserError("invalid code verifier setting", file=task.source, field=f"verifier.{loc}", fix=fix) from None
-    for path in [*s.tests, *([s.cases.generator, s.cases.reference] if s.cases else [])]:
+    for path in [*s.tests, *([s.cases.generator, s.cases.reference] if s.cases else []), *([s.io.file] if s.io else [])]:
         if path not in task.hidden:
             raise UserError(f"{path!r} is not a hidden file", file=task.source, field="verifier",
                             fix="put it under hidden/ or fix the path")
-    if not s.tests and s.cases is None:
+    if not s.tests and s.cases is None and s.io is None:
         raise UserError("a code task needs hidden tests or cases", file=task.source, field="verifier.tests",
                         fix="add hidden/test_*.py")
+    if s.cases is not None and s.io is not None:
+        raise UserError("`cases` and `io` exclude each other", file=task.source, field="verifier.io",
+                        fix="keep one of them")
     return s
+
+
+IOCase = tuple[tuple[Any, ...], Any]
+
+
+def io_cases(task: Task, s: IOSettings) -> list[IOCase]:
+    """The task's fixed io cases, parsed as Python literals (never executed); a bad file is a UserError."""
+    out: list[IOCase] = []
+    for lineno, line in enumerate(task.hidden[s.file].splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            case = ast.literal_eval(line)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            case = None
+        if not (isinstance(case, tuple) and len(case) == 2 and isinstance(case[0], tuple)):
+            raise UserError("an io case must be a Python literal `(args_tuple, expected)`", file=task.source,
+                            line=lineno, field=f"verifier.io.file ({s.file})", fix="write one case a line")
+        if encode(list(case[0])) is None or encode(case[1]) is None:
+            raise UserError("an io case holds a value that is not plain data", file=task.source, line=lineno,
+                            field=f"verifier.io.file ({s.file})", fix="use numbers, strings, lists, tuples, dicts")
+        out.append(case)
+    if not out:
+        raise UserError("no io cases", file=task.source, field=f"verifier.io.file ({s.file})",
+                        fix="write one `(args, expected)` literal a line")
+    return out
 
 
 def candidate_files(task: Task, final: FinalState, s: CodeSettings) -> Files:
@@ -204,7 +266,8 @@ class CodeVerifier:
         s = settings_of(task)
         files = candidate_files(task, final, s)
         timings: dict[str, float] = {}
-        found = self._static_flags(task, files, s)
+        with _quiet_parse():
+            found = self._static_flags(task, files, s)
         timings["static"] = time.perf_counter() - t0
         pool = self.ctx.pool or default_pool()
         checks: list[Check] = []
@@ -218,6 +281,9 @@ class CodeVerifier:
             timings["cases_reference"] = time.perf_counter() - t1
             if err:
                 return Verdict.infra(err, seed=seed, timings=timings)
+        elif s.io is not None:
+            fixed = io_cases(task, s.io)
+            expected = {"inputs": [encode(list(args))["v"] for args, _ in fixed], "outputs": [w for _, w in fixed]}
         t1 = time.perf_counter()
         rep, err = self._run_harness(pool, task, files, s, expected)
         timings["sandbox"] = time.perf_counter() - t1
@@ -226,8 +292,9 @@ class CodeVerifier:
         found.merge(rep.findings)
         if s.tests:
             checks += self._test_checks(task, s, rep, details)
-        if s.cases is not None and expected is not None:
+        if expected is not None:
             checks.append(self._cases_check(s, rep, expected))
+            _check_case_stream(rep, len(expected["inputs"]))
         if s.checks:
             t1 = time.perf_counter()
             static_checks, err = run_static_checks(pool, s.checks, files, task)
@@ -273,11 +340,14 @@ class CodeVerifier:
     def _run_harness(self, pool: SandboxPool, task: Task, files: Files, s: CodeSettings,
                      expected: dict[str, Any] | None) -> tuple[RunReport, str | None]:
         key = secrets.token_hex(32)
-        secret = {s.cases.generator, s.cases.reference} if s.cases else set()
+        secret = {s.cases.generator, s.cases.reference} if s.cases else {s.io.file} if s.io else set()
+        spec = s.cases or s.io
         judge_files = {p: t for p, t in task.hidden.items() if p not in secret}
-        sandbox_files: dict[str, str] = {f"{CAND}/{p}": t for p, t in files.items()}
+        sandbox_files: dict[str, str | bytes] = {f"{CAND}/{p}": t for p, t in files.items()}
         sandbox_files.update({f"{JUDGE}/{p}": t for p, t in judge_files.items()})
-        sandbox_files.update({f"{JUDGE}/{p}": t for p, t in harness_files().items()})
+        lean = {SUPERVISOR, WORKER, VALUES}  # a run without hidden tests needs no pytest config or case drawer
+        sandbox_files.update({f"{JUDGE}/{p}": t for p, t in harness_files().items() if s.tests or p in lean})
+        sandbox_files.update({f"{JUDGE}/{p}": b for p, b in harness_bytecode().items()})
         sandbox_files.setdefault(f"{CAND}/.rlvr-keep", "")  # the candidate directory exists even when empty
         timeout = s.timeout_s or task.limits.exec_timeout_s
         hidden_tests = {p: task.hidden[p] for p in s.tests}
@@ -287,7 +357,7 @@ class CodeVerifier:
             "conftests": sorted(p for p in judge_files if p.rsplit("/", 1)[-1] == "conftest.py"),
             "hidden_modules": sorted({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
                                      - {p.split("/", 1)[0].removesuffix(".py") for p in files}),
-            "cases": {"entry": s.cases.entry, "inputs": expected["inputs"]} if s.cases and expected else None,
+            "cases": {"entry": spec.entry, "inputs": expected["inputs"]} if spec and expected else None,
         }
         limits = ExecLimits(timeout_s=timeout + 10, memory_mb=max(task.limits.memory_mb, 256), processes=64)
         with pool.lease(sandbox_files) as sb:
@@ -360,15 +430,19 @@ class CodeVerifier:
             return None, "the task's case generator printed no cases"
 
     def _cases_check(self, s: CodeSettings, rep: RunReport, expected: dict[str, Any]) -> Check:
-        assert s.cases is not None
+        """Randomised cases (tagged reference outputs, lists and tuples alike) or io cases (literal expected
+        values, strict types), compared on the host with what the candidate's run sent back."""
+        spec = s.cases or s.io
+        assert spec is not None
         good, first_bad = 0, ""
         for i, (inp, out) in enumerate(zip(expected["inputs"], expected["outputs"])):
             msg = rep.cases.get(i)
             ok = False
             if msg and msg.get("out") is not None:
                 try:
-                    ok = same(decode(msg["out"]["v"]), decode(out), s.cases.tolerance)
-                except (NotPlain, TypeError, KeyError):
+                    got = decode(msg["out"]["v"])
+                    ok = same(got, decode(out), spec.tolerance) if s.cases else identical(got, out, spec.tolerance)
+                except (NotPlain, TypeError, KeyError, ValueError):
                     ok = False
             good += ok
             if not ok and not first_bad:
@@ -376,8 +450,36 @@ class CodeVerifier:
                 first_bad = f"case {i}: input {json.dumps(inp)[:200]}: {seen if not msg or msg.get('out') is None else 'wrong'}"
         n = len(expected["inputs"])
         detail = rep.cases_error or first_bad
-        return Check(name=f"cases:{s.cases.entry}", score=good / n if n else 0.0, weight=s.cases.weight,
+        if rep.payload and rep.payload.get("timed_out") and good < n:
+            detail = "timed out; " + detail
+        score = good / n if n else 0.0
+        if s.io is not None and not s.io.partial:
+            score = float(score == 1.0)
+        return Check(name=f"{'cases' if s.cases else 'io'}:{spec.entry}", score=score, weight=spec.weight,
                      passed=good == n, detail=detail)
+
+
+def _check_case_stream(rep: RunReport, n: int) -> None:
+    """Every case reported once, in order, before the end of the run (or none after a failed import): anything
+    else on the channel was written by someone other than the harness."""
+    if any(not 0 <= i < n for i in rep.cases) or rep.duplicate_cases:
+        rep.findings.add("report_forgery", None, None, "case results out of range or reported twice")
+    elif rep.ended and not rep.cases_error and len(rep.cases) < n:
+        rep.findings.add("report_forgery", None, None,
+                         f"the run reported its end after {len(rep.cases)} of {n} case results")
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+@contextmanager
+def _quiet_parse() -> Iterator[None]:
+    """Silence the SyntaxWarnings (`1if`, invalid escapes) that parsing candidate code on the host raises: they
+    are the candidate's, and would otherwise land in the trainer's output. The lock keeps the process-wide
+    warning filters consistent when verifications run in several threads."""
+    with _PARSE_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        yield
 
 
 def _item_passed(item: str, outcome: str | None, s: CodeSettings) -> bool:

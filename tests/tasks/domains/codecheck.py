@@ -5,6 +5,7 @@ against the tests they generate even where those layers are not built.
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -52,6 +53,31 @@ def final_files(task: Task, final: FinalState) -> dict[str, str]:
     return {**task.workspace, task.verifier["answer_file"]: template.replace("{answer}", final.answer)}
 
 
+_SAME = """
+def _same(got, want):
+    if type(got) is not type(want):
+        return False
+    if isinstance(want, (list, tuple)):
+        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
+    if isinstance(want, dict):
+        return got.keys() == want.keys() and all(_same(got[k], want[k]) for k in want)
+    return got == want
+"""
+
+
+def hidden_tests(task: Task) -> dict[str, str]:
+    """The task's hidden pytest files; a task judged by io cases gets the equivalent module written from them
+    (one test per `(args, expected)` line, the same strict equality), so both kinds run under real pytest."""
+    if "io" not in task.verifier:
+        return {t: task.hidden[t] for t in task.verifier["tests"]}
+    io = task.verifier["io"]
+    module, fn = io["entry"].split(":")
+    cases = [ast.literal_eval(line) for line in task.hidden[io["file"]].splitlines() if line.strip()]
+    body = "".join(f"\n\ndef test_io_{i}():\n    assert _same({fn}(*{args!r}), {want!r})\n"
+                   for i, (args, want) in enumerate(cases))
+    return {"test_io_cases.py": f"from {module} import {fn}\n{_SAME}{body}"}
+
+
 def scores(cases: list[tuple[Task, FinalState]], timeout: float = 120.0) -> list[float]:
     """Fraction of each case's hidden tests that passed (a test that was not collected counts as failed)."""
     with tempfile.TemporaryDirectory(prefix="rlvr-codecheck-") as tmp:
@@ -62,12 +88,12 @@ def scores(cases: list[tuple[Task, FinalState]], timeout: float = 120.0) -> list
         expected: list[int] = []
         for i, (task, final) in enumerate(cases):
             root = base / f"c{i}"
-            for rel, text in {**final_files(task, final), **task.hidden}.items():
+            tests = hidden_tests(task)
+            for rel, text in {**final_files(task, final), **task.hidden, **tests}.items():
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_text(text)
-            tests = task.verifier["tests"]
             targets += [str(root / t) for t in tests]
-            expected.append(sum(len(re.findall(r"^\s*def test_", task.hidden[t], re.MULTILINE)) for t in tests))
+            expected.append(sum(len(re.findall(r"^\s*def test_", text, re.MULTILINE)) for text in tests.values()))
         xml = base / "report.xml"
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--continue-on-collection-errors",

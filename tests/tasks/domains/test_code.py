@@ -56,8 +56,9 @@ def test_tiny_tier_is_short_ascii_and_single_turn() -> None:
         laid = t.verifier["answer_template"].replace("{answer}", answer)
         ast.parse(laid)
         shown = {repr(a[0]) for a, _ in t.metadata["visible"]}
-        hidden_calls = re.findall(r"_same\(f\((.*)\), ", t.hidden["test_hidden.py"])
-        assert len(hidden_calls) == 5 and not shown & set(hidden_calls)  # hidden inputs are fresh
+        assert t.verifier["io"] == {"file": "io_cases.txt", "entry": "solution:f"} and set(t.hidden) == {"io_cases.txt"}
+        hidden_args = {repr(args[0]) for args, _ in (ast.literal_eval(x) for x in t.hidden["io_cases.txt"].splitlines())}
+        assert len(hidden_args) == 5 and not shown & hidden_args  # hidden inputs are fresh
 
 
 def test_default_modes_and_limits() -> None:

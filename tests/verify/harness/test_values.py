@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from rlvr.verify.harness.values import decode, encode, same
+from rlvr.verify.harness.values import decode, encode, identical, same
 
 
 @pytest.mark.parametrize("value", [None, True, 3, -2**80, 1.5, "é", b"\x00\xff", (1, [2, {3}]), {"a": (1,)},
@@ -42,3 +42,12 @@ def test_same_is_strict_on_bool_and_lenient_on_float_and_sequences() -> None:
     assert same(float("nan"), math.nan)
     assert not same({"a": 1}, {"a": 1, "b": 2})
     assert not same("1", 1)
+
+
+@pytest.mark.parametrize("a, b, equal", [
+    ([1, "a", (2.0,)], [1, "a", (2.0,)], True), ([1, 2], (1, 2), False), ([True], [1], False), (1.0, 1, False),
+    ({"k": [1]}, {"k": [1]}, True), ({"k": [1]}, {"k": (1,)}, False), (0.1 + 0.2, 0.3, True),
+    (float("nan"), float("nan"), True), ([[]], [[], []], False), ("a", "a", True),
+])
+def test_identical_needs_the_same_types_all_the_way_down(a: object, b: object, equal: bool) -> None:
+    assert identical(a, b) is equal

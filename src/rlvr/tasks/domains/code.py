@@ -1,5 +1,9 @@
 """The procedural `code` domain: function-writing tasks over lists, strings and numbers in four tiers,
-each rebuilt exactly from (seed, index), with visible examples, hidden pytest cases and a reference solution."""
+each rebuilt exactly from (seed, index), with visible examples, hidden cases and a reference solution.
+
+The tiny tier's hidden cases are (arguments, expected result) pairs judged by the code verifier's `io` setting
+(one lean sandboxed run of the candidate, results compared on the host with exact types: cheap enough for RL on
+a CPU); the other tiers' are the same kind of cases written as a hidden pytest module."""
 from __future__ import annotations
 
 import copy
@@ -27,6 +31,9 @@ from rlvr.tasks.spec import FinalState, Task, TaskLimits
 Tier = Literal["tiny", "easy", "medium", "hard"]
 SOLUTION_FILE = "solution.py"
 HIDDEN_TESTS = "test_hidden.py"
+IO_CASES = "io_cases.txt"
+IO_TIMEOUT_S = 5.0
+"""Wall-clock limit of a tiny task's verification run (one expression on five inputs)."""
 VISIBLE_TESTS = "test_solution.py"
 N_VISIBLE = 3
 N_HIDDEN = {"tiny": 5, "easy": 6, "medium": 6, "hard": 8}
@@ -93,6 +100,11 @@ def hidden_tests(p: Problem, task_id: str) -> str:
     for i, (args, want) in enumerate(p.hidden, 1):
         lines.append(f"\ndef test_case_{i}():\n    assert _same({_call(p.name, args)}, {want!r})\n")
     return "\n".join(lines)
+
+
+def io_cases_text(p: Problem) -> str:
+    """The hidden io cases of a tiny problem: one Python literal `(args, expected)` a line."""
+    return "".join(f"{(args, want)!r}\n" for args, want in p.hidden)
 
 
 def visible_tests(p: Problem) -> str:
@@ -220,8 +232,14 @@ class CodeSource(TaskSource):
         tier = self.cfg.tier
         p = _tiny_problem(rng) if tier == "tiny" else _function_problem(rng, tier)
         task_id = self.id_at(index)
+        if tier == "tiny":
+            hidden = {IO_CASES: io_cases_text(p)}
+            judge: dict[str, Any] = {"io": {"file": IO_CASES, "entry": f"{SOLUTION_FILE[:-3]}:{p.name}"},
+                                     "timeout_s": IO_TIMEOUT_S}
+        else:
+            hidden, judge = {HIDDEN_TESTS: hidden_tests(p, task_id)}, {"tests": [HIDDEN_TESTS]}
         common: dict[str, Any] = {
-            "id": task_id, "domain": "code", "hidden": {HIDDEN_TESTS: hidden_tests(p, task_id)}, "tier": tier,
+            "id": task_id, "domain": "code", "hidden": hidden, "tier": tier,
             "difficulty": DIFFICULTY[tier], "source": f"code:{self.cfg.seed}:{index}", "seed": self.cfg.seed,
             "index": index}
         meta = {"family": p.family, "consts": p.consts, "mode": self.mode, "function": p.name,
@@ -231,12 +249,12 @@ class CodeSource(TaskSource):
             template = (f"def f({p.params}):\n    return {{answer}}\n" if tier == "tiny" else "{answer}\n")
             prompt = tiny_prompt(p) if tier == "tiny" else _function_prompt(p, doc, "single")
             return Task(prompt=prompt, answer=p.reference,
-                        verifier={"answer_file": SOLUTION_FILE, "answer_template": template, "tests": [HIDDEN_TESTS]},
+                        verifier={"answer_file": SOLUTION_FILE, "answer_template": template, **judge},
                         limits=TaskLimits(max_tokens=48 if tier == "tiny" else 768),
                         metadata={**meta, "reference_answer": p.reference}, **common)
         return Task(prompt=_function_prompt(p, doc, "multi"),
                     workspace={SOLUTION_FILE: stub, VISIBLE_TESTS: visible_tests(p)},
-                    solution={SOLUTION_FILE: module}, verifier={"tests": [HIDDEN_TESTS]},
+                    solution={SOLUTION_FILE: module}, verifier=judge,
                     protected=CODE_PROTECTED_DEFAULT, limits=TaskLimits(max_turns=12, max_tokens=4096, wall_s=300.0),
                     metadata={**meta, "reference_answer": module}, **common)
 

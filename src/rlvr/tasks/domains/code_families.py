@@ -61,16 +61,25 @@ def _linear_exprs() -> tuple[str, ...]:
 
 
 TINY_FAMILIES: tuple[TinyFamily, ...] = (
-    TinyFamily("linear", "x", _linear_exprs(), _small_int, 0.4),
+    TinyFamily("linear", "x", _linear_exprs(), _small_int, 0.02),
     TinyFamily("number", "x", tuple([f"x*x{b:+d}" for b in range(1, 10)] + [f"x%{k}" for k in range(2, 10)]
-                                    + [f"x//{k}" for k in range(2, 10)]), _small_int, 0.1),
+                                    + [f"x//{k}" for k in range(2, 10)]), _small_int, 0.02),
     TinyFamily("string", "s", ("s[::-1]", "s.upper()", "s+s", "s[0]", "s[-1]", "s[1:]", "s[:-1]", "len(s)",
-                               "s[:2]", "s[-2:]", "s+'a'", "'a'+s", "s.count('a')", "s*3"), _word, 0.25),
+                               "s[:2]", "s[-2:]", "s+'a'", "'a'+s", "s.count('a')", "s*3"), _word, 0.48),
     TinyFamily("list", "xs", ("sum(xs)", "max(xs)", "min(xs)", "len(xs)", "sorted(xs)", "xs[::-1]", "xs[0]",
                               "xs[-1]", "xs+xs", "xs[1:]", "[v*2 for v in xs]", "[v+1 for v in xs]",
-                              "max(xs)-min(xs)", "sum(xs)*2"), _digits, 0.25),
+                              "max(xs)-min(xs)", "sum(xs)*2"), _digits, 0.48),
 )
-"""The tiny tier's families: reading coefficients off examples, and picking a string or list operation."""
+"""The tiny tier's families: reading coefficients off examples, and picking a string or list operation.
+
+The weights favour the string and list families on purpose. The tier exists for the quickstart, whose model (a
+0.8M-parameter character-level GPT-2 trained from scratch for a few minutes) learns to pick a string or list
+operation from three examples but not the arithmetic of the `linear` family (slope and intercept read off the
+examples) or the `number` family: after SFT it solved 0 % of linear and 3 % of number tasks against 16-24 % of
+list and string ones (held-out, sampled), and RL left the first two exactly there while doubling the others. At
+40 % and 10 % of the tier they were half of every batch with no learning signal; they keep 2 % each so that the
+tier still covers them (docs/BENCHMARKS.md).
+"""
 
 
 @cache

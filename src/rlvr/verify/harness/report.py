@@ -32,6 +32,8 @@ class RunReport:
     details: dict[str, str] = field(default_factory=dict)
     collect_errors: list[str] = field(default_factory=list)
     cases: dict[int, dict[str, Any]] = field(default_factory=dict)
+    duplicate_cases: int = 0
+    """Case results that arrived for an index already reported (the harness sends each once)."""
     cases_error: str | None = None
     ended: bool = False
 
@@ -131,7 +133,14 @@ def _on_collect_error(rep: RunReport, msg: dict, seen: set, records: dict) -> No
 
 
 def _on_case(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
-    rep.cases[int(msg.get("i", -1))] = msg
+    try:
+        i = int(msg.get("i", -1))
+    except (TypeError, ValueError):
+        i = -1
+    if i in rep.cases:
+        rep.duplicate_cases += 1
+        return  # the first result counts; the host flags the stream
+    rep.cases[i] = msg
 
 
 def _on_cases_error(rep: RunReport, msg: dict, seen: set, records: dict) -> None:

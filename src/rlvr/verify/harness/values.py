@@ -99,3 +99,19 @@ def same(a: object, b: object, tol: float = 1e-9) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k], tol) for k in a)
     return type(a) is type(b) and a == b
+
+
+def identical(a: object, b: object, tol: float = 1e-9) -> bool:
+    """Equality with exactly the same types all the way down (a tuple is not a list, True is not 1, 1.0 is not
+    1), floats within `tol`; what a hidden test's `type(got) is type(want) and got == want` checks."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+    if type(a) is list or type(a) is tuple:
+        return len(a) == len(b) and all(identical(x, y, tol) for x, y in zip(a, b))
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(identical(a[k], b[k], tol) for k in a)
+    if type(a) is complex:
+        return identical(a.real, b.real, tol) and identical(a.imag, b.imag, tol)
+    return a == b

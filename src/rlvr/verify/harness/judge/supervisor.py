@@ -1,7 +1,7 @@
 """Trusted supervisor: forks the pytest worker, relays its messages and signs the one result line it prints.
 
-A standalone script (stdlib only, plus pytest pre-imported for the worker) copied from the pristine package
-into the sandbox and run as `python judge/_rlvr_supervisor.py`. Its stdin carries two lines: the config, then
+A standalone script (stdlib only, plus pytest pre-imported for the worker when the run has hidden tests) copied
+from the pristine package into the sandbox and run as `python judge/_rlvr_supervisor.py`. Its stdin carries two lines: the config, then
 a per-verification key. The worker is forked before the key is read, so the key never exists in the worker's
 memory; the worker gets neither stdin nor this process's stdout, so it cannot sign a forged result. This
 process never imports candidate code. The worker's output goes to a capped file, and its whole process group
@@ -116,7 +116,8 @@ def main() -> None:
     config["cand"] = os.path.abspath(config["cand"])
     config["judge"] = os.path.abspath(config["judge"])
     _undumpable()
-    import pytest  # noqa: F401  (imported once here, before the fork, so the worker starts warm)
+    if config["tests"]:
+        import pytest  # noqa: F401  (imported once here, before the fork, so the worker starts warm)
 
     out_path = os.path.join(config["judge"], "_rlvr_worker.out")
     t0 = time.monotonic()

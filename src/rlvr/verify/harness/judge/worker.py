@@ -1,7 +1,8 @@
 """Trusted pytest worker: runs the hidden tests beside the candidate's code and streams what happened to its supervisor.
 
-A standalone module (stdlib and pytest only) copied from the pristine package into the sandbox's judge
-directory; the supervisor forks and calls `main` in the child. Before any candidate code is imported it installs an audit hook (which cannot be removed) that
+A standalone module (stdlib and pytest only; a run without hidden tests, judged by cases alone, never imports
+pytest) copied from the pristine package into the sandbox's judge directory; the supervisor forks and calls
+`main` in the child. Before any candidate code is imported it installs an audit hook (which cannot be removed) that
 blocks and reports tampering with pytest, the harness and the hidden tests; it loads the hidden test modules
 itself with every `assert a <op> b` routed through `_compare`, which serialises plain values for the host
 to recompute and probes other values against a fresh sentinel, so always-equal objects are caught.
@@ -18,7 +19,6 @@ import sys
 import sysconfig
 from typing import ClassVar
 
-import pytest  # imported by the supervisor already, before any candidate path is on sys.path
 from _rlvr_values import (  # the supervisor put the judge directory first on sys.path
     decode,
     encode,
@@ -327,59 +327,62 @@ class _AssertRewriter(ast.NodeTransformer):
 
 
 # ---------------------------------------------------------------------------------------- pytest plugin
-class Plugin:
-    """Loads hidden test modules through the rewriter and streams collection and test reports."""
+def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden tests
+    """The plugin that loads hidden test modules through the rewriter and streams collection and test reports."""
 
-    def __init__(self, pytest_mod: object) -> None:
-        self.pytest = pytest_mod
+    class Plugin:
+        def __init__(self, pytest_mod: object) -> None:
+            self.pytest = pytest_mod
 
-    def pytest_pycollect_makemodule(self, module_path, parent):
-        pytest = self.pytest
+        def pytest_pycollect_makemodule(self, module_path, parent):
+            pytest = self.pytest
 
-        class HiddenModule(pytest.Module):
-            def _getobj(self):
-                return _load_hidden(str(self.path))
+            class HiddenModule(pytest.Module):
+                def _getobj(self):
+                    return _load_hidden(str(self.path))
 
-        return HiddenModule.from_parent(parent, path=module_path)
+            return HiddenModule.from_parent(parent, path=module_path)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session) -> None:
-        _snapshot_runner()  # after plugins configured themselves, before any test module (or candidate) loads
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_collection(self, session) -> None:
+            _snapshot_runner()  # after plugins configured themselves, before any test module (or candidate) loads
 
-    def pytest_collection_finish(self, session) -> None:
-        send({"t": "collected", "ids": [item.nodeid for item in session.items]})
-        _hide_judge_modules()
+        def pytest_collection_finish(self, session) -> None:
+            send({"t": "collected", "ids": [item.nodeid for item in session.items]})
+            _hide_judge_modules()
 
-    def pytest_collectreport(self, report) -> None:
-        if report.failed:
-            text = str(report.longrepr)[-2000:]
-            send({"t": "collect_error", "id": report.nodeid, "detail": text})
-            if "SystemExit" in text or "KeyboardInterrupt" in text:
-                send({"t": "event", "kind": "exit_trick", "what": "exit raised while importing", "file": None,
-                      "line": None, "test": report.nodeid})
+        def pytest_collectreport(self, report) -> None:
+            if report.failed:
+                text = str(report.longrepr)[-2000:]
+                send({"t": "collect_error", "id": report.nodeid, "detail": text})
+                if "SystemExit" in text or "KeyboardInterrupt" in text:
+                    send({"t": "event", "kind": "exit_trick", "what": "exit raised while importing", "file": None,
+                          "line": None, "test": report.nodeid})
 
-    def pytest_runtest_logstart(self, nodeid, location) -> None:
-        _state["test"] = nodeid
+        def pytest_runtest_logstart(self, nodeid, location) -> None:
+            _state["test"] = nodeid
 
-    def pytest_runtest_makereport(self, item, call) -> None:
-        exc = call.excinfo
-        if exc is not None and (exc.type is KeyboardInterrupt or (exc.type is SystemExit and not exc.value.code)):
-            send({"t": "event", "kind": "exit_trick", "what": f"{exc.type.__name__} raised during {call.when}",
-                  "file": None, "line": None, "test": item.nodeid})
+        def pytest_runtest_makereport(self, item, call) -> None:
+            exc = call.excinfo
+            if exc is not None and (exc.type is KeyboardInterrupt or (exc.type is SystemExit and not exc.value.code)):
+                send({"t": "event", "kind": "exit_trick", "what": f"{exc.type.__name__} raised during {call.when}",
+                      "file": None, "line": None, "test": item.nodeid})
 
-    def pytest_keyboard_interrupt(self, excinfo) -> None:
-        if excinfo.type is not KeyboardInterrupt:  # pytest's own Interrupted (collection errors) and Exit
-            return
-        send({"t": "event", "kind": "exit_trick", "what": "KeyboardInterrupt ended the session", "file": None,
-              "line": None, "test": _state["test"]})
+        def pytest_keyboard_interrupt(self, excinfo) -> None:
+            if excinfo.type is not KeyboardInterrupt:  # pytest's own Interrupted (collection errors) and Exit
+                return
+            send({"t": "event", "kind": "exit_trick", "what": "KeyboardInterrupt ended the session", "file": None,
+                  "line": None, "test": _state["test"]})
 
-    def pytest_runtest_logreport(self, report) -> None:
-        if report.when == "teardown":
-            _check_hidden_modules()
-            _check_runner()
-        send({"t": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
-              "xfail": bool(getattr(report, "wasxfail", None) is not None and hasattr(report, "wasxfail")),
-              "detail": str(report.longrepr)[-1500:] if report.longrepr else ""})
+        def pytest_runtest_logreport(self, report) -> None:
+            if report.when == "teardown":
+                _check_hidden_modules()
+                _check_runner()
+            send({"t": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
+                  "xfail": bool(getattr(report, "wasxfail", None) is not None and hasattr(report, "wasxfail")),
+                  "detail": str(report.longrepr)[-1500:] if report.longrepr else ""})
+
+    return Plugin(pytest)
 
 
 _snapshots: dict[str, tuple[object, dict[str, int]]] = {}
@@ -458,13 +461,19 @@ def _load_hidden(path: str) -> object:
 
 # ---------------------------------------------------------------------------------------------- cases
 def _run_cases(cases: dict) -> None:
-    """Call the candidate's entry point on each drawn input and stream the encoded outputs."""
+    """Call the candidate's entry point on each input and stream the encoded outputs (the host compares them).
+
+    A result that is not plain data travels as None and is probed for always-equal parts; an exit raised by the
+    candidate (SystemExit with a success code, KeyboardInterrupt) fails the case and is reported as an exit trick.
+    """
     import importlib
 
     mod_name, _, func_name = cases["entry"].partition(":")
+    _state["test"] = "cases import"
     try:
         func = getattr(importlib.import_module(mod_name), func_name)
     except BaseException as exc:  # noqa: BLE001  (the candidate's import can raise anything)
+        _exit_raised(exc)
         send({"t": "cases_error", "detail": f"{type(exc).__name__}: {exc}"[:500]})
         return
     for i, raw in enumerate(cases["inputs"]):
@@ -472,18 +481,52 @@ def _run_cases(cases: dict) -> None:
         _state["test"] = f"case[{i}]"
         try:
             out = func(*args) if isinstance(args, list) else func(**args)
-            send({"t": "case", "i": i, "out": encode(out), "error": None})
+            enc = encode(out)
+            if enc is None and (bad := _always_equal(out, False)):
+                send({"t": "event", "kind": "always_equal", "what": f"result {bad} equals a fresh sentinel",
+                      "file": None, "line": None, "test": _state["test"]})
+            send({"t": "case", "i": i, "out": enc, "error": None})
         except BaseException as exc:  # noqa: BLE001
+            _exit_raised(exc)
             send({"t": "case", "i": i, "out": None, "error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
+def _exit_raised(exc: BaseException) -> None:
+    if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, SystemExit) and not exc.code):
+        send({"t": "event", "kind": "exit_trick", "what": f"{type(exc).__name__} raised by the candidate",
+              "file": None, "line": None, "test": _state["test"]})
+
+
+def _candidate_path() -> None:
+    """The candidate's directory on sys.path just before site-packages (it cannot shadow the stdlib)."""
+    cand = CAND.rstrip(os.sep)
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", cand) and os.path.realpath(p or ".") != cand]
+    site = next((i for i, p in enumerate(sys.path) if "site-packages" in p or "dist-packages" in p), len(sys.path))
+    sys.path.insert(site, cand)
+
+
+def _finish(status: int) -> None:
+    send({"t": "end", "status": int(status)})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main(send_fd: int, config: dict) -> None:
-    """Run the hidden tests (and cases) and end the process with os._exit; never returns."""
+    """Run the hidden tests (and cases) and end the process with os._exit; never returns.
+
+    Without hidden tests (a task judged by cases only) the run is lean: no pytest session, no unittest guard.
+    """
     configure(send_fd, config)
     sys.addaudithook(_hook)
     for name in ("_rlvr_worker", "_rlvr_values"):  # the functions keep their globals; nobody can look them up
         sys.modules.pop(name, None)
     send({"t": "hello"})
+    if not CONFIG["tests"]:
+        _candidate_path()
+        if CONFIG.get("cases"):
+            _run_cases(CONFIG["cases"])
+        _finish(0)
     import unittest
 
     def guarded(original):
@@ -497,26 +540,21 @@ def main(send_fd: int, config: dict) -> None:
         return check
 
     unittest.TestCase.assertEqual = guarded(unittest.TestCase.assertEqual)
+    import pytest  # imported by the supervisor already, before any candidate path is on sys.path
+
     for name in CONFIG.get("pre_import", []):
         try:
             __import__(name)
         except Exception:  # noqa: BLE001, S110  (a missing optional module is the test's business)
             pass
-    cand = CAND.rstrip(os.sep)
-    sys.path[:] = [p for p in sys.path if p not in ("", ".", cand) and os.path.realpath(p or ".") != cand]
-    site = next((i for i, p in enumerate(sys.path) if "site-packages" in p or "dist-packages" in p), len(sys.path))
-    sys.path.insert(site, cand)
-    plugins = [Plugin(pytest)]
+    _candidate_path()
+    plugins = [_plugin(pytest)]
     for rel in CONFIG.get("conftests", []):
         plugins.append(_load_hidden(os.path.join(JUDGE, rel)))
     args = [os.path.join(JUDGE, t) for t in CONFIG["tests"]] + [
         "-q", "-p", "no:cacheprovider", "--noconftest", "-c", os.path.join(JUDGE, "_rlvr_pytest.ini"),
-        "--rootdir", JUDGE.rstrip(os.sep), "--assert=plain", "-p", "no:randomly"] if CONFIG["tests"] else []
-    status = pytest.main(args, plugins=plugins) if args else 0
+        "--rootdir", JUDGE.rstrip(os.sep), "--assert=plain", "-p", "no:randomly"]
+    status = pytest.main(args, plugins=plugins)
     if CONFIG.get("cases"):
         _run_cases(CONFIG["cases"])
-    send({"t": "end", "status": int(status)})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
+    _finish(status)
