@@ -186,3 +186,15 @@ def test_default_heldout_follows_the_procedural_training_domains() -> None:
     assert len(math) == 200 and {t.domain for t in math} == {"math"}
     assert heldout_tasks(load_config(None, ['tasks.heldout=""'])) == []
     assert len(heldout_tasks(load_config(None, ['tasks.heldout="math:5"']))) == 5
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_resuming_under_a_config_that_trains_something_else_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from rlvr.errors import UserError
+
+    loop.run(_cfg(tmp_path, tiny_model_dir, "first", steps=1))
+    with pytest.raises(UserError, match="another config") as info:
+        loop.run(_cfg(tmp_path, tiny_model_dir, "first", steps=1, lr=1e-2), resume=True)
+    assert info.value.field == "train.lr"
+    longer = loop.run(_cfg(tmp_path, tiny_model_dir, "first", steps=2), resume=True)  # a longer run is fine
+    assert longer["resumed_from_step"] == 1 and _final(_cfg(tmp_path, tiny_model_dir, "first"))["step"] == 2

@@ -18,8 +18,8 @@ def format_problems(task: Task) -> list[str]:
         problems.append("empty prompt (prompt.md missing or blank)")
     if not registry.is_registered(task.domain) and "kind" not in task.verifier:
         problems.append(f"unknown domain {task.domain!r} and no [verifier] kind")
-    if task.domain == "code" and not task.verifier.get("tests") and not task.verifier.get("generator"):
-        problems.append("code task without hidden tests (add hidden/test_*.py)")
+    if task.domain == "code" and not any(task.verifier.get(k) for k in ("tests", "cases", "io")):
+        problems.append("code task without hidden tests, cases or io cases (add hidden/test_*.py)")
     overlap = set(task.workspace) & set(task.hidden)
     if overlap:
         problems.append(f"hidden files also in the workspace: {sorted(overlap)[:3]}")

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from rlvr.config import RunConfig
+from rlvr.config import RunConfig, load_config
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 from rlvr.train import checkpoint
@@ -74,6 +74,8 @@ def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     start = checkpoint.latest_step(run_url) if resume else None
     if start is None:
         _fresh_run_dir(cfg, run_url)
+    else:
+        _check_resumable(cfg)
     cfg.write(cfg.run_dir)
     torch.manual_seed(cfg.seed)
     with TrainProgress(cfg) as progress, build(cfg, run_url, progress) as parts:
@@ -183,6 +185,38 @@ def _fresh_run_dir(cfg: RunConfig, run_url: str) -> None:
 
         for sub in ("checkpoints", "episodes", "heldout"):
             objects.delete(f"{run_url}/{sub}")
+
+
+RESUMABLE_CHANGES = ("train.steps", "train.checkpoint_every", "train.heldout_every", "sandbox.", "monitor.",
+                     "cluster.", "store.storage_options")
+"""Config fields a resumed run may change: its length and how it runs, never what it trains."""
+
+
+def _check_resumable(cfg: RunConfig) -> None:
+    """Refuse to resume a checkpoint under a config that trains something else (the saved config.toml)."""
+    saved = cfg.run_dir / "config.toml"
+    if not saved.is_file():
+        return
+    try:
+        old = load_config(saved)
+    except UserError:
+        return  # a config this version cannot read: the checkpoint itself decides (it loads, or it fails loudly)
+    changed = [k for k, v in _flat(cfg.model_dump(mode="json")).items()
+               if _flat(old.model_dump(mode="json")).get(k) != v and not k.startswith(RESUMABLE_CHANGES)]
+    if changed:
+        raise UserError(f"the run to resume was trained with another config ({', '.join(changed[:3])} differ)",
+                        file=saved, field=changed[0],
+                        fix="start over with --no-resume, choose another name, or restore the old setting")
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and v and k != "domains":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: float) -> dict[str, Any]:
