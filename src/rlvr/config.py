@@ -110,7 +110,7 @@ class RolloutConfig(Section):
 class TrainConfig(Section):
     """The GRPO-family trainer."""
 
-    steps: int = Field(100, ge=0)
+    steps: int = Field(150, ge=0)
     """Policy-update steps."""
     batch_size: int = Field(16, ge=1)
     """Tasks per step (each sampled `rollout.group_size` times)."""
