@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.train.test_loop import _cfg, _final, _toy_domain  # noqa: F401  (the fixture registers the toy domain)
 
 from rlvr.config import TrainConfig
 from rlvr.rollout.episode import Episode
@@ -15,14 +16,13 @@ from rlvr.train import checkpoint, loop
 from rlvr.train.losses import LossSettings, TokenBatch, ppo_clip
 from rlvr.train.rollouts import AheadRollouts
 from rlvr.train.update import PolicyUpdater, Sample, token_logprobs
-from tests.train.test_loop import _cfg, _final, _toy_domain  # noqa: F401  (the fixture registers the toy domain)
 
 
 def _load(model_dir: Path, pairs: list[tuple[str, torch.Tensor]]) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    missing, unexpected = model.load_state_dict(dict(pairs), strict=False)
+    _, unexpected = model.load_state_dict(dict(pairs), strict=False)
     assert not unexpected
     return model
 

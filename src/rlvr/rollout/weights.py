@@ -50,6 +50,14 @@ class GenerationCopy:
             self.version = version
 
 
+def sync_generation(policy: Any) -> float | None:
+    """Bring a policy's generation weights (vllm engine, hf copy) up to the trainer's when they are behind;
+    seconds taken, or None when nothing had to move (no separate copy, or already current)."""
+    if getattr(policy, "generation_version", policy.version) == policy.version:
+        return None
+    return policy.sync_weights()
+
+
 def snapshot(model: Any) -> list[tuple[str, Any]]:
     """The trainer's weights as owned (name, tensor) copies, safe to keep while the optimizer moves on."""
     return [(k, v.clone()) for k, v in trainer_weights(model)]

@@ -30,6 +30,7 @@ import torch
 from rlvr.config import RunConfig, load_config
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
+from rlvr.rollout.weights import sync_generation
 from rlvr.train import checkpoint
 from rlvr.train.advantages import episode_advantages, estimator
 from rlvr.train.evaluation import HeldoutResult, evaluate
@@ -164,13 +165,6 @@ def stale_groups(episodes: list[Episode], version: int, bound: int) -> set[str]:
     return {ep.group_id for ep in episodes if version - ep.policy_version > bound}
 
 
-def sync_weights(parts: Parts) -> float | None:
-    """Hand changed weights to a backend that generates from its own copy (vllm, or hf in asynchronous mode);
-    seconds taken, or None."""
-    sync = getattr(parts.policy, "sync_weights", None)
-    return sync() if sync is not None else None
-
-
 # ------------------------------------------------------------------------------------------- run phases
 def _fresh_run_dir(cfg: RunConfig, run_url: str) -> None:
     """Start over: drop an earlier run's checkpoints and records under the same name."""
@@ -231,7 +225,7 @@ def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: 
                 examples = jsonl_examples(cfg.sft.source)
             state["sft"] = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,
                                      on_step=lambda i, loss: advance(i, loss=loss))
-        sync_weights(parts)
+        sync_generation(parts.policy)
         parts.monitor.log(0, [], state["sft"])
     state["before"] = _heldout(parts, "before", 0)
     _on_curve(state, state["before"], 0, t_start)
@@ -251,9 +245,7 @@ def _on_curve(state: dict[str, Any], result: HeldoutResult | None, step: int, t_
 def _heldout(parts: Parts, label: str, step: int) -> HeldoutResult | None:
     if not parts.heldout:
         return None
-    policy = parts.policy
-    if getattr(policy, "generation_version", policy.version) != policy.version:
-        policy.sync_weights()  # evaluate the trainer's weights, not the copy a rollout ahead left behind
+    sync_generation(parts.policy)  # evaluate the trainer's weights, not the copy a rollout ahead left behind
     result = evaluate(parts, parts.heldout, label)
     parts.monitor.log(step, [], {f"eval/pass1_{label}": result.pass1, f"eval/greedy_pass1_{label}": result.greedy})
     return result
@@ -275,7 +267,7 @@ def _restore(parts: Parts, run_url: str, step: int) -> dict[str, Any]:
     parts.updater.load_state_dict(saved["updater"])
     parts.scheduler.load_state_dict(saved["scheduler"])
     parts.policy.version = int(saved["policy_version"])
-    sync_weights(parts)
+    sync_generation(parts.policy)
     parts.drop_records_after(step)  # steps after the checkpoint are replayed, not stored twice
     before = HeldoutResult.from_dict(saved["before"]) if saved.get("before") else None
     return {"step": step, "sft": saved.get("sft", {}), "before": before, "resumed_from": step,

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.weights import snapshot
+from rlvr.rollout.weights import snapshot, sync_generation
 from rlvr.tasks.spec import Task
 
 
@@ -50,10 +50,8 @@ class SyncRollouts(AbstractContextManager):
 
     def publish(self, done: int) -> dict[str, float]:
         """After an update: hand changed weights to a backend that generates from its own copy (vllm)."""
-        policy = self.parts.policy
-        if getattr(policy, "generation_version", policy.version) == policy.version:
-            return {}
-        return {"weight_sync/seconds": policy.sync_weights()}
+        synced = sync_generation(self.parts.policy)
+        return {} if synced is None else {"weight_sync/seconds": synced}
 
     def idle(self) -> AbstractContextManager:
         return contextlib.nullcontext()

@@ -14,6 +14,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from rlvr.tasks.domains.code import SAME_SOURCE
 from rlvr.tasks.spec import FinalState, Task
 
 # Each case lives in its own root `cN/`; before a test module is collected, its root becomes sys.path[0]
@@ -53,18 +54,6 @@ def final_files(task: Task, final: FinalState) -> dict[str, str]:
     return {**task.workspace, task.verifier["answer_file"]: template.replace("{answer}", final.answer)}
 
 
-_SAME = """
-def _same(got, want):
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, (list, tuple)):
-        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
-    if isinstance(want, dict):
-        return got.keys() == want.keys() and all(_same(got[k], want[k]) for k in want)
-    return got == want
-"""
-
-
 def hidden_tests(task: Task) -> dict[str, str]:
     """The task's hidden pytest files; a task judged by io cases gets the equivalent module written from them
     (one test per `(args, expected)` line, the same strict equality), so both kinds run under real pytest."""
@@ -75,7 +64,7 @@ def hidden_tests(task: Task) -> dict[str, str]:
     cases = [ast.literal_eval(line) for line in task.hidden[io["file"]].splitlines() if line.strip()]
     body = "".join(f"\n\ndef test_io_{i}():\n    assert _same({fn}(*{args!r}), {want!r})\n"
                    for i, (args, want) in enumerate(cases))
-    return {"test_io_cases.py": f"from {module} import {fn}\n{_SAME}{body}"}
+    return {"test_io_cases.py": f"from {module} import {fn}\n{SAME_SOURCE}{body}"}
 
 
 def scores(cases: list[tuple[Task, FinalState]], timeout: float = 120.0) -> list[float]:

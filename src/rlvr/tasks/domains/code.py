@@ -78,7 +78,7 @@ class Problem:
 
 
 # ------------------------------------------------------------------------------------------- rendering
-_SAME = '''
+SAME_SOURCE = '''
 
 def _same(got, want):
     """Equal, with exactly the same types all the way down (an always-equal object does not pass)."""
@@ -86,8 +86,11 @@ def _same(got, want):
         return False
     if isinstance(want, (list, tuple)):
         return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
+    if isinstance(want, dict):
+        return got.keys() == want.keys() and all(_same(got[k], want[k]) for k in want)
     return got == want
 '''
+"""The strict comparison helper written into generated test modules (types equal all the way down)."""
 
 
 def _call(name: str, args: Args) -> str:
@@ -96,7 +99,7 @@ def _call(name: str, args: Args) -> str:
 
 def hidden_tests(p: Problem, task_id: str) -> str:
     """The hidden pytest module: one test per hidden case, so the score is the fraction of cases passed."""
-    lines = [f'"""Hidden tests of code task {task_id}."""', f"from solution import {p.name}", _SAME]
+    lines = [f'"""Hidden tests of code task {task_id}."""', f"from solution import {p.name}", SAME_SOURCE]
     for i, (args, want) in enumerate(p.hidden, 1):
         lines.append(f"\ndef test_case_{i}():\n    assert _same({_call(p.name, args)}, {want!r})\n")
     return "\n".join(lines)
