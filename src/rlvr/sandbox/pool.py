@@ -37,9 +37,8 @@ from rlvr.sandbox.zygote import python_fast_path
 
 SANDBOX_UID = 65534
 """The unprivileged user (nobody) that sandboxed programs run as."""
-SUPERVISORS_PER_TEMPLATE = 3
-"""Processes of each template (warm, lean) in a worker's pids cgroup: its zygote, and the next job's init and
-its waiting child; with this job's init, the count a pids limit allows beside the program's processes."""
+CHAINS_AHEAD = 2
+"""Jobs each template (warm, lean) keeps prepared: an init and a D each (see zygote.py)."""
 JOB_GRACE_S = 10.0
 """Extra seconds a worker may take beyond a job's timeout (workspace copies) before it counts as hung."""
 START_TIMEOUT_S = 60.0
@@ -227,7 +226,9 @@ class BwrapPool:
         # mounts its own tmpfs (a checkout under /tmp, for instance)
         self.inner_python, self._relocated = inner_interpreter(self.python)
         self.warm = list(warm)
-        self._supervisors = 1 + SUPERVISORS_PER_TEMPLATE * (2 if self.warm else 1)
+        # Processes in a worker's pids cgroup that are not the program's: each template's zygote and its
+        # prepared chains (an init and a D each), less the running job's D, which is the program itself.
+        self._supervisors = (2 if self.warm else 1) * (1 + 2 * CHAINS_AHEAD) - 1
         self.env = job_env(self.inner_python)
         self.pool_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         _sweep_stale()
@@ -314,7 +315,7 @@ class BwrapPool:
         config = {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "procs": w.cg.procs_files(),
                   "zygote_procs": w.cg.zygote_procs_files(), "python": self.inner_python,
                   "workspace_mb": self.limits.workspace_mb, "memory_mb": self.limits.memory_mb,
-                  "warm": self.warm, "inodes": 20000}
+                  "warm": self.warm, "inodes": 20000, "chains_ahead": CHAINS_AHEAD}
         if w.lean_rfd >= 0:
             config["lean_fd"] = w.lean_rfd
         return a + [self.inner_python, "/opt/rlvr/zygote.py", json.dumps(config)]

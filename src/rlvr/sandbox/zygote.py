@@ -1,24 +1,28 @@
-"""The warm worker inside bubblewrap: keeps a confined process chain forked ahead of each job.
+"""The warm worker inside bubblewrap: supervises jobs in processes prepared before each job arrives.
 
 This file runs as a script inside the sandbox, so it imports only the standard library (and `wire.py` beside
-it). A zygote forks per job a chain *before* the job arrives, so that no fork sits between a request and its
-result:
+it). A worker has two templates, each a zygote serving its own request pipe: the warm one (pytest imported
+and run once) and a lean one forked before that warm-up, a third of its size, for jobs that do not need it
+(see `_fork_lean`); the host picks one per job. Each zygote prepares, before its next request, a job's
+two processes, and supervises the job itself when the request comes:
 
-- C, PID 1 of a fresh PID namespace and owner of fresh mount, IPC and network namespaces (tmpfs at
-  /workspace, /tmp and /dev/shm, its own /proc, only a loopback device), the control directory already
-  unmounted; it waits for a job on its template's request pipe. With a job it copies the lease's files in,
-  binds read-only material, starts D, drains output with caps, enforces the wall-clock timeout, kills every
-  process of its namespace (`kill(-1)` from PID 1), copies the workspace back (regular files, directories
-  and symlinks, never following links) and writes one result frame to the host.
-- D, forked by C in advance, drops to the unprivileged user with no_new_privs and a seccomp filter
+- init, PID 1 of a fresh PID namespace: a `sleep` spawned (vfork and exec, so no copy of the zygote) only
+  to hold the namespace. Killing it makes the kernel kill every process of the namespace, detached ones
+  included, and reaping it returns only when all of them are gone.
+- D, forked by the zygote into that namespace (so D is PID 2 and the zygote's own child), owner of fresh
+  mount, IPC and network namespaces: tmpfs at /workspace, /tmp and /dev/shm, its own /proc, only a loopback
+  device, the control directory unmounted. It passes descriptors of its tmpfs roots and of its mount
+  namespace to the zygote, drops to the unprivileged user with no_new_privs and a seccomp filter
   (`wire.seccomp_filter`), waits for the go, sets the job's rlimits and runs the command: `python
   -c/-m/script` in the already warm interpreter, anything else by exec; it ends with os._exit after
   flushing (never a full interpreter finalisation).
 
-Each worker has two templates, each a zygote with its own chain waiting: the warm one (pytest imported and
-run once) and a lean one forked before that warm-up, a third of its size, for jobs that do not need it
-(see `_fork_lean`); the host picks one per job. While one chain runs a job, its zygote forks the next. A
-chain that dies holding a job makes its zygote report an error frame, which the host treats as an
+With a request the zygote copies the lease's files in through those descriptors, binds read-only material
+into D's mount namespace, sends the go, drains output with caps, enforces the wall-clock timeout, kills init
+(and so the namespace) when D ends, copies the workspace back (regular files, directories and symlinks,
+never following links) and writes one result frame to the host. Per job that is one fork of a Python
+process and one small exec, and the job's result does not wait for any other process to be forked. A
+zygote that cannot prepare or run a job reports an error frame, which the host treats as an
 infrastructure fault.
 """
 from __future__ import annotations
@@ -29,6 +33,7 @@ import os
 import runpy
 import select
 import signal
+import socket
 import sys
 import time
 import types
@@ -41,8 +46,10 @@ except ImportError:  # inside the sandbox: wire.py sits beside this script
 CONTROL_DIR = "/.rlvr"
 WORKSPACE = "/workspace"
 TMPFS = (WORKSPACE, "/tmp", "/dev/shm")
-EXIT_HOST_CLOSED = 9
-"""A waiting chain's exit status when the host closed the pipe: the worker shuts down."""
+INIT_ARGV = ["sleep", "infinity"]
+INIT_PATHS = ("/usr/bin/sleep", "/bin/sleep")
+CHAINS_AHEAD = 2
+"""Chains each template keeps prepared (the pool's `chains_ahead`; see `_serve`)."""
 BASE_PATH: list[str] = []
 """The interpreter's sys.path without its first entry, as a fresh `python` would have it."""
 
@@ -60,81 +67,204 @@ class Job:
         self.stdin = stdin
 
 
-# ------------------------------------------------------------------------------------------------- C
-class Chain:
-    """State of C, the job's PID-1 supervisor, between set-up and result."""
+class ChainLost(Exception):
+    """D died or misbehaved before its job started: an infrastructure fault, reported as an error frame."""
 
-    def __init__(self, config: dict, in_fd: int, out_fd: int, taken_w: int) -> None:
+
+# ------------------------------------------------------------------------------- the zygote's side
+class Chain:
+    """One prepared job: init and D, the zygote's ends of D's pipes, and (once D sent them) its descriptors."""
+
+    def __init__(self, config: dict) -> None:
         self.config = config
-        self.in_fd, self.out_fd, self.taken_w = in_fd, out_fd, taken_w
         self.sizes = wire.tmpfs_sizes(config["workspace_mb"], config["memory_mb"])
         self.pipes = {name: os.pipe() for name in ("in", "out", "err", "chan", "go")}
-        self.leases_fd = -1
-        self.tree_fd = -1  # detached copy of the leases mount, for binds (-1: no open_tree, /.rlvr stays)
-        self.d_pid = 0
+        self.ends = {name: r if name in ("out", "err", "chan") else w for name, (r, w) in self.pipes.items()}
+        """The zygote's ends of D's pipes, by name, until closed."""
+        self.ctl, self.ctl_d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.init_pid = self.d_pid = 0
+        self.d_pidfd = -1
+        self.d_status: int | None = None
+        self.roots: list[int] = []  # descriptors of D's /workspace, /tmp, /dev/shm
+        self.mnt_ns = -1
+        self.made_dirs: list[str] = []  # mount points created for binds, removed after the job
 
 
-def chain_main(config: dict, in_fd: int, out_fd: int, taken_w: int) -> None:
-    """C: set up, fork D, wait for a job, run it, report. Never returns."""
+def prepare(config: dict, own_pid_ns: int) -> Chain:
+    """Start init in a fresh PID namespace and fork D into it; D sets itself up while the zygote goes on."""
+    ch = Chain(config)
     try:
-        wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)
-        ch = Chain(config, in_fd, out_fd, taken_w)
-        _chain_setup(ch)
-        ch.d_pid = _fork_retry()
-        if ch.d_pid == 0:
-            _candidate_main(ch)
-        for name, (r, w) in ch.pipes.items():  # keep only C's ends: EOFs must reach their readers
-            os.close(w if name in ("out", "err", "chan") else r)
-    except BaseException:  # noqa: BLE001
-        os._exit(3)
-    try:
-        header, blobs = wire.recv_frame(in_fd)
-    except EOFError:
-        os._exit(EXIT_HOST_CLOSED)
-    except BaseException:  # noqa: BLE001
-        os._exit(3)
-    os.write(taken_w, b"T")
-    try:
-        _chain_run(ch, Job(header, blobs[0] if blobs else b""))
-    except BaseException as exc:  # noqa: BLE001 — the zygote answers for a chain that dies holding a job
-        os.write(taken_w, f"E{type(exc).__name__}: {exc}"[:400].encode())
-        os._exit(3)
-    os._exit(0)
-
-
-def _fork_retry() -> int:
-    """fork, waiting out a full pids cgroup (a previous job's fork bomb is being killed)."""
-    for _ in range(400):
+        # unshare(CLONE_NEWPID) only works while children would still be born into our own namespace,
+        # so point that back first; the next child is then PID 1 of a fresh one, and later ones join it.
+        wire.check_rc(wire.libc.setns(own_pid_ns, wire.CLONE_NEWPID), "setns")
+        wire.check_rc(wire.libc.unshare(wire.CLONE_NEWPID), "unshare")
         try:
-            return os.fork()
-        except BlockingIOError:
-            time.sleep(0.005)
-    return os.fork()
+            ch.init_pid = _spawn_init()
+            ch.d_pid = os.fork()
+            if ch.d_pid == 0:
+                _candidate_main(ch)
+        finally:
+            wire.check_rc(wire.libc.setns(own_pid_ns, wire.CLONE_NEWPID), "setns")
+        ch.d_pidfd = os.pidfd_open(ch.d_pid)
+    except BaseException:
+        dispose(ch)
+        raise
+    finally:
+        for name, (r, w) in ch.pipes.items():  # keep only our ends: EOFs must reach their readers
+            os.close(w if name in ("out", "err", "chan") else r)
+        ch.pipes = {}
+        ch.ctl_d.close()
+    return ch
 
 
-def _chain_setup(ch: Chain) -> None:
-    os.setsid()
-    # Fresh IPC and network namespaces too: System V shared memory, semaphores and message queues outlive
-    # their creator, and so do TCP sockets in TIME_WAIT (a port the last job used stays taken for a minute):
-    # in the worker's namespaces the next job would see them. A network namespace holds only a loopback
-    # device, down until brought up; it is torn down by the kernel after the job, off the job's path.
-    wire.check_rc(wire.libc.unshare(wire.CLONE_NEWNS | wire.CLONE_NEWIPC | wire.CLONE_NEWNET), "unshare")
-    wire.loopback_up()
-    wire.mount(None, "/", None, wire.MS_REC | wire.MS_PRIVATE)
-    _mount_tmpfs(ch.config, ch.sizes, 0)
-    wire.mount("proc", "/proc", "proc", wire.MS_NOSUID | wire.MS_NODEV | wire.MS_NOEXEC)
-    for procs in ch.config["procs"]:
-        with open(procs, "w") as f:
-            f.write("0")
-    leases = os.path.join(CONTROL_DIR, "leases")
-    ch.leases_fd = os.open(leases, os.O_RDONLY | os.O_DIRECTORY)
-    # Unmount the control directory now, while idle: an unmount waits for an RCU grace period, several
-    # milliseconds on a loaded host, that would otherwise sit between a job's request and its start.
-    # Workspace copies go through leases_fd; read-only binds need an attached source, so a detached copy
-    # of the leases mount is kept and attached at job time only when a job has binds.
-    ch.tree_fd = wire.clone_tree(leases)
-    if ch.tree_fd >= 0:
-        wire.umount(CONTROL_DIR)
+def _spawn_init() -> int:
+    """PID 1 of the new namespace: a process that only waits. `sleep` by vfork and exec (no copy of this
+    interpreter); where there is none, a fork of this one. Either dies with the zygote's worker."""
+    for path in INIT_PATHS:
+        if os.access(path, os.X_OK):
+            return os.posix_spawn(path, INIT_ARGV, {}, setsid=True)
+    pid = os.fork()
+    if pid == 0:
+        wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)
+        while True:
+            signal.pause()
+    return pid
+
+
+def dispose(ch: Chain) -> None:
+    """Kill the chain's namespace, reap D and init (in that order: a dying init waits for D to be reaped),
+    close every descriptor and remove the job's mount points. Safe on a partly prepared chain."""
+    if ch.init_pid:
+        _kill(ch.init_pid)
+    if ch.d_pid and ch.d_status is None:
+        _kill(ch.d_pid)
+        ch.d_status = os.waitpid(ch.d_pid, 0)[1]
+    if ch.init_pid:
+        os.waitpid(ch.init_pid, 0)  # returns once every process of the namespace is gone
+        ch.init_pid = 0
+    for fd in [ch.d_pidfd, *ch.roots]:
+        if fd >= 0:
+            os.close(fd)
+    ch.d_pidfd, ch.roots = -1, []
+    for name in list(ch.ends):
+        _close_end(ch, name)
+    ch.ctl.close()
+    _remove_mount_points(ch)
+
+
+def _close_end(ch: Chain, name: str) -> None:
+    """Close the zygote's end of one of D's pipes, once."""
+    fd = ch.ends.pop(name, -1)
+    if fd >= 0:
+        os.close(fd)
+
+
+def _remove_mount_points(ch: Chain) -> None:
+    """Remove the directories made for binds (the worker's root is shared by its jobs: no empty mount point
+    of one job stays for the next). Dropping D's namespace first detaches what was mounted on them."""
+    if ch.mnt_ns >= 0:
+        os.close(ch.mnt_ns)
+        ch.mnt_ns = -1
+    for d in reversed(ch.made_dirs):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    ch.made_dirs = []
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _take_roots(ch: Chain) -> None:
+    """Receive D's tmpfs and namespace descriptors and its confirmation that it is confined."""
+    try:
+        msg, fds, _, _ = socket.recv_fds(ch.ctl, 16, 8, socket.MSG_CMSG_CLOEXEC)
+        if msg != b"m" or len(fds) != len(TMPFS) + 1:
+            raise ChainLost(f"job process sent no descriptors ({msg[:40]!r})")
+        *ch.roots, ch.mnt_ns = fds
+        if ch.ctl.recv(16) != b"r":
+            raise ChainLost("job process failed to confine itself")
+    except OSError as exc:
+        raise ChainLost(f"job process unreachable: {exc}") from None
+
+
+def run_job(ch: Chain, job: Job, own_mnt_ns: int) -> tuple[dict, list[bytes]]:
+    """Run one job on a prepared chain: (result header, [stdout, stderr, channel])."""
+    _take_roots(ch)
+    lim = job.limits
+    sizes = wire.tmpfs_sizes(lim["workspace_mb"], lim["memory_mb"])
+    lease = f"{CONTROL_DIR}/leases/{job.lease}"
+    trees = []
+    try:
+        for rel, target in job.mounts:
+            trees.append((wire.clone_tree(f"{lease}/{rel}"), target))
+            ch.made_dirs += _make_mount_point(target)
+        if sizes != ch.sizes or trees:
+            with _in_mount_ns(ch.mnt_ns, own_mnt_ns):
+                if sizes != ch.sizes:
+                    _mount_tmpfs(ch.config, sizes, wire.MS_REMOUNT)
+                for tree, target in trees:
+                    wire.attach_tree(tree, target)
+                    wire.mount(None, target, None, wire.MS_REMOUNT | wire.MS_BIND | wire.MS_RDONLY
+                               | wire.MS_NOSUID | wire.MS_NODEV)
+    finally:
+        for tree, _ in trees:
+            os.close(tree)
+    ws = f"/proc/self/fd/{ch.roots[0]}"
+    try:
+        wire.copy_in(lease + "/ws", ws, ch.config["uid"], ch.config["gid"])
+    except OSError as exc:  # the caller's files exceed the workspace limit: the program never starts
+        return {"exit_code": None, "signal": None, "timed_out": False, "output_exceeded": False,
+                "stdout_total": 0, "stderr_total": 0, "workspace_full": True,
+                "spawn_error": f"the workspace does not fit its limits: {exc.strerror}"}, [b"", b"", b""]
+    spec = {"argv": job.argv, "limits": lim, "env": job.env, "channel": job.channel}
+    t0 = time.monotonic()
+    wire.send_frame(ch.ends["go"], spec)
+    _close_end(ch, "go")
+    header, blobs = _drain(ch, job, t0)
+    header["workspace_full"] = any(wire.nearly_full(f"/proc/self/fd/{fd}") for fd in ch.roots[:2])
+    lease_fd = os.open(lease, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rename("ws", "ws.old", src_dir_fd=lease_fd, dst_dir_fd=lease_fd)
+        header["workspace_copied"], largest = wire.copy_out(ws, lease_fd, "ws", lim["workspace_mb"] << 20)
+        wire.rmtree_at(lease_fd, "ws.old")
+    finally:
+        os.close(lease_fd)
+    largest = max(largest, *(wire.largest_file(f"/proc/self/fd/{fd}") for fd in ch.roots[1:]))
+    header["file_at_cap"] = largest >= lim["file_size_mb"] << 20
+    _remove_mount_points(ch)
+    return header, blobs
+
+
+def _make_mount_point(target: str) -> list[str]:
+    """Create the missing directories of a bind target (in the worker's root, which D's namespace shares);
+    returns them in creation order."""
+    missing = []
+    parent = target
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for d in reversed(missing):
+        os.mkdir(d, 0o755)
+    return list(reversed(missing))
+
+
+class _in_mount_ns:  # noqa: N801 — a context manager used like a function
+    """Enter D's mount namespace for a few mount calls, then return to the zygote's own."""
+
+    def __init__(self, ns: int, own: int) -> None:
+        self.ns, self.own = ns, own
+
+    def __enter__(self) -> None:
+        wire.check_rc(wire.libc.setns(self.ns, wire.CLONE_NEWNS), "setns mnt")
+
+    def __exit__(self, *exc: object) -> None:
+        wire.check_rc(wire.libc.setns(self.own, wire.CLONE_NEWNS), "setns mnt")
 
 
 def _mount_tmpfs(config: dict, sizes: tuple[int, int, int], extra: int) -> None:
@@ -145,72 +275,27 @@ def _mount_tmpfs(config: dict, sizes: tuple[int, int, int], extra: int) -> None:
         wire.mount("tmpfs", target, "tmpfs", flags | more | extra, f"size={size}m,nr_inodes={inodes},{opt}")
 
 
-def _chain_run(ch: Chain, job: Job) -> None:
-    lim = job.limits
-    sizes = wire.tmpfs_sizes(lim["workspace_mb"], lim["memory_mb"])
-    if sizes != ch.sizes:
-        _mount_tmpfs(ch.config, sizes, wire.MS_REMOUNT)
-    lease = f"/proc/self/fd/{ch.leases_fd}/{job.lease}"
-    try:
-        wire.copy_in(lease + "/ws", WORKSPACE, ch.config["uid"], ch.config["gid"])
-    except OSError as exc:  # the caller's files exceed the workspace limit: the program never starts
-        header = {"exit_code": None, "signal": None, "timed_out": False, "output_exceeded": False,
-                  "stdout_total": 0, "stderr_total": 0, "workspace_full": True,
-                  "spawn_error": f"the workspace does not fit its limits: {exc.strerror}"}
-        wire.send_frame(ch.out_fd, header, b"", b"", b"")
-        return
-    if ch.tree_fd < 0:
-        created = _bind_mounts(job, lease)
-        wire.umount(CONTROL_DIR)  # the program never sees other leases, the cgroups or this worker's code
-    elif job.mounts:
-        wire.attach_tree(ch.tree_fd, CONTROL_DIR)
-        created = _bind_mounts(job, f"{CONTROL_DIR}/{job.lease}")
-        wire.umount(CONTROL_DIR)
-    else:
-        created = []
-    spec = {"argv": job.argv, "limits": lim, "env": job.env, "channel": job.channel}
-    t0 = time.monotonic()
-    wire.send_frame(ch.pipes["go"][1], spec)
-    os.close(ch.pipes["go"][1])
-    header, blobs = _drain(ch, job, t0)
-    for target, is_mount in reversed(created):
-        if is_mount:
-            wire.umount(target)
-        else:
-            os.rmdir(target)  # the worker's root is shared by its chains: leave no mount point behind
-    header["workspace_full"] = any(wire.nearly_full(p) for p in TMPFS[:2])
-    lease_fd = os.open(lease, os.O_RDONLY | os.O_DIRECTORY)
-    os.rename("ws", "ws.old", src_dir_fd=lease_fd, dst_dir_fd=lease_fd)
-    header["workspace_copied"], largest = wire.copy_out(WORKSPACE, lease_fd, "ws", lim["workspace_mb"] << 20)
-    wire.rmtree_at(lease_fd, "ws.old")
-    largest = max(largest, wire.largest_file("/tmp"), wire.largest_file("/dev/shm"))
-    header["file_at_cap"] = largest >= lim["file_size_mb"] << 20
-    wire.send_frame(ch.out_fd, header, *blobs)
-
-
 def _drain(ch: Chain, job: Job, t0: float) -> tuple[dict, list[bytes]]:
     """Feed stdin, drain capped output, enforce the wall-clock limit, end the namespace. (header, blobs)."""
     cap = job.limits["output_bytes"]
     deadline = t0 + job.limits["timeout_s"]
-    pidfd = os.pidfd_open(ch.d_pid)
-    readers = {ch.pipes[n][0]: n for n in ("out", "err", "chan")}
+    readers = {ch.ends[n]: n for n in ("out", "err", "chan")}
     kept: dict[str, list[bytes]] = {n: [] for n in readers.values()}
     total = dict.fromkeys(readers.values(), 0)
-    stdin_fd = ch.pipes["in"][1]
+    stdin_fd = ch.ends["in"]
     pending = memoryview(job.stdin)
     if pending:
         os.set_blocking(stdin_fd, False)
     else:
-        os.close(stdin_fd)
+        _close_end(ch, "in")
         stdin_fd = -1
     timed_out = exceeded = False
-    d_status: int | None = None
-    while readers or d_status is None:
+    while readers or ch.d_status is None:
         left = deadline - time.monotonic()
-        if left <= 0 and d_status is None:
+        if left <= 0 and ch.d_status is None and not timed_out:
             timed_out = True
-            _kill_all()
-        waits = list(readers) + ([pidfd] if d_status is None else [])
+            _kill(ch.init_pid)
+        waits = list(readers) + ([ch.d_pidfd] if ch.d_status is None else [])
         r, w, _ = select.select(waits, [stdin_fd] if stdin_fd >= 0 else [], [], max(left, 0.05))
         if w:
             try:
@@ -220,17 +305,17 @@ def _drain(ch: Chain, job: Job, t0: float) -> tuple[dict, list[bytes]]:
             except BrokenPipeError:  # the program closed its stdin: the rest is dropped, like a shell would
                 pending = pending[:0]
             if not pending:
-                os.close(stdin_fd)
+                _close_end(ch, "in")
                 stdin_fd = -1
         for fd in r:
-            if fd == pidfd:
-                d_status = os.waitpid(ch.d_pid, 0)[1]
-                _kill_all()  # D is done: whatever it left running (daemons, pipes held open) dies now
+            if fd == ch.d_pidfd:
+                ch.d_status = os.waitpid(ch.d_pid, 0)[1]
+                _kill(ch.init_pid)  # D is done: whatever it left running (daemons, pipes held open) dies now
                 continue
             chunk = os.read(fd, 1 << 16)
             name = readers[fd]
             if not chunk:
-                os.close(fd)
+                _close_end(ch, name)
                 del readers[fd]
                 continue
             room = cap - total[name]
@@ -239,50 +324,61 @@ def _drain(ch: Chain, job: Job, t0: float) -> tuple[dict, list[bytes]]:
             total[name] += len(chunk)
             if total[name] > cap and name != "chan" and not exceeded:
                 exceeded = True
-                _kill_all()
-    if stdin_fd >= 0:
-        os.close(stdin_fd)
-    os.close(pidfd)
-    _reap_all()
+                _kill(ch.init_pid)
+    _close_end(ch, "in")
+    os.waitpid(ch.init_pid, 0)  # every process of the job's namespace is gone: the workspace is still
+    ch.init_pid = 0
+    status = ch.d_status
     header = {
-        "exit_code": os.waitstatus_to_exitcode(d_status) if os.WIFEXITED(d_status) else None,
-        "signal": os.WTERMSIG(d_status) if os.WIFSIGNALED(d_status) else None,
+        "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "timed_out": timed_out, "output_exceeded": exceeded,
         "stdout_total": total["out"], "stderr_total": total["err"], "run_s": time.monotonic() - t0,
     }
     return header, [b"".join(kept["out"]), b"".join(kept["err"]), b"".join(kept["chan"])]
 
 
-def _kill_all() -> None:
-    """From PID 1, kill(-1) reaches every other process of the job's namespace, detached ones included."""
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _reap_all() -> None:
-    while True:
-        _kill_all()
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-
-
 # ------------------------------------------------------------------------------------------------- D
 def _candidate_main(ch: Chain) -> None:
-    """D: confine itself, wait for the go, then become the program. Never returns.
+    """D: set up its namespaces, hand their descriptors over, confine itself, wait for the go, then become
+    the program. Never returns.
 
-    Everything that does not depend on the job (the unprivileged user, no_new_privs, stdio, cwd) is done
-    while idle, before the go; only the job's rlimits, environment and descriptors are set after it.
+    Everything that does not depend on the job (namespaces, mounts, the unprivileged user, no_new_privs,
+    stdio, cwd) is done while idle, before the go; only the job's rlimits, environment and descriptors are
+    set after it.
     """
     try:
-        for fd in (ch.in_fd, ch.out_fd, ch.taken_w, ch.leases_fd, ch.pipes["go"][1]):
-            os.close(fd)
-        go_r = ch.pipes["go"][0]
-        _rehearse()
+        wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)
         p = ch.pipes
+        ctl = ch.ctl_d.fileno()
+        keep = sorted({p["in"][0], p["out"][1], p["err"][1], p["chan"][1], p["go"][0], ctl})
+        low = 3
+        for fd in keep:  # nothing of the zygote's (the host's pipes, other descriptors) reaches the program
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 16)
+        os.setsid()
+        # Fresh IPC and network namespaces too: System V shared memory, semaphores and message queues outlive
+        # their creator, and so do TCP sockets in TIME_WAIT (a port the last job used stays taken for a
+        # minute): in the worker's namespaces the next job would see them. A network namespace holds only a
+        # loopback device, down until brought up; the kernel tears it down after the job, off its path.
+        wire.check_rc(wire.libc.unshare(wire.CLONE_NEWNS | wire.CLONE_NEWIPC | wire.CLONE_NEWNET), "unshare")
+        wire.loopback_up()
+        wire.mount(None, "/", None, wire.MS_REC | wire.MS_PRIVATE)
+        _mount_tmpfs(ch.config, ch.sizes, 0)
+        wire.mount("proc", "/proc", "proc", wire.MS_NOSUID | wire.MS_NODEV | wire.MS_NOEXEC)
+        roots = [os.open(t, os.O_RDONLY | os.O_DIRECTORY) for t in TMPFS]
+        roots.append(os.open("/proc/self/ns/mnt", os.O_RDONLY))
+        socket.send_fds(ch.ctl_d, [b"m"], roots)
+        for fd in roots:
+            os.close(fd)
+        # The program never sees other leases, the cgroups or this worker's code. An unmount waits for an
+        # RCU grace period (milliseconds on a loaded host): here it is off every job's path.
+        for procs in ch.config["procs"]:
+            with open(procs, "w") as f:
+                f.write("0")
+        wire.umount(CONTROL_DIR)
+        _rehearse()
         os.dup2(p["in"][0], 0)
         os.dup2(p["out"][1], 1)
         os.dup2(p["err"][1], 2)
@@ -297,18 +393,21 @@ def _candidate_main(ch: Chain) -> None:
         wire.install_seccomp()  # no user namespaces (and so no mounts or namespaces), no rare kernel surface
         wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setresuid, which would clear it
         os.umask(0o022)
-    except BaseException:  # noqa: BLE001  # before the go: C reports the lost chain as an infra fault
+        ch.ctl_d.send(b"r")
+        ch.ctl_d.close()
+    except BaseException:  # noqa: BLE001  # before the go: the zygote reports the lost chain as an infra fault
         os._exit(126)
+    go_r = p["go"][0]
     try:
         try:
             spec, _ = wire.recv_frame(go_r)
         except EOFError:
             os._exit(0)
-        keep = 3
+        keep_fds = 3
         if spec["channel"]:
             os.dup2(p["chan"][1], 3)
-            keep = 4
-        os.closerange(keep, 1 << 16)
+            keep_fds = 4
+        os.closerange(keep_fds, 1 << 16)
         wire.set_rlimits(spec["limits"])  # only lowers limits: allowed without privileges
         os.environ.clear()
         os.environ.update(spec["env"])
@@ -346,28 +445,6 @@ def _become(argv: list[str], env: dict[str, str], python: str) -> None:
     except OSError as exc:
         os.write(2, f"sandbox: cannot execute {argv[0]!r}: {exc.strerror}\n".encode())
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
-
-
-def _bind_mounts(job: Job, lease: str) -> list[tuple[str, bool]]:
-    """Read-only binds of trusted material (relative to the lease dir) at absolute paths.
-
-    Returns (path, is_mount) in creation order, so that the caller can undo it in reverse: the worker's
-    root is shared by its jobs, and a later job must not even see an empty mount point of this one.
-    """
-    created: list[tuple[str, bool]] = []
-    for rel, target in job.mounts:
-        missing = []
-        parent = target
-        while not os.path.lexists(parent):
-            missing.append(parent)
-            parent = os.path.dirname(parent)
-        for d in reversed(missing):
-            os.mkdir(d, 0o755)
-            created.append((d, False))
-        wire.mount(f"{lease}/{rel}", target, None, wire.MS_BIND | wire.MS_REC)
-        wire.mount(None, target, None, wire.MS_REMOUNT | wire.MS_BIND | wire.MS_RDONLY | wire.MS_NOSUID | wire.MS_NODEV)
-        created.append((target, True))
-    return created
 
 
 # --------------------------------------------------------------------------------------- warm Python
@@ -496,61 +573,60 @@ def _settle(config: dict) -> None:
 
 
 def _serve(config: dict, in_fd: int, out_fd: int, partner_fd: int) -> None:
-    """Keep exactly one chain waiting for the next job; answer for chains that die holding one.
+    """Keep `chains_ahead` chains prepared; run each request on the oldest, answer, prepare more when idle.
 
-    `partner_fd` (a pidfd, or -1) is the lean zygote, watched by the warm one: if either template dies,
-    the whole worker ends, and the host replaces it.
+    A D takes 2-3 ms to set itself up (namespaces, loopback, mounts, confinement), longer than the gap
+    between two jobs of a busy template; with two chains ahead the next job finds one ready, and a
+    request already waiting is served before any preparation. `partner_fd` (a pidfd, or -1) is the lean
+    zygote, watched by the warm one: if either template dies, the whole worker ends, and the host
+    replaces it.
     """
-    chains: dict[int, list] = {}  # taken pipe -> [pid, taken, error]
-    waiting = False
-    failures = 0
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    own_mnt_ns = os.open("/proc/self/ns/mnt", os.O_RDONLY)
+    ahead = max(int(config.get("chains_ahead", CHAINS_AHEAD)), 1)
+    watch = [partner_fd] if partner_fd >= 0 else []
+    chains: list[Chain] = []
+    failures = 0
     while True:
-        if not waiting:
+        waits = [in_fd, *watch, *(c.d_pidfd for c in chains)]
+        ready = select.select(waits, [], [], 0 if len(chains) < ahead else None)[0]
+        if partner_fd >= 0 and partner_fd in ready:
+            os._exit(5)
+        for lost in [c for c in chains if c.d_pidfd in ready]:  # a waiting D died before any job
+            chains.remove(lost)
+            dispose(lost)
+            failures = _failed(failures)
+        if in_fd in ready and chains:
+            chain = chains.pop(0)
             try:
-                # unshare(CLONE_NEWPID) only works while children would still be born into our own
-                # namespace, so point that back first; then the next child is PID 1 of a fresh one.
-                wire.check_rc(wire.libc.setns(own_pid_ns, wire.CLONE_NEWPID), "setns")
-                wire.check_rc(wire.libc.unshare(wire.CLONE_NEWPID), "unshare")
-                taken_r, taken_w = os.pipe()
-                pid = os.fork()
+                header, blobs = wire.recv_frame(in_fd)
+            except EOFError:
+                for c in (chain, *chains):
+                    dispose(c)
+                os._exit(0)  # the host closed the pipe: the worker shuts down
+            try:
+                reply, out = run_job(chain, Job(header, blobs[0] if blobs else b""), own_mnt_ns)
+                failures = 0
+            except BaseException as exc:  # noqa: BLE001 — an infrastructure fault, never the program's
+                reply = {"error": f"job supervisor failed: {type(exc).__name__}: {exc}"[:400]}
+                out = [b"", b"", b""]
+                dispose(chain)  # before answering: the next job must not meet anything of this one
+            wire.send_frame(out_fd, reply, *out)
+            dispose(chain)  # what is left (descriptors, an empty namespace) goes after the answer
+        elif len(chains) < ahead:
+            try:
+                chains.append(prepare(config, own_pid_ns))
             except OSError:
-                failures += 1
-                if failures > 400:
-                    os._exit(5)  # cannot start chains at all: let the host replace this worker
-                time.sleep(0.005)
-                continue
-            if pid == 0:
-                os.close(taken_r)
-                chain_main(config, in_fd, out_fd, taken_w)
-            os.close(taken_w)
-            chains[taken_r] = [pid, False, ""]
-            waiting = True
-        for fd in select.select(list(chains) + ([partner_fd] if partner_fd >= 0 else []), [], [])[0]:
-            if fd == partner_fd:
-                os._exit(5)
-            data = os.read(fd, 512)
-            entry = chains[fd]
-            if data[:1] == b"T":
-                entry[1], waiting, failures = True, False, 0
-                data = data[1:]
-            if data[:1] == b"E":
-                entry[2] = data[1:].decode(errors="replace")
-            if data:
-                continue
-            os.close(fd)
-            del chains[fd]
-            status = os.waitstatus_to_exitcode(os.waitpid(entry[0], 0)[1])
-            if status == EXIT_HOST_CLOSED:
-                os._exit(0)
-            if entry[1] and status != 0:
-                wire.send_frame(out_fd, {"error": f"job supervisor died ({status}) {entry[2]}".strip()}, b"", b"", b"")
-            if not entry[1]:
-                waiting = False
-                failures += 1
-                if failures > 20:
-                    os._exit(5)  # chains cannot even start: let the host replace this worker
-                time.sleep(0.01 * failures)
+                failures = _failed(failures)
+
+
+def _failed(failures: int) -> int:
+    """Count a chain that could not start; after too many in a row the worker ends and is replaced."""
+    failures += 1
+    if failures > 200:
+        os._exit(5)
+    time.sleep(min(0.005 * failures, 0.1))
+    return failures
 
 
 if __name__ == "__main__":
