@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import select
+import signal
 import struct
 import time
 
@@ -131,6 +132,37 @@ def collapse_huge_pages() -> int:
         if end > start and madvise(start, end - start, MADV_COLLAPSE) == 0:
             done += end - start
     return done
+
+
+CLONE_VM, CLONE_FILES = 0x100, 0x400
+WAITER_STACK = 1 << 14
+
+
+def waiter_stack() -> ctypes.Array:
+    """A stack for `spawn_waiter`: keep it referenced until the waiter is reaped."""
+    return ctypes.create_string_buffer(WAITER_STACK)
+
+
+def spawn_waiter(stack: ctypes.Array) -> int:
+    """Start a child task that only waits in pause() until it is killed; returns its PID.
+
+    It shares this process's memory and descriptor table (clone with CLONE_VM | CLONE_FILES), so starting it
+    copies no page tables and execs nothing, and it holds no descriptor of its own that could keep a pipe
+    open. It runs on `stack`, starts with every blockable signal blocked, so no handler of this process
+    ever runs in it, and dies only by SIGKILL. As the first child after unshare(CLONE_NEWPID) it is the
+    namespace's init: killing it kills the namespace.
+    """
+    clone = libc.clone
+    clone.restype = ctypes.c_int
+    clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    top = (ctypes.addressof(stack) + len(stack) - 64) & ~15
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        pid = clone(ctypes.cast(libc.pause, ctypes.c_void_p), top, CLONE_VM | CLONE_FILES | signal.SIGCHLD, None)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    check_rc(0 if pid > 0 else -1, "clone")
+    return pid
 
 
 def loopback_up() -> None:

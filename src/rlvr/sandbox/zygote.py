@@ -6,8 +6,8 @@ and run once) and a lean one forked before that warm-up, a third of its size, fo
 (see `_fork_lean`); the host picks one per job. Each zygote prepares, before its next request, a job's
 two processes, and supervises the job itself when the request comes:
 
-- init, PID 1 of a fresh PID namespace: a `sleep` spawned (vfork and exec, so no copy of the zygote) only
-  to hold the namespace. Killing it makes the kernel kill every process of the namespace, detached ones
+- init, PID 1 of a fresh PID namespace: a task that shares the zygote's memory and only waits
+  (`wire.spawn_waiter`: no copy of the zygote and no exec), there to hold the namespace. Killing it makes the kernel kill every process of the namespace, detached ones
   included, and reaping it returns only when all of them are gone.
 - D, forked by the zygote into that namespace (so D is PID 2 and the zygote's own child), owner of fresh
   mount, IPC and network namespaces: tmpfs at /workspace, /tmp and /dev/shm, its own /proc, only a loopback
@@ -21,7 +21,7 @@ With a request the zygote copies the lease's files in through those descriptors,
 into D's mount namespace, sends the go, drains output with caps, enforces the wall-clock timeout, kills init
 (and so the namespace) when D ends, copies the workspace back (regular files, directories and symlinks,
 never following links) and writes one result frame to the host. Per job that is one fork of a Python
-process and one small exec, and the job's result does not wait for any other process to be forked. A
+process, and the job's result does not wait for any other process to be forked. A
 zygote that cannot prepare or run a job reports an error frame, which the host treats as an
 infrastructure fault.
 """
@@ -46,8 +46,6 @@ except ImportError:  # inside the sandbox: wire.py sits beside this script
 CONTROL_DIR = "/.rlvr"
 WORKSPACE = "/workspace"
 TMPFS = (WORKSPACE, "/tmp", "/dev/shm")
-INIT_ARGV = ["sleep", "infinity"]
-INIT_PATHS = ("/usr/bin/sleep", "/bin/sleep")
 CHAINS_AHEAD = 2
 """Chains each template keeps prepared (the pool's `chains_ahead`; see `_serve`)."""
 BASE_PATH: list[str] = []
@@ -83,6 +81,7 @@ class Chain:
         """The zygote's ends of D's pipes, by name, until closed."""
         self.ctl, self.ctl_d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.init_pid = self.d_pid = 0
+        self.init_stack: object = None  # the waiter's stack: kept until it is reaped
         self.d_pidfd = -1
         self.d_status: int | None = None
         self.roots: list[int] = []  # descriptors of D's /workspace, /tmp, /dev/shm
@@ -99,7 +98,7 @@ def prepare(config: dict, own_pid_ns: int) -> Chain:
         wire.check_rc(wire.libc.setns(own_pid_ns, wire.CLONE_NEWPID), "setns")
         wire.check_rc(wire.libc.unshare(wire.CLONE_NEWPID), "unshare")
         try:
-            ch.init_pid = _spawn_init()
+            ch.init_pid = _spawn_init(ch)
             ch.d_pid = os.fork()
             if ch.d_pid == 0:
                 _candidate_main(ch)
@@ -117,12 +116,14 @@ def prepare(config: dict, own_pid_ns: int) -> Chain:
     return ch
 
 
-def _spawn_init() -> int:
-    """PID 1 of the new namespace: a process that only waits. `sleep` by vfork and exec (no copy of this
-    interpreter); where there is none, a fork of this one. Either dies with the zygote's worker."""
-    for path in INIT_PATHS:
-        if os.access(path, os.X_OK):
-            return os.posix_spawn(path, INIT_ARGV, {}, setsid=True)
+def _spawn_init(ch: Chain) -> int:
+    """PID 1 of the new namespace: a task that only waits (`wire.spawn_waiter`: no copy of this interpreter,
+    no exec); where clone is refused, a fork of this one. Either dies with the zygote's worker."""
+    try:
+        ch.init_stack = wire.waiter_stack()
+        return wire.spawn_waiter(ch.init_stack)
+    except OSError:
+        ch.init_stack = None
     pid = os.fork()
     if pid == 0:
         wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -142,6 +143,7 @@ def dispose(ch: Chain) -> None:
     if ch.init_pid:
         os.waitpid(ch.init_pid, 0)  # returns once every process of the namespace is gone
         ch.init_pid = 0
+    ch.init_stack = None
     for fd in [ch.d_pidfd, *ch.roots]:
         if fd >= 0:
             os.close(fd)
@@ -378,7 +380,6 @@ def _candidate_main(ch: Chain) -> None:
             with open(procs, "w") as f:
                 f.write("0")
         wire.umount(CONTROL_DIR)
-        _rehearse()
         os.dup2(p["in"][0], 0)
         os.dup2(p["out"][1], 1)
         os.dup2(p["err"][1], 2)
@@ -415,20 +416,6 @@ def _candidate_main(ch: Chain) -> None:
         os.write(2, f"sandbox: job set-up failed: {exc}\n".encode())
         os._exit(126)
     _become(spec["argv"], spec["env"], ch.config["python"])
-
-
-def _rehearse() -> None:
-    """Touch, while idle, the memory a job start will write (copy-on-write faults cost ~4 us a page, and
-    ~800 of them would otherwise sit between the go and the program's first instruction)."""
-    main = types.ModuleType("__main__")
-    main.__dict__["__builtins__"] = __builtins__
-    exec(compile("import sys, os\nx = [i for i in range(10)]\n", "<string>", "exec"), main.__dict__)  # noqa: S102
-    json.loads(json.dumps({"argv": ["python", "-c", "pass"], "limits": {"timeout_s": 1.0}, "env": dict(os.environ)}))
-    env = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    sys.stdout.flush()
-    sys.stderr.flush()
 
 
 def _become(argv: list[str], env: dict[str, str], python: str) -> None:
