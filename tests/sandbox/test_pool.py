@@ -350,6 +350,57 @@ def test_a_dead_lean_template_takes_its_worker_down_and_is_replaced(pool: BwrapP
     assert all(w.alive() for w in pool._idle.queue)
 
 
+def _prepared_job_processes(worker_pid: int) -> list[int]:
+    """Host PIDs of the job processes (D) waiting under one worker: zygote forks that already dropped to the
+    sandbox user."""
+    found, stack = [], [worker_pid]
+    while stack:
+        pid = stack.pop()
+        try:
+            kids = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+            status = Path(f"/proc/{pid}/status").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+        if b"/opt/rlvr/zygote.py" in cmd and uid == "65534":
+            found.append(pid)
+        stack += kids
+    return found
+
+
+def test_a_prepared_job_process_that_dies_is_replaced_unseen(pool: BwrapPool) -> None:
+    pool.run(["python", "-c", "pass"])
+    time.sleep(0.3)  # every template has its chains prepared
+    waiting = [d for pid in pool.worker_pids() for d in _prepared_job_processes(pid)]
+    assert waiting  # each template keeps chains ahead
+    restarts = pool.restarts
+    for d in waiting:
+        os.kill(d, signal.SIGKILL)
+    for script in (False, True) * 4:  # lean and warm templates alike
+        r = (pool.run(["python", "s.py"], files={"s.py": "print('served')"}) if script
+             else pool.run(["python", "-c", "print('served')"]))
+        assert r.ok and r.attempts == 1 and r.stdout == "served\n", r
+    assert pool.restarts == restarts  # replaced inside the worker: no worker was lost
+
+
+def test_the_program_holds_no_descriptor_of_its_supervisors(pool: BwrapPool) -> None:
+    code = ("import os\ndef is_open(fd):\n    try:\n        return bool(os.fstat(fd))\n    except OSError:\n"
+            "        return False\nprint([fd for fd in range(4096) if is_open(fd)])")
+    assert pool.run(["python", "-c", code]).stdout == "[0, 1, 2]\n"
+    assert pool.run(["python", "-c", code], channel=True).stdout == "[0, 1, 2, 3]\n"
+    assert pool.run(["python", "p.py"], files={"p.py": code}).stdout == "[0, 1, 2]\n"
+    shell = pool.run(["sh", "-c", "ls /proc/$$/fd"])
+    assert shell.stdout.split() == ["0", "1", "2"]
+
+
+def test_the_program_is_pid_2_under_an_init_that_only_holds_its_namespace(pool: BwrapPool) -> None:
+    code = ("import os\nprint(os.getpid(), os.getppid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+            "print(open('/proc/1/status').read().split('State:')[1].split()[0])")
+    r = pool.run(["python", "-c", code])
+    assert r.ok and r.stdout.splitlines() == ["2 0 [1, 2]", "S"], r
+
+
 def test_worker_killed_while_idle_is_replaced_without_costing_an_attempt(pool: BwrapPool) -> None:
     for pid in pool.worker_pids():
         os.kill(pid, signal.SIGKILL)
