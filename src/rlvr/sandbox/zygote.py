@@ -207,7 +207,7 @@ def run_job(ch: Chain, job: Job, own_mnt_ns: int) -> tuple[dict, list[bytes]]:
             trees.append((wire.clone_tree(f"{lease}/{rel}"), target))
             ch.made_dirs += _make_mount_point(target)
         if sizes != ch.sizes or trees:
-            with _in_mount_ns(ch.mnt_ns, own_mnt_ns):
+            with _InMountNamespace(ch.mnt_ns, own_mnt_ns):
                 if sizes != ch.sizes:
                     _mount_tmpfs(ch.config, sizes, wire.MS_REMOUNT)
                 for tree, target in trees:
@@ -256,7 +256,7 @@ def _make_mount_point(target: str) -> list[str]:
     return list(reversed(missing))
 
 
-class _in_mount_ns:  # noqa: N801 — a context manager used like a function
+class _InMountNamespace:
     """Enter D's mount namespace for a few mount calls, then return to the zygote's own."""
 
     def __init__(self, ns: int, own: int) -> None:
