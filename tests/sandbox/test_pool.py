@@ -189,6 +189,19 @@ def test_files_beyond_the_workspace_limit_are_a_file_limit(pool: BwrapPool) -> N
         assert sb.run(["python", "-c", "import os; print(os.path.getsize('big.bin'))"]).stdout == "3145728\n"
 
 
+def test_a_deep_and_wide_workspace_is_the_programs_not_an_infra_fault(pool: BwrapPool) -> None:
+    code = ("import os\nfor root in ('/workspace', '/tmp'):\n    os.chdir(root)\n    for i in range(1500):\n"
+            "        os.mkdir(f'w{i}')\n    for _ in range(2500):\n        os.mkdir('d')\n        os.chdir('d')\n"
+            "    open('deepest', 'w').write('x')\nprint('built')")
+    with pool.lease({"keep.txt": "k"}) as sb:
+        r = sb.run(["python", "-c", code], limits=ExecLimits(timeout_s=60))
+        assert r.status is ExecStatus.ok and r.attempts == 1 and r.stdout == "built\n", r
+        assert sb.read_files(["keep.txt"]) == {"keep.txt": "k"}
+        again = sb.run(["sh", "-c", "ls | wc -l; cat keep.txt"])
+        assert again.ok and again.stdout.split() == ["1502", "k"], again  # w0..w1499, d, keep.txt
+    assert pool.run(["python", "-c", "print('next')"]).stdout == "next\n"
+
+
 def test_run_reads_back_files_and_feeds_stdin(pool: BwrapPool) -> None:
     r = pool.run(["python", "-c", "import sys\nopen('out.txt', 'w').write(sys.stdin.read().upper())"],
                  stdin="hello", read=["out.txt"])

@@ -2,13 +2,24 @@
 from __future__ import annotations
 
 import os
+import resource
 import struct
 import threading
 from pathlib import Path
 
 import pytest
 
-from rlvr.sandbox.wire import copy_in, copy_out, read_exact, recv_frame, rmtree_at, send_frame, tmpfs_sizes
+from rlvr.sandbox.wire import (
+    MAX_DEPTH,
+    copy_in,
+    copy_out,
+    largest_file,
+    read_exact,
+    recv_frame,
+    rmtree_at,
+    send_frame,
+    tmpfs_sizes,
+)
 
 
 def test_frame_round_trip_with_blobs() -> None:
@@ -81,6 +92,49 @@ def test_copy_out_budget_and_special_files(tmp_path: Path) -> None:
         rmtree_at(parent, "out")
         assert not out.exists() and (tmp_path / "keep" / "precious").exists()
     finally:
+        os.close(parent)
+
+
+def test_deep_and_wide_trees_are_walked_within_bounds(tmp_path: Path) -> None:
+    """A program can nest directories past PATH_MAX and make more of them than a descriptor limit allows:
+    copy-out stops at MAX_DEPTH (reported incomplete), and neither it nor rmtree_at runs out of anything."""
+    src = tmp_path / "src"
+    src.mkdir()
+    fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(MAX_DEPTH + 2000):  # "dd/" * 2128 is longer than PATH_MAX: reachable by descriptor only
+        os.mkdir("dd", dir_fd=fd)
+        sub = os.open("dd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        with open(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=sub), "w") as f:
+            f.write("x" * 10)
+        os.close(fd)
+        fd = sub
+    os.close(fd)
+    wide = src / "wide"
+    wide.mkdir()
+    for i in range(600):
+        (wide / f"d{i}").mkdir()
+        (wide / f"d{i}" / "f").write_text("y")
+    parent = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    used = [int(fd) for fd in os.listdir("/proc/self/fd")]  # whatever the test session holds open already
+    room = MAX_DEPTH * 2 + 48  # a level of copy_out costs two descriptors; 1,200 directories are on the way
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(len(used) + room, max(used) + 16), hard))
+    try:
+        complete, largest = copy_out(str(src), parent, "out", budget=1 << 30)
+        assert not complete and largest == 10
+        assert len(os.listdir(tmp_path / "out" / "wide")) == 600
+        depth, d = 0, tmp_path / "out"
+        while (d / "dd").is_dir():
+            d, depth = d / "dd", depth + 1
+        assert depth == MAX_DEPTH
+        assert largest_file(str(src)) == 10
+        rmtree_at(parent, "out")
+        rmtree_at(parent, "src")  # the full depth, past PATH_MAX, with at most _FD_LEVELS descriptors
+        assert sorted(os.listdir(tmp_path)) == []
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        for name in ("out", "src"):  # never leave a tree that pytest's own recursive clean-up cannot remove
+            rmtree_at(parent, name)
         os.close(parent)
 
 

@@ -428,7 +428,7 @@ class BwrapPool:
                 sb.write_files(files)
             yield sb
         finally:
-            shutil.rmtree(d, ignore_errors=True)
+            workspace.remove_tree(d)
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), mounts: Mounts | None = None,
@@ -456,7 +456,7 @@ class BwrapPool:
                 q.get_nowait().kill()
         for d in self.cgroups.pool_dirs() if hasattr(self, "cgroups") else []:
             cgroups._destroy_tree(d)  # the parent dirs of the workers' cgroups
-        shutil.rmtree(self.base, ignore_errors=True)
+        workspace.remove_tree(self.base)
         _LIVE.discard(self)
 
     def __enter__(self) -> Self:
@@ -534,4 +534,4 @@ def _sweep_stale() -> None:
     for d in {p for root in (scratch_dir(), tempfile.gettempdir()) for p in Path(root).glob("rlvr-sbx-*")}:
         pid = d.name.split("-")[2]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(d, ignore_errors=True)
+            workspace.remove_tree(d)

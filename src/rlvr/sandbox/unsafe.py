@@ -6,7 +6,6 @@ this pool warns loudly.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from typing_extensions import Self
 
+from rlvr.sandbox import workspace
 from rlvr.sandbox.base import FileMap, iter_safe_paths
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
@@ -129,7 +129,7 @@ class UnsafePool:
                 sb.write_files(files)
             yield sb
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            workspace.remove_tree(root)
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:

@@ -14,6 +14,8 @@ import select
 import signal
 import struct
 import time
+from collections.abc import Callable
+from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -260,8 +262,9 @@ def copy_in(src: str, dst: str, uid: int, gid: int) -> None:
             os.chown(target, uid, gid, follow_symlinks=False)
 
 
-def _copy_file(src: str, dst: str, mode: int, dst_dir_fd: int | None = None, budget: int | None = None) -> int:
-    fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+def _copy_file(src: str, dst: str, mode: int, src_dir_fd: int | None = None, dst_dir_fd: int | None = None,
+               budget: int | None = None) -> int:
+    fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=src_dir_fd)
     try:
         fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700 & mode | 0o644,
                        dir_fd=dst_dir_fd)
@@ -282,55 +285,139 @@ def _copy_file(src: str, dst: str, mode: int, dst_dir_fd: int | None = None, bud
         os.close(fin)
 
 
+MAX_DEPTH = 128
+"""Directory levels of a job's tmpfs that are copied back or inspected. A program can nest directories
+until the path outgrows PATH_MAX or a recursive walk outgrows its stack; deeper entries are left out, and a
+copy that leaves any out is reported incomplete."""
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _walk(root_fd: int, visit: Callable[[os.DirEntry, int, Any], Any],
+          leave: Callable[[Any], None] = lambda state: None, max_depth: int = MAX_DEPTH) -> bool:
+    """Depth-first walk below an open directory, through descriptors only (no path ever grows long, and
+    no Python recursion).
+
+    `visit(entry, dir_fd, state)` is called for every entry with the state of the directory it is in
+    (None at the top). For a directory it returns the state of that directory's own walk, or None to skip
+    it; `leave(state)` is called when that walk ends. Returns False when directories below `max_depth`
+    were left out. Holds one descriptor per level, besides what the states hold.
+    """
+    complete = True
+    with os.scandir(root_fd) as it:
+        stack: list[tuple[list[os.DirEntry], int, Any]] = [(list(it), root_fd, None)]
+    while stack:
+        entries, dir_fd, state = stack[-1]
+        if not entries:
+            stack.pop()
+            if stack:  # not the top: close what this level opened
+                os.close(dir_fd)
+                leave(state)
+            continue
+        entry = entries.pop()
+        if not entry.is_dir(follow_symlinks=False):
+            visit(entry, dir_fd, state)
+            continue
+        if len(stack) > max_depth:
+            complete = False
+            continue
+        child = visit(entry, dir_fd, state)
+        if child is None:
+            continue
+        sub = os.open(entry.name, _DIR, dir_fd=dir_fd)
+        with os.scandir(sub) as it:
+            stack.append((list(it), sub, child))
+    return complete
+
+
 def copy_out(src: str, parent_fd: int, name: str, budget: int) -> tuple[bool, int]:
     """Job tmpfs (untrusted, but no job process is alive) -> `name` under parent_fd.
 
-    Returns (complete, largest file size); complete is False when the byte budget ran out.
+    Regular files, directories and symlinks are copied (links recreated, never followed); FIFOs, sockets
+    and devices are dropped. Returns (complete, largest file size); complete is False when the byte budget
+    ran out or the tree was deeper than MAX_DEPTH.
     """
     os.mkdir(name, 0o755, dir_fd=parent_fd)
-    root_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
-    fds = [root_fd]
-    stack = [(src, root_fd)]
-    left = budget
-    largest = 0
+    dst_root = os.open(name, _DIR, dir_fd=parent_fd)
+    src_root = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    left, largest = budget, 0
+    out_of_budget = False
+
+    def visit(entry: os.DirEntry, src_dir: int, dst_dir: int | None) -> int | None:
+        nonlocal left, largest, out_of_budget
+        d_fd = dst_root if dst_dir is None else dst_dir
+        if out_of_budget:
+            return None
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.name, dir_fd=src_dir), entry.name, dir_fd=d_fd)
+        elif entry.is_dir(follow_symlinks=False):
+            os.mkdir(entry.name, 0o755, dir_fd=d_fd)
+            return os.open(entry.name, _DIR, dir_fd=d_fd)
+        elif entry.is_file(follow_symlinks=False):
+            st = entry.stat(follow_symlinks=False)
+            largest = max(largest, st.st_size)
+            left -= _copy_file(entry.name, entry.name, st.st_mode, src_dir_fd=src_dir, dst_dir_fd=d_fd,
+                               budget=max(left, 0))
+            if left <= 0 and st.st_size > 0:
+                out_of_budget = True
+        return None
+
     try:
-        while stack:
-            s_dir, d_fd = stack.pop()
-            for entry in os.scandir(s_dir):
-                if entry.is_symlink():
-                    os.symlink(os.readlink(entry.path), entry.name, dir_fd=d_fd)
-                elif entry.is_dir(follow_symlinks=False):
-                    os.mkdir(entry.name, 0o755, dir_fd=d_fd)
-                    sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=d_fd)
-                    fds.append(sub)
-                    stack.append((entry.path, sub))
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    largest = max(largest, st.st_size)
-                    left -= _copy_file(entry.path, entry.name, st.st_mode, dst_dir_fd=d_fd, budget=max(left, 0))
-                    if left <= 0 and st.st_size > 0:
-                        return False, largest
-        return True, largest
+        complete = _walk(src_root, visit, os.close)
     finally:
-        for fd in fds:
-            os.close(fd)
+        os.close(src_root)
+        os.close(dst_root)
+    return complete and not out_of_budget, largest
+
+
+_FD_LEVELS = 64
+"""Descriptors rmtree_at holds at most: deeper, it releases a level's and comes back to it through "..".
+"""
 
 
 def rmtree_at(parent_fd: int, name: str) -> None:
-    """Remove a directory tree relative to a directory fd, never following symlinks."""
+    """Remove a directory tree relative to a directory fd, never following symlinks: through descriptors
+    (any path length, no Python recursion), at most _FD_LEVELS of them, each directory listed once."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+        top = os.open(name, _DIR, dir_fd=parent_fd)
     except FileNotFoundError:
         return
-    try:
-        for entry in os.scandir(fd):
-            if entry.is_dir(follow_symlinks=False):
-                rmtree_at(fd, entry.name)
-            else:
-                os.unlink(entry.name, dir_fd=fd)
-    finally:
+    stack: list[list[Any]] = [[top, name, None]]  # per level: its fd (-1: released), name, subdirs left
+    held = 1
+    while stack:
+        level = stack[-1]
+        fd = level[0]
+        if level[2] is None:  # first visit: remove everything but directories, remember those
+            subdirs = []
+            with os.scandir(fd) as it:
+                entries = list(it)
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.name)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            level[2] = subdirs
+        if level[2]:
+            sub = level[2].pop()
+            child = os.open(sub, _DIR, dir_fd=fd)
+            if held >= _FD_LEVELS:
+                os.close(fd)
+                level[0] = -1
+                held -= 1
+            stack.append([child, sub, None])
+            held += 1
+            continue
+        stack.pop()
+        if not stack:
+            os.close(fd)
+            os.rmdir(name, dir_fd=parent_fd)
+            return
+        up = stack[-1]
+        if up[0] < 0:
+            up[0] = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            held += 1
         os.close(fd)
-    os.rmdir(name, dir_fd=parent_fd)
+        held -= 1
+        os.rmdir(level[1], dir_fd=up[0])
 
 
 # ------------------------------------------------------------------------------------------- limits
@@ -348,14 +435,22 @@ def tmpfs_sizes(workspace_mb: int, memory_mb: int) -> tuple[int, int, int]:
 
 
 def largest_file(root: str) -> int:
-    """Size of the biggest regular file under root (symlinks not followed)."""
-    largest, stack = 0, [root]
-    while stack:
-        for entry in os.scandir(stack.pop()):
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            elif entry.is_file(follow_symlinks=False):
-                largest = max(largest, entry.stat(follow_symlinks=False).st_size)
+    """Size of the biggest regular file under root, down to MAX_DEPTH (symlinks not followed)."""
+    largest = 0
+
+    def visit(entry: os.DirEntry, _dir: int, _state: object) -> bool | None:
+        nonlocal largest
+        if entry.is_dir(follow_symlinks=False):
+            return True  # walk into it
+        if entry.is_file(follow_symlinks=False):
+            largest = max(largest, entry.stat(follow_symlinks=False).st_size)
+        return None
+
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _walk(fd, visit)
+    finally:
+        os.close(fd)
     return largest
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlvr.sandbox.base import FileMap, iter_safe_paths
+from rlvr.sandbox.wire import rmtree_at
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
@@ -98,3 +99,19 @@ def read_files(root: Path, paths: Sequence[str] | None = None) -> dict[str, str]
         if data is not None:
             out[rel] = data.decode("utf-8", errors="replace")
     return out
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a directory tree whatever a program made of it (any depth, links never followed); like
+    `shutil.rmtree(path, ignore_errors=True)`, what cannot be removed stays."""
+    p = Path(path)
+    try:
+        parent = os.open(p.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        rmtree_at(parent, p.name)
+    except OSError:
+        pass
+    finally:
+        os.close(parent)

@@ -47,6 +47,8 @@ CONTROL_DIR = "/.rlvr"
 WORKSPACE = "/workspace"
 TMPFS = (WORKSPACE, "/tmp", "/dev/shm")
 CHAINS_AHEAD = 2
+CHAIN_ATTEMPTS = 3
+"""Chains a job may be tried on when their D dies before the program starts (killed from outside)."""
 """Chains each template keeps prepared (the pool's `chains_ahead`; see `_serve`)."""
 BASE_PATH: list[str] = []
 """The interpreter's sys.path without its first entry, as a fresh `python` would have it."""
@@ -195,6 +197,15 @@ def _take_roots(ch: Chain) -> None:
         raise ChainLost(f"job process unreachable: {exc}") from None
 
 
+def _started(ch: Chain) -> bool:
+    """Whether D took the go and said so before becoming the program (it cannot be forged: D closes its
+    end of the socket first). A D that died without it was lost before the job, not by the program."""
+    try:
+        return ch.ctl.recv(16, socket.MSG_DONTWAIT) == b"s"
+    except OSError:
+        return False
+
+
 def run_job(ch: Chain, job: Job, own_mnt_ns: int) -> tuple[dict, list[bytes]]:
     """Run one job on a prepared chain: (result header, [stdout, stderr, channel])."""
     _take_roots(ch)
@@ -226,9 +237,14 @@ def run_job(ch: Chain, job: Job, own_mnt_ns: int) -> tuple[dict, list[bytes]]:
                 "spawn_error": f"the workspace does not fit its limits: {exc.strerror}"}, [b"", b"", b""]
     spec = {"argv": job.argv, "limits": lim, "env": job.env, "channel": job.channel}
     t0 = time.monotonic()
-    wire.send_frame(ch.ends["go"], spec)
+    try:
+        wire.send_frame(ch.ends["go"], spec)
+    except BrokenPipeError:
+        raise ChainLost("job process gone before the go") from None
     _close_end(ch, "go")
     header, blobs = _drain(ch, job, t0)
+    if not _started(ch):
+        raise ChainLost("job process died before the program started")
     header["workspace_full"] = any(wire.nearly_full(f"/proc/self/fd/{fd}") for fd in ch.roots[:2])
     lease_fd = os.open(lease, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -395,7 +411,6 @@ def _candidate_main(ch: Chain) -> None:
         wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setresuid, which would clear it
         os.umask(0o022)
         ch.ctl_d.send(b"r")
-        ch.ctl_d.close()
     except BaseException:  # noqa: BLE001  # before the go: the zygote reports the lost chain as an infra fault
         os._exit(126)
     go_r = p["go"][0]
@@ -404,6 +419,8 @@ def _candidate_main(ch: Chain) -> None:
             spec, _ = wire.recv_frame(go_r)
         except EOFError:
             os._exit(0)
+        ch.ctl_d.send(b"s")  # the program starts: from here D's end is the program's, not the chain's
+        ch.ctl_d.close()
         keep_fds = 3
         if spec["channel"]:
             os.dup2(p["chan"][1], 3)
@@ -584,27 +601,54 @@ def _serve(config: dict, in_fd: int, out_fd: int, partner_fd: int) -> None:
             dispose(lost)
             failures = _failed(failures)
         if in_fd in ready and chains:
-            chain = chains.pop(0)
             try:
                 header, blobs = wire.recv_frame(in_fd)
             except EOFError:
-                for c in (chain, *chains):
+                for c in chains:
                     dispose(c)
                 os._exit(0)  # the host closed the pipe: the worker shuts down
-            try:
-                reply, out = run_job(chain, Job(header, blobs[0] if blobs else b""), own_mnt_ns)
-                failures = 0
-            except BaseException as exc:  # noqa: BLE001 — an infrastructure fault, never the program's
-                reply = {"error": f"job supervisor failed: {type(exc).__name__}: {exc}"[:400]}
-                out = [b"", b"", b""]
-                dispose(chain)  # before answering: the next job must not meet anything of this one
+            reply, out, used = _run_on_chains(config, Job(header, blobs[0] if blobs else b""), chains.pop(0),
+                                              chains, own_pid_ns, own_mnt_ns)
+            failures = 0 if "error" not in reply else failures
             wire.send_frame(out_fd, reply, *out)
-            dispose(chain)  # what is left (descriptors, an empty namespace) goes after the answer
+            if used is not None:
+                dispose(used)  # what is left (descriptors, an empty namespace) goes after the answer
         elif len(chains) < ahead:
             try:
                 chains.append(prepare(config, own_pid_ns))
             except OSError:
                 failures = _failed(failures)
+
+
+def _run_on_chains(config: dict, job: Job, chain: Chain, chains: list[Chain], own_pid_ns: int,
+                   own_mnt_ns: int) -> tuple[dict, list[bytes], Chain | None]:
+    """Run a job; where its D turns out dead before the program started, again on the next chain (up to
+    CHAIN_ATTEMPTS). Any other failure, or the last loss, is answered as an error frame (an
+    infrastructure fault). Returns (reply, blobs, the chain still to dispose, if any)."""
+    for attempt in range(1, CHAIN_ATTEMPTS + 1):
+        try:
+            reply, out = run_job(chain, job, own_mnt_ns)
+            return reply, out, chain
+        except ChainLost as exc:
+            error = f"job process lost: {exc}"
+            retry = True
+        except BaseException as exc:  # noqa: BLE001 — an infrastructure fault, never the program's
+            error, retry = f"job supervisor failed: {type(exc).__name__}: {exc}"[:400], False
+        dispose(chain)  # before answering or retrying: no job meets anything of this one
+        if not retry or attempt == CHAIN_ATTEMPTS:
+            break
+        next_chain = chains.pop(0) if chains else _prepare_or_none(config, own_pid_ns)
+        if next_chain is None:
+            break
+        chain = next_chain
+    return {"error": error}, [b"", b"", b""], None
+
+
+def _prepare_or_none(config: dict, own_pid_ns: int) -> Chain | None:
+    try:
+        return prepare(config, own_pid_ns)
+    except OSError:
+        return None
 
 
 def _failed(failures: int) -> int:
