@@ -6,6 +6,7 @@ reader takes a whole frame in one read once the prefix is in: a job's result is 
 """
 from __future__ import annotations
 
+import _socket  # not `socket`: this module is imported by the lean template, whose size every job pays for
 import ctypes
 import json
 import os
@@ -14,8 +15,11 @@ import select
 import signal
 import struct
 import time
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would cost the lean template a megabyte of heap
+    from collections.abc import Callable
+    from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -32,6 +36,34 @@ libc = ctypes.CDLL(None, use_errno=True)
 
 
 # ------------------------------------------------------------------------------------------------ wire
+def socketpair() -> tuple[_socket.socket, _socket.socket]:
+    """A connected pair of Unix datagram-boundary sockets (SOCK_SEQPACKET), close-on-exec."""
+    return _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+
+
+def send_fds(sock: _socket.socket, data: bytes, fds: list[int]) -> None:
+    """Send `data` with open descriptors attached (SCM_RIGHTS): the receiver gets its own copies."""
+    sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))])
+
+
+def recv_nowait(sock: _socket.socket, size: int) -> bytes | None:
+    """One message if one is waiting; None if none is (or the socket failed), b"" at end of stream."""
+    try:
+        return sock.recv(size, _socket.MSG_DONTWAIT)
+    except OSError:
+        return None
+
+
+def recv_fds(sock: _socket.socket, size: int, max_fds: int) -> tuple[bytes, list[int]]:
+    """Receive one message and the descriptors attached to it (close-on-exec)."""
+    msg, ancdata, _, _ = sock.recvmsg(size, _socket.CMSG_SPACE(max_fds * 4), _socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += struct.unpack(f"{len(data) // 4}i", data[: len(data) - len(data) % 4])
+    return msg, fds
+
+
 def send_frame(fd: int, header: dict, *blobs: bytes) -> None:
     """Write one frame: header JSON (with blob sizes) and blobs, looping over partial writes."""
     sizes = [len(b) for b in blobs]

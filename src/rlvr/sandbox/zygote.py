@@ -33,7 +33,6 @@ import os
 import runpy
 import select
 import signal
-import socket
 import sys
 import time
 import types
@@ -81,7 +80,7 @@ class Chain:
         self.pipes = {name: os.pipe() for name in ("in", "out", "err", "chan", "go")}
         self.ends = {name: r if name in ("out", "err", "chan") else w for name, (r, w) in self.pipes.items()}
         """The zygote's ends of D's pipes, by name, until closed."""
-        self.ctl, self.ctl_d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.ctl, self.ctl_d = wire.socketpair()
         self.init_pid = self.d_pid = 0
         self.init_stack: object = None  # the waiter's stack: kept until it is reaped
         self.d_pidfd = -1
@@ -187,7 +186,7 @@ def _kill(pid: int) -> None:
 def _take_roots(ch: Chain) -> None:
     """Receive D's tmpfs and namespace descriptors and its confirmation that it is confined."""
     try:
-        msg, fds, _, _ = socket.recv_fds(ch.ctl, 16, 8, socket.MSG_CMSG_CLOEXEC)
+        msg, fds = wire.recv_fds(ch.ctl, 16, 8)
         if msg != b"m" or len(fds) != len(TMPFS) + 1:
             raise ChainLost(f"job process sent no descriptors ({msg[:40]!r})")
         *ch.roots, ch.mnt_ns = fds
@@ -200,10 +199,7 @@ def _take_roots(ch: Chain) -> None:
 def _started(ch: Chain) -> bool:
     """Whether D took the go and said so before becoming the program (it cannot be forged: D closes its
     end of the socket first). A D that died without it was lost before the job, not by the program."""
-    try:
-        return ch.ctl.recv(16, socket.MSG_DONTWAIT) == b"s"
-    except OSError:
-        return False
+    return wire.recv_nowait(ch.ctl, 16) == b"s"
 
 
 def run_job(ch: Chain, job: Job, own_mnt_ns: int) -> tuple[dict, list[bytes]]:
@@ -387,7 +383,7 @@ def _candidate_main(ch: Chain) -> None:
         wire.mount("proc", "/proc", "proc", wire.MS_NOSUID | wire.MS_NODEV | wire.MS_NOEXEC)
         roots = [os.open(t, os.O_RDONLY | os.O_DIRECTORY) for t in TMPFS]
         roots.append(os.open("/proc/self/ns/mnt", os.O_RDONLY))
-        socket.send_fds(ch.ctl_d, [b"m"], roots)
+        wire.send_fds(ch.ctl_d, b"m", roots)
         for fd in roots:
             os.close(fd)
         # The program never sees other leases, the cgroups or this worker's code. An unmount waits for an
