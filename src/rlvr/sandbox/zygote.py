@@ -3,12 +3,13 @@
 This file runs as a script inside the sandbox, so it imports only the standard library (and `wire.py` beside
 it). A worker has two templates, each a zygote serving its own request pipe: the warm one (pytest imported
 and run once) and a lean one forked before that warm-up, a third of its size, for jobs that do not need it
-(see `_fork_lean`); the host picks one per job. Each zygote prepares, before its next request, a job's
-two processes, and supervises the job itself when the request comes:
+(see `_fork_lean`); the host picks one per job. Each zygote keeps two jobs' processes prepared ahead of
+their requests (see `_serve`), and supervises each job itself when its request comes:
 
 - init, PID 1 of a fresh PID namespace: a task that shares the zygote's memory and only waits
-  (`wire.spawn_waiter`: no copy of the zygote and no exec), there to hold the namespace. Killing it makes the kernel kill every process of the namespace, detached ones
-  included, and reaping it returns only when all of them are gone.
+  (`wire.spawn_waiter`: no copy of the zygote and no exec), there to hold the namespace. Killing it makes
+  the kernel kill every process of the namespace, detached ones included, and reaping it returns only
+  when all of them are gone.
 - D, forked by the zygote into that namespace (so D is PID 2 and the zygote's own child), owner of fresh
   mount, IPC and network namespaces: tmpfs at /workspace, /tmp and /dev/shm, its own /proc, only a loopback
   device, the control directory unmounted. It passes descriptors of its tmpfs roots and of its mount
@@ -21,9 +22,9 @@ With a request the zygote copies the lease's files in through those descriptors,
 into D's mount namespace, sends the go, drains output with caps, enforces the wall-clock timeout, kills init
 (and so the namespace) when D ends, copies the workspace back (regular files, directories and symlinks,
 never following links) and writes one result frame to the host. Per job that is one fork of a Python
-process, and the job's result does not wait for any other process to be forked. A
-zygote that cannot prepare or run a job reports an error frame, which the host treats as an
-infrastructure fault.
+process, and the job's result does not wait for any other process to be forked. A D that died before
+its program started (killed from outside) costs the job nothing: it runs on the next chain. A zygote that
+cannot prepare or run a job reports an error frame, which the host treats as an infrastructure fault.
 """
 from __future__ import annotations
 
