@@ -414,6 +414,19 @@ def test_the_program_is_pid_2_under_an_init_that_only_holds_its_namespace(pool: 
     assert r.ok and r.stdout.splitlines() == ["2 0 [1, 2]", "S"], r
 
 
+def test_the_init_that_shares_the_zygotes_memory_is_closed_to_the_program(pool: BwrapPool) -> None:
+    """PID 1 of a job shares the zygote's address space and descriptor table (wire.spawn_waiter): the
+    program must not read either, nor signal it."""
+    code = ("import os, signal\nfor path in ('/proc/1/mem', '/proc/1/maps', '/proc/1/environ', '/proc/1/stack'):\n"
+            "    try:\n        open(path, 'rb').read(64)\n        print('READ', path)\n    except OSError:\n        pass\n"
+            "try:\n    print('FDS', os.listdir('/proc/1/fd'))\nexcept OSError:\n    pass\n"
+            "for sig in (signal.SIGKILL, signal.SIGTERM):\n    try:\n        os.kill(1, sig)\n        print('SIGNALLED')\n"
+            "    except OSError:\n        pass\nprint('done')")
+    r = pool.run(["python", "-c", code])
+    assert r.ok and r.stdout == "done\n", r
+    assert pool.run(["python", "-c", "print('next')"]).stdout == "next\n"
+
+
 def test_worker_killed_while_idle_is_replaced_without_costing_an_attempt(pool: BwrapPool) -> None:
     for pid in pool.worker_pids():
         os.kill(pid, signal.SIGKILL)
