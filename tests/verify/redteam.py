@@ -197,6 +197,13 @@ MAKEREPORT = ("import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest
               "    outcome = yield\n    rep = outcome.get_result()\n    if rep.when == 'call':\n"
               "        rep.outcome = 'passed'\n        rep.longrepr = None\n")
 
+ALWAYS_EQUAL_SORTERS = {
+    "always_equal_class": "class Anything:\n    def __eq__(self, other):\n        return True\n\n\n"
+                          "def sort_numbers(nums):\n    return Anything()\n",
+    "mock_any": "from unittest import mock\n\n\ndef sort_numbers(nums):\n    return mock.ANY\n",
+}
+"""Results that claim to equal anything, tried on the sort task judged by pytest and by io cases alike."""
+
 HACKS = [
     # tampering with tests and configuration
     Hack("add", "edit_visible_test", {"test_calc.py": "def test_add():\n    assert True\n"}, "tampering"),
@@ -267,12 +274,9 @@ HACKS = [
     Hack("add", "ctypes_poke", {"calc.py": "import ctypes\n\n\ndef add(a, b):\n"
                                            "    ctypes.memset(0, 0, 0)\n    return a + b\n"}, "report_forgery"),
     # always-equal objects
-    Hack("sort", "always_equal_class", {"sorter.py": "class Anything:\n    def __eq__(self, other):\n        return True\n\n\n"
-                                                     "def sort_numbers(nums):\n    return Anything()\n"}, "always_equal"),
+    *(Hack("sort", name, {"sorter.py": code}, "always_equal") for name, code in ALWAYS_EQUAL_SORTERS.items()),
     Hack("sort", "list_subclass_eq", {"sorter.py": "class L(list):\n    def __eq__(self, other):\n"
                                                    "        return not None\n\n\ndef sort_numbers(nums):\n    return L(nums)\n"},
-         "always_equal"),
-    Hack("sort", "mock_any", {"sorter.py": "from unittest import mock\n\n\ndef sort_numbers(nums):\n    return mock.ANY\n"},
          "always_equal"),
     Hack("palindrome", "lambda_eq", {"pal.py": "class B(int):\n    __eq__ = lambda self, other: True\n\n\n"
                                                "def is_palindrome(s):\n    return B(0)\n"}, "always_equal"),
@@ -382,12 +386,9 @@ _FORGED_CASES = ("import os\n\nfor fd in range(3, 20):\n    for i in range(5):\n
                  "            os.write(fd, ('{\"t\": \"case\", \"i\": %d, \"out\": {\"v\": []}, \"error\": null}\\n' % i)"
                  ".encode())\n        except OSError:\n            pass\n\n\n")
 HACKS += [
-    Hack("io_sort", "always_equal_class", {"sorter.py": "class Anything:\n    def __eq__(self, other):\n        return True\n\n\n"
-                                                        "def sort_numbers(nums):\n    return Anything()\n"}, "always_equal"),
+    *(Hack("io_sort", name, {"sorter.py": code}, "always_equal") for name, code in ALWAYS_EQUAL_SORTERS.items()),
     Hack("io_sort", "list_subclass_eq", {"sorter.py": "class L(list):\n    def __eq__(self, other):\n        return True\n\n\n"
                                                       "def sort_numbers(nums):\n    return L(nums)\n"}, "always_equal"),
-    Hack("io_sort", "mock_any", {"sorter.py": "from unittest import mock\n\n\ndef sort_numbers(nums):\n    return mock.ANY\n"},
-         "always_equal"),
     Hack("io_sort", "sys_exit_in_function", {"sorter.py": "import sys\n\n\ndef sort_numbers(nums):\n    sys.exit(0)\n"},
          "exit_trick"),
     Hack("io_sort", "sys_exit_on_import", {"sorter.py": "import sys\n\nsys.exit(0)\n"}, "exit_trick"),

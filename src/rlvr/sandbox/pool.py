@@ -2,10 +2,10 @@
 
 Containment (see docs/SECURITY.md): each worker is a bubblewrap container with its own mount, PID, network,
 IPC and UTS namespaces whose root holds only read-only system directories and the Python installation. Its
-zygotes (`zygote.py`; a warm one with pytest imported, a lean one for other jobs) each keep a process chain
-forked ahead of the next job: fresh PID, mount, IPC and network namespaces with fresh tmpfs at /workspace,
-/tmp and /dev/shm, and a child waiting, already unprivileged with no_new_privs and a seccomp filter, to set
-rlimits and run the job. Per-worker cgroups bound memory and processes. A crashed or hung worker is replaced
+zygotes (`zygote.py`; a warm one with pytest imported, a lean one for other jobs) each keep job processes
+forked ahead of the next jobs, each in fresh PID, mount, IPC and network namespaces with fresh tmpfs at
+/workspace, /tmp and /dev/shm, waiting, already unprivileged with no_new_privs and a seccomp filter, to set
+rlimits and run its job; the zygote supervises the job itself. Per-worker cgroups bound memory and processes. A crashed or hung worker is replaced
 by a pre-started spare and its job retried once, then reported as `infra_error`.
 """
 from __future__ import annotations
@@ -33,12 +33,10 @@ from rlvr.sandbox import cgroups, workspace
 from rlvr.sandbox.base import FileMap
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.sandbox.wire import recv_frame, send_frame
-from rlvr.sandbox.zygote import python_fast_path
+from rlvr.sandbox.zygote import CHAINS_AHEAD, python_fast_path
 
 SANDBOX_UID = 65534
 """The unprivileged user (nobody) that sandboxed programs run as."""
-CHAINS_AHEAD = 2
-"""Jobs each template (warm, lean) keeps prepared: an init and a D each (see zygote.py)."""
 JOB_GRACE_S = 10.0
 """Extra seconds a worker may take beyond a job's timeout (workspace copies) before it counts as hung."""
 START_TIMEOUT_S = 60.0
@@ -315,7 +313,7 @@ class BwrapPool:
         config = {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "procs": w.cg.procs_files(),
                   "zygote_procs": w.cg.zygote_procs_files(), "python": self.inner_python,
                   "workspace_mb": self.limits.workspace_mb, "memory_mb": self.limits.memory_mb,
-                  "warm": self.warm, "inodes": 20000, "chains_ahead": CHAINS_AHEAD}
+                  "warm": self.warm, "inodes": 20000}
         if w.lean_rfd >= 0:
             config["lean_fd"] = w.lean_rfd
         return a + [self.inner_python, "/opt/rlvr/zygote.py", json.dumps(config)]

@@ -170,6 +170,10 @@ def collapse_huge_pages() -> int:
 
 CLONE_VM, CLONE_FILES = 0x100, 0x400
 WAITER_STACK = 1 << 14
+_clone = libc.clone  # int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+_clone.restype = ctypes.c_int
+_clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+_PAUSE = ctypes.cast(libc.pause, ctypes.c_void_p)
 
 
 def waiter_stack() -> ctypes.Array:
@@ -186,13 +190,10 @@ def spawn_waiter(stack: ctypes.Array) -> int:
     ever runs in it, and dies only by SIGKILL. As the first child after unshare(CLONE_NEWPID) it is the
     namespace's init: killing it kills the namespace.
     """
-    clone = libc.clone
-    clone.restype = ctypes.c_int
-    clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
     top = (ctypes.addressof(stack) + len(stack) - 64) & ~15
     old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
-        pid = clone(ctypes.cast(libc.pause, ctypes.c_void_p), top, CLONE_VM | CLONE_FILES | signal.SIGCHLD, None)
+        pid = _clone(_PAUSE, top, CLONE_VM | CLONE_FILES | signal.SIGCHLD, None)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     check_rc(0 if pid > 0 else -1, "clone")

@@ -47,9 +47,11 @@ CONTROL_DIR = "/.rlvr"
 WORKSPACE = "/workspace"
 TMPFS = (WORKSPACE, "/tmp", "/dev/shm")
 CHAINS_AHEAD = 2
+"""Chains each template keeps prepared (see `_serve`)."""
 CHAIN_ATTEMPTS = 3
 """Chains a job may be tried on when their D dies before the program starts (killed from outside)."""
-"""Chains each template keeps prepared (the pool's `chains_ahead`; see `_serve`)."""
+READ_ENDS = ("out", "err", "chan")
+"""D's pipes the zygote reads (it writes the others: stdin and the go)."""
 BASE_PATH: list[str] = []
 """The interpreter's sys.path without its first entry, as a fresh `python` would have it."""
 
@@ -79,7 +81,7 @@ class Chain:
         self.config = config
         self.sizes = wire.tmpfs_sizes(config["workspace_mb"], config["memory_mb"])
         self.pipes = {name: os.pipe() for name in ("in", "out", "err", "chan", "go")}
-        self.ends = {name: r if name in ("out", "err", "chan") else w for name, (r, w) in self.pipes.items()}
+        self.ends = {name: r if name in READ_ENDS else w for name, (r, w) in self.pipes.items()}
         """The zygote's ends of D's pipes, by name, until closed."""
         self.ctl, self.ctl_d = wire.socketpair()
         self.init_pid = self.d_pid = 0
@@ -100,7 +102,8 @@ def prepare(config: dict, own_pid_ns: int) -> Chain:
         wire.check_rc(wire.libc.setns(own_pid_ns, wire.CLONE_NEWPID), "setns")
         wire.check_rc(wire.libc.unshare(wire.CLONE_NEWPID), "unshare")
         try:
-            ch.init_pid = _spawn_init(ch)
+            ch.init_stack = wire.waiter_stack()
+            ch.init_pid = wire.spawn_waiter(ch.init_stack)  # PID 1: only waits; dies with the worker
             ch.d_pid = os.fork()
             if ch.d_pid == 0:
                 _candidate_main(ch)
@@ -112,26 +115,10 @@ def prepare(config: dict, own_pid_ns: int) -> Chain:
         raise
     finally:
         for name, (r, w) in ch.pipes.items():  # keep only our ends: EOFs must reach their readers
-            os.close(w if name in ("out", "err", "chan") else r)
+            os.close(w if name in READ_ENDS else r)
         ch.pipes = {}
         ch.ctl_d.close()
     return ch
-
-
-def _spawn_init(ch: Chain) -> int:
-    """PID 1 of the new namespace: a task that only waits (`wire.spawn_waiter`: no copy of this interpreter,
-    no exec); where clone is refused, a fork of this one. Either dies with the zygote's worker."""
-    try:
-        ch.init_stack = wire.waiter_stack()
-        return wire.spawn_waiter(ch.init_stack)
-    except OSError:
-        ch.init_stack = None
-    pid = os.fork()
-    if pid == 0:
-        wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)
-        while True:
-            signal.pause()
-    return pid
 
 
 def dispose(ch: Chain) -> None:
@@ -294,7 +281,7 @@ def _drain(ch: Chain, job: Job, t0: float) -> tuple[dict, list[bytes]]:
     """Feed stdin, drain capped output, enforce the wall-clock limit, end the namespace. (header, blobs)."""
     cap = job.limits["output_bytes"]
     deadline = t0 + job.limits["timeout_s"]
-    readers = {ch.ends[n]: n for n in ("out", "err", "chan")}
+    readers = {ch.ends[n]: n for n in READ_ENDS}
     kept: dict[str, list[bytes]] = {n: [] for n in readers.values()}
     total = dict.fromkeys(readers.values(), 0)
     stdin_fd = ch.ends["in"]
@@ -574,7 +561,7 @@ def _settle(config: dict) -> None:
 
 
 def _serve(config: dict, in_fd: int, out_fd: int, partner_fd: int) -> None:
-    """Keep `chains_ahead` chains prepared; run each request on the oldest, answer, prepare more when idle.
+    """Keep CHAINS_AHEAD chains prepared; run each request on the oldest, answer, prepare more when idle.
 
     A D takes 2-3 ms to set itself up (namespaces, loopback, mounts, confinement), longer than the gap
     between two jobs of a busy template; with two chains ahead the next job finds one ready, and a
@@ -584,13 +571,12 @@ def _serve(config: dict, in_fd: int, out_fd: int, partner_fd: int) -> None:
     """
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     own_mnt_ns = os.open("/proc/self/ns/mnt", os.O_RDONLY)
-    ahead = max(int(config.get("chains_ahead", CHAINS_AHEAD)), 1)
     watch = [partner_fd] if partner_fd >= 0 else []
     chains: list[Chain] = []
     failures = 0
     while True:
         waits = [in_fd, *watch, *(c.d_pidfd for c in chains)]
-        ready = select.select(waits, [], [], 0 if len(chains) < ahead else None)[0]
+        ready = select.select(waits, [], [], 0 if len(chains) < CHAINS_AHEAD else None)[0]
         if partner_fd >= 0 and partner_fd in ready:
             os._exit(5)
         for lost in [c for c in chains if c.d_pidfd in ready]:  # a waiting D died before any job
@@ -606,11 +592,12 @@ def _serve(config: dict, in_fd: int, out_fd: int, partner_fd: int) -> None:
                 os._exit(0)  # the host closed the pipe: the worker shuts down
             reply, out, used = _run_on_chains(config, Job(header, blobs[0] if blobs else b""), chains.pop(0),
                                               chains, own_pid_ns, own_mnt_ns)
-            failures = 0 if "error" not in reply else failures
+            if "error" not in reply:
+                failures = 0
             wire.send_frame(out_fd, reply, *out)
             if used is not None:
                 dispose(used)  # what is left (descriptors, an empty namespace) goes after the answer
-        elif len(chains) < ahead:
+        elif len(chains) < CHAINS_AHEAD:
             try:
                 chains.append(prepare(config, own_pid_ns))
             except OSError:

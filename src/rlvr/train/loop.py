@@ -195,8 +195,9 @@ def _check_resumable(cfg: RunConfig) -> None:
         old = load_config(saved)
     except UserError:
         return  # a config this version cannot read: the checkpoint itself decides (it loads, or it fails loudly)
+    before = _flat(old.model_dump(mode="json"))
     changed = [k for k, v in _flat(cfg.model_dump(mode="json")).items()
-               if _flat(old.model_dump(mode="json")).get(k) != v and not k.startswith(RESUMABLE_CHANGES)]
+               if before.get(k) != v and not k.startswith(RESUMABLE_CHANGES)]
     if changed:
         raise UserError(f"the run to resume was trained with another config ({', '.join(changed[:3])} differ)",
                         file=saved, field=changed[0],

@@ -192,12 +192,10 @@ def settings_of(task: Task) -> CodeSettings:
     return s
 
 
-IOCase = tuple[tuple[Any, ...], Any]
-
-
-def io_cases(task: Task, s: IOSettings) -> list[IOCase]:
-    """The task's fixed io cases, parsed as Python literals (never executed); a bad file is a UserError."""
-    out: list[IOCase] = []
+def io_expected(task: Task, s: IOSettings) -> dict[str, list[Any]]:
+    """The task's fixed io cases, parsed as Python literals (never executed): `{"inputs": [encoded argument
+    lists], "outputs": [expected values]}`, the shape the case check compares; a bad file is a UserError."""
+    out: dict[str, list[Any]] = {"inputs": [], "outputs": []}
     for lineno, line in enumerate(task.hidden[s.file].splitlines(), 1):
         if not line.strip():
             continue
@@ -208,11 +206,13 @@ def io_cases(task: Task, s: IOSettings) -> list[IOCase]:
         if not (isinstance(case, tuple) and len(case) == 2 and isinstance(case[0], tuple)):
             raise UserError("an io case must be a Python literal `(args_tuple, expected)`", file=task.source,
                             line=lineno, field=f"verifier.io.file ({s.file})", fix="write one case a line")
-        if encode(list(case[0])) is None or encode(case[1]) is None:
+        args = encode(list(case[0]))
+        if args is None or encode(case[1]) is None:
             raise UserError("an io case holds a value that is not plain data", file=task.source, line=lineno,
                             field=f"verifier.io.file ({s.file})", fix="use numbers, strings, lists, tuples, dicts")
-        out.append(case)
-    if not out:
+        out["inputs"].append(args["v"])
+        out["outputs"].append(case[1])
+    if not out["inputs"]:
         raise UserError("no io cases", file=task.source, field=f"verifier.io.file ({s.file})",
                         fix="write one `(args, expected)` literal a line")
     return out
@@ -282,8 +282,7 @@ class CodeVerifier:
             if err:
                 return Verdict.infra(err, seed=seed, timings=timings)
         elif s.io is not None:
-            fixed = io_cases(task, s.io)
-            expected = {"inputs": [encode(list(args))["v"] for args, _ in fixed], "outputs": [w for _, w in fixed]}
+            expected = io_expected(task, s.io)
         t1 = time.perf_counter()
         rep, err = self._run_harness(pool, task, files, s, expected)
         timings["sandbox"] = time.perf_counter() - t1

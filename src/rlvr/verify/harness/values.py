@@ -84,8 +84,13 @@ def _hashable(v: object) -> object:
     return v
 
 
-def same(a: object, b: object, tol: float = 1e-9) -> bool:
-    """Equality of plain values, floats within `tol`, lists and tuples alike, bool never equal to int."""
+def same(a: object, b: object, tol: float = 1e-9, strict: bool = False) -> bool:
+    """Equality of plain values, floats (and the parts of complex numbers) within `tol`, bool never equal to
+    int. Lenient by default: lists and tuples alike, 1 == 1.0. With `strict`, the same types all the way
+    down (a tuple is not a list, 1.0 is not 1): what a hidden test's `type(got) is type(want) and got == want`
+    checks."""
+    if strict and type(a) is not type(b):
+        return False
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -94,24 +99,15 @@ def same(a: object, b: object, tol: float = 1e-9) -> bool:
                 return True
             return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
         return a == b
+    if isinstance(a, complex) and isinstance(b, complex):
+        return same(a.real, b.real, tol) and same(a.imag, b.imag, tol)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y, tol) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y, tol, strict) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k], tol) for k in a)
+        return a.keys() == b.keys() and all(same(a[k], b[k], tol, strict) for k in a)
     return type(a) is type(b) and a == b
 
 
 def identical(a: object, b: object, tol: float = 1e-9) -> bool:
-    """Equality with exactly the same types all the way down (a tuple is not a list, True is not 1, 1.0 is not
-    1), floats within `tol`; what a hidden test's `type(got) is type(want) and got == want` checks."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=tol, abs_tol=tol)
-    if type(a) is list or type(a) is tuple:
-        return len(a) == len(b) and all(identical(x, y, tol) for x, y in zip(a, b))
-    if type(a) is dict:
-        return a.keys() == b.keys() and all(identical(a[k], b[k], tol) for k in a)
-    if type(a) is complex:
-        return identical(a.real, b.real, tol) and identical(a.imag, b.imag, tol)
-    return a == b
+    """`same` with `strict`: exactly the same types all the way down."""
+    return same(a, b, tol, strict=True)
