@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rlvr.config import RolloutConfig
+from rlvr.envs.messages import Message
 from rlvr.rollout.engine import RolloutEngine
-from rlvr.rollout.episode import Message
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.scripted import Script, ScriptedPolicy
 from rlvr.sandbox import make_pool

@@ -26,9 +26,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rlvr.config import MonitorConfig
+from rlvr.envs.messages import Message, ToolCall
 from rlvr.monitor import Monitor, compute_metrics
 from rlvr.monitor.report import write_report
-from rlvr.rollout.episode import Episode, Message, ToolCall
+from rlvr.rollout.episode import Episode
 from rlvr.store import EpisodeStore
 from rlvr.store.query import query
 from rlvr.store.schema import episodes_to_table

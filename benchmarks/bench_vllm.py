@@ -41,7 +41,7 @@ def build(backend: str, model: str, max_context: int):
 
 
 def throughput(policy, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
-    from rlvr.rollout.episode import Message
+    from rlvr.envs.messages import Message
     from rlvr.rollout.policy import SamplingParams
 
     params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, seeds=tuple(range(len(prompts))))
@@ -125,7 +125,7 @@ def main() -> int:
 
 
 def _user(text: str):
-    from rlvr.rollout.episode import Message
+    from rlvr.envs.messages import Message
 
     return Message(role="user", content=text)
 

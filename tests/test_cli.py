@@ -54,9 +54,53 @@ def test_tasks_validate_format(cli, tmp_path: Path) -> None:
     write_task(tmp_path, "bad", toml='id = "bad"\ndomain = "code"\nwhat = 1\n')
     res = cli(["tasks", "validate", str(tmp_path), "--json"])
     data = json.loads(res.stdout)
-    assert res.code == 1 and data["ok"] is False
+    assert res.code == 2 and data["ok"] is False  # invalid tasks are bad input (README: exit codes)
     by = {r["task"]: r for r in data["tasks"]}
     assert by["bad"]["ok"] is False and "what" in by["bad"]["detail"]
+
+
+@pytest.mark.parametrize(("toml", "line"), [
+    ('id = 5\ndomain = "code"\n', "task.toml [id]: Input should be a valid string"),
+    ('id = "x"\ndomain = "code"\n[verifier]\nvisible_test = ["test_v.py"]\n',
+     "task.toml [verifier.visible_test]: unknown field (did you mean 'visible_tests'?)"),
+])
+def test_validate_and_show_report_a_malformed_task_in_the_same_line(cli, tmp_path: Path, toml: str, line: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlvr import cli as cli_module
+
+    monkeypatch.setattr(cli_module.out, "_width", 300)  # one table row a line
+    d = write_task(tmp_path, "x", toml=toml, hidden={"test_h.py": "def test(): pass\n"},
+                   workspace={"test_v.py": "def test(): pass\n"})
+    shown = cli(["tasks", "show", str(d)])
+    assert shown.code == 2 and line in shown.stderr
+    validated = cli(["tasks", "validate", str(d)])
+    assert validated.code == 2 and line in validated.stdout  # the table keeps `[field]`
+    assert "2 when any is not" in " ".join(cli(["tasks", "validate", "--help"]).stdout.split())
+
+
+def test_validate_exits_0_when_every_task_is_valid(cli, tmp_path: Path) -> None:
+    write_task(tmp_path, "good", workspace={"m.py": "X = 0\n"}, solution={"m.py": "X = 1\n"},
+               hidden={"test_g.py": "from m import X\n\n\ndef test_x():\n    assert X == 1\n"})
+    res = cli(["tasks", "validate", str(tmp_path), "--json"])
+    assert res.code == 0 and json.loads(res.stdout)["ok"] is True, res.stdout
+
+
+def test_verify_seed_replays_a_verdict(cli, tmp_path: Path) -> None:
+    hidden = {"test_h.py": "from m import f\n\n\ndef test_f():\n    assert f(2) == 4\n",
+              "gen.py": "def generate(rng):\n    return [rng.randint(0, 10**6)]\n",
+              "ref.py": "def f(x):\n    return 2 * x\n"}
+    toml = ('id = "dbl"\ndomain = "code"\n[verifier]\n'
+            'cases = { generator = "gen.py", reference = "ref.py", entry = "m:f", n = 5 }\n')
+    d = write_task(tmp_path, "dbl", toml=toml, workspace={"m.py": "def f(x):\n    return x\n"}, hidden=hidden)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "m.py").write_text("def f(x):\n    return x + x if x % 2 else 4\n")  # right on odd inputs only
+    runs = [cli(["verify", str(d), str(ws), "--json", "--seed", str(s)]) for s in (7, 7, 8)]
+    assert all(r.code == 0 for r in runs), [r.stderr for r in runs]
+    verdicts = [json.loads(r.stdout) for r in runs]
+    assert [v["seed"] for v in verdicts] == [7, 7, 8]
+    assert verdicts[0]["checks"] == verdicts[1]["checks"] and verdicts[0]["score"] == verdicts[1]["score"]
+    assert verdicts[0]["checks"][-1]["detail"] != verdicts[2]["checks"][-1]["detail"]  # other inputs drawn
 
 
 @pytest.mark.parametrize(

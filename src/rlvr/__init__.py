@@ -5,8 +5,9 @@ The core (tasks, sandbox, envs, verify, schedule, store, monitor) imports withou
 `rlvr.verify.verify`), `rlvr.tasks` the task package, and so on.
 """
 from rlvr.config import RunConfig, load_config
+from rlvr.envs.messages import Message, ToolCall
 from rlvr.errors import InfraError, RlvrError, UserError
-from rlvr.rollout.episode import Episode, Message, ToolCall
+from rlvr.rollout.episode import Episode
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.tasks.registry import make, names, register
 from rlvr.tasks.spec import FinalState, Task, TaskLimits

@@ -128,15 +128,18 @@ def verify(
     task_dir: Annotated[Path, typer.Argument(help="The task directory.")],
     workspace_dir: Annotated[Path, typer.Argument(help="The final state of the task's workspace.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the Verdict as one JSON object.")] = False,
+    seed: Annotated[int, typer.Option(help="Verification seed: randomised hidden cases are drawn from it, and "
+                                           "the Verdict records it, so --seed N replays a verdict.")] = 0,
 ) -> None:
     """Verify a final workspace against a task; exit 0 whether or not it passed."""
     from rlvr.tasks.loaders import load_task_dir
     from rlvr.tasks.spec import FinalState
+    from rlvr.verify.base import VerifyContext
     from rlvr.verify.base import verify as run_verify
     from rlvr.verify.code import read_workspace
 
     task = load_task_dir(task_dir)
-    verdict = run_verify(task, FinalState(files=read_workspace(workspace_dir)))
+    verdict = run_verify(task, FinalState(files=read_workspace(workspace_dir)), VerifyContext(seed=seed))
     if json_out:
         _print_json(verdict.model_dump(mode="json"))
         return
@@ -175,13 +178,14 @@ def failures(
     from rlvr.store.episodes import open_run
     from rlvr.store.exports import EXPORTS, write_jsonl
     from rlvr.store.failures import cluster, failed_episodes, load_episodes
+    from rlvr.store.layout import RunLayout
 
     store = open_run(run_dir)
     if export is not None:
         if export not in EXPORTS:
             raise UserError(f"unknown export {export!r}", field="--export", fix=f"use one of: {', '.join(EXPORTS)}")
         records = EXPORTS[export](load_episodes(store))
-        path = write_jsonl(records, output or Path(run_dir) / f"{export}.jsonl")
+        path = write_jsonl(records, output or RunLayout(run_dir).export(export))
         if json_out:
             _print_json({"export": export, "records": len(records), "path": str(path)})
         else:
@@ -317,7 +321,13 @@ def tasks_validate(
     n: Annotated[int, typer.Option("-n", help="Sample size for --domain.")] = 5,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Check a task or pack against the format, and prove its verifiers (gold 1.0, negative controls 0)."""
+    """Check a task or pack against the format, and prove its verifiers (gold 1.0, negative controls 0).
+
+    Exit 0 when every task is valid, 2 when any is not (bad input: each row names the file, the field and the
+    fix), 1 on an internal error.
+    """
+    from rich.text import Text
+
     from rlvr.tasks.validate import validate_format
 
     if (path is None) == (domain is None):
@@ -337,12 +347,12 @@ def tasks_validate(
         _print_json({"ok": ok, "tasks": report_rows})
     else:
         table = Table("task", "result", "detail")
-        for r in report_rows:
-            table.add_row(r["task"], "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]", r["detail"])
+        for r in report_rows:  # details quote fields as `[id]`: text, never rich markup
+            table.add_row(Text(r["task"]), "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]", Text(r["detail"]))
         out.print(table)
         out.print(f"{sum(r['ok'] for r in report_rows)}/{len(report_rows)} tasks valid")
     if not ok:
-        raise typer.Exit(1)
+        raise typer.Exit(2)
 
 
 @tasks_app.command("profile")

@@ -41,20 +41,27 @@ class TasksConfig(Section):
 
 
 class SandboxConfig(Section):
-    """Where candidate code runs."""
+    """Where candidate code runs.
+
+    `timeout_s`, `memory_mb`, `processes` and `output_bytes` are the defaults of every sandboxed command (tool
+    calls and verifier runs alike). Per field, later layers go over them (`rlvr.sandbox.limits`): sandbox
+    defaults < the task's own limits and what its verifier derives from them (these may raise or lower the
+    defaults) < a scheduler budget < a tool call's own request (these two only lower)."""
 
     isolation: Literal["bwrap", "none"] = "bwrap"
     """`bwrap`: bubblewrap + namespaces + cgroups. `none`: no isolation at all (warns loudly; trusted code only)."""
     workers: int = Field(2, ge=1)
     """Warm workers in the local pool."""
     timeout_s: float = Field(10.0, gt=0)
-    """Default wall-clock limit of one sandboxed command."""
+    """Default wall-clock limit of one sandboxed command, in seconds (a task's `limits.exec_timeout_s` wins;
+    budgets and requests only lower it)."""
     memory_mb: int = Field(512, ge=16)
-    """Default memory limit of one sandboxed command (MiB)."""
+    """Default memory limit of one sandboxed command, in MiB (a task's `limits.memory_mb` wins; budgets and
+    requests only lower it)."""
     processes: int = Field(64, ge=1)
-    """Default process/thread limit of one sandboxed command."""
+    """Default process/thread limit of one sandboxed command (budgets and requests only lower it)."""
     output_bytes: int = Field(1 << 20, ge=1024)
-    """Default cap on captured stdout and stderr each."""
+    """Default cap on captured stdout and stderr each, in bytes (budgets and requests only lower it)."""
 
 
 class PolicyConfig(Section):

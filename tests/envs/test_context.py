@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rlvr.envs.context import elide
-from rlvr.rollout.episode import Message
+from rlvr.envs.messages import Message
 
 
 def convo() -> list[Message]:

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from rlvr.envs.env import Env
+from rlvr.envs.messages import Message, ToolCall
 from rlvr.errors import InfraError
-from rlvr.rollout.episode import Message, ToolCall
 from rlvr.tasks.spec import Task, TaskLimits
 
 from .conftest import FlakyPool

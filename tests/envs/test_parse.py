@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from rlvr.envs.messages import ToolCall
 from rlvr.envs.parse import format_call, parse_openai, parse_text
-from rlvr.rollout.episode import ToolCall
 
 
 def test_several_calls_in_one_message() -> None:

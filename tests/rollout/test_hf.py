@@ -5,8 +5,8 @@ import math
 
 import pytest
 
+from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Message
 from rlvr.rollout.hf import HFPolicy, sequence_logprobs
 from rlvr.rollout.policy import SamplingParams
 

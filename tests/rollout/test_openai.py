@@ -10,8 +10,8 @@ from typing import ClassVar
 import pytest
 
 from rlvr.config import RolloutConfig
+from rlvr.envs.messages import Message
 from rlvr.rollout.engine import RolloutEngine
-from rlvr.rollout.episode import Message
 from rlvr.rollout.openai import OpenAIPolicy
 from rlvr.rollout.policy import SamplingParams
 from rlvr.tasks.spec import Task, TaskLimits
@@ -129,7 +129,7 @@ def test_malformed_native_calls_are_reported_to_the_model(server, pool) -> None:
 
 
 def test_native_calls_are_sent_back_with_the_assistant_message() -> None:
-    from rlvr.rollout.episode import ToolCall
+    from rlvr.envs.messages import ToolCall
     from rlvr.rollout.openai import openai_messages
 
     conv = [Message(role="user", content="q"),

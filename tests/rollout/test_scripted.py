@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Message
 from rlvr.rollout.policy import SamplingParams
 from rlvr.rollout.scripted import ScriptedPolicy
 

@@ -1,7 +1,7 @@
 """Token records are extended turn by turn, never re-tokenized, and restart cleanly when the template disagrees."""
 from __future__ import annotations
 
-from rlvr.rollout.episode import Message
+from rlvr.envs.messages import Message
 from rlvr.rollout.policy import Completion
 from rlvr.rollout.tokens import TokenStream
 

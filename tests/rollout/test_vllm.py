@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from rlvr.config import RolloutConfig, TrainConfig
+from rlvr.envs.messages import Message
 from rlvr.errors import UserError
+from rlvr.rollout.backends import make_policy
 from rlvr.rollout.engine import RolloutEngine
-from rlvr.rollout.episode import Message
-from rlvr.rollout.policy import SamplingParams, make_policy
+from rlvr.rollout.policy import SamplingParams
 from rlvr.tasks.spec import Task, TaskLimits
 from rlvr.train.update import PolicyUpdater, Sample, token_logprobs
 

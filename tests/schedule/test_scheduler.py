@@ -131,7 +131,7 @@ def test_procedural_sample_size_is_a_fixed_pool_and_may_not_reach_heldout(make: 
         Scheduler({"proc": CountingSource()}, ScheduleConfig(), heldout_offset=0)
 
 
-def test_zero_variance_groups_are_listed_and_skip_respects_the_config(make: SimpleNamespace) -> None:
+def test_zero_variance_groups_are_counted(make: SimpleNamespace) -> None:
     finite, episode = make.finite, make.episode
     s = Scheduler({"a": finite("a", 4)}, ScheduleConfig(), seed=0)
     a0, a1, a2, a3 = sorted(s.sample(4), key=lambda t: t.id)
@@ -140,13 +140,9 @@ def test_zero_variance_groups_are_listed_and_skip_respects_the_config(make: Simp
            episode(a2, False, group="g2"), episode(a2, True, group="g2", infra=True),
            episode(a3, False, group="g3", infra=True),
            episode(a1, False, group="g4", reward=0.5), episode(a1, False, group="g4", reward=0.5 + 1e-12)]
-    assert s.zero_variance(eps) == ["g0", "g2", "g4"]
-    assert s.skip_groups(eps) == ["g0", "g2", "g4"]
     metrics = s.observe(eps)
     assert metrics["schedule/groups"] == 5 and metrics["schedule/zero_variance_groups"] == 3
     assert metrics["schedule/group_reward_var"] == pytest.approx(0.25 / 4)
-    keep_all = Scheduler({"a": finite("a", 4)}, ScheduleConfig(skip_zero_variance=False))
-    assert keep_all.skip_groups(eps) == [] and keep_all.zero_variance(eps) == ["g0", "g2", "g4"]
 
 
 def test_budgets_by_domain_then_tier_are_applied_to_sampled_tasks(make: SimpleNamespace) -> None:
@@ -174,20 +170,6 @@ def test_config_names_are_checked_against_the_task_mix(cfg: dict, match: str, ma
     finite = make.finite
     with pytest.raises(UserError, match=match):
         Scheduler({"a": finite("a", 2)}, ScheduleConfig.model_validate(cfg))
-
-
-def test_failed_retention_is_deterministic_and_near_its_share(make: SimpleNamespace) -> None:
-    finite, episode = make.finite, make.episode
-    s = Scheduler({"a": finite("a", 1)}, ScheduleConfig(failed_retention=0.3), seed=0)
-    task = s.sample(1)[0]
-    failed = [episode(task, False, group=f"g{i}", sample=i % 8, step=i) for i in range(2000)]
-    kept = [s.keep(e) for e in failed]
-    assert kept == [s.keep(e) for e in failed]
-    assert sum(kept) / len(kept) == pytest.approx(0.3, abs=0.04)
-    assert all(s.keep(episode(task, True, step=i)) for i in range(50))
-    assert all(s.keep(episode(task, False, infra=True, step=i)) for i in range(50))
-    none = Scheduler({"a": finite("a", 1)}, ScheduleConfig(failed_retention=0.0))
-    assert not any(none.keep(e) for e in failed)
 
 
 def _drive(s: Scheduler, steps: int, episode, start: int = 0) -> list[list[str]]:

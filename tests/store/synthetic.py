@@ -4,7 +4,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from rlvr.rollout.episode import Episode, Message, ToolCall
+from rlvr.envs.messages import Message, ToolCall
+from rlvr.rollout.episode import Episode
 from rlvr.tasks.spec import FinalState
 from rlvr.verify.verdict import Check, Evidence, Flag, Verdict
 

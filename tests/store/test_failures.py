@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from rlvr.rollout.episode import Episode, Message
+from rlvr.envs.messages import Message
+from rlvr.rollout.episode import Episode
 from rlvr.store import EpisodeStore
 from rlvr.store.failures import cluster, find_exception, normalise, signature
 from tests.store.synthetic import TRACEBACK, episode

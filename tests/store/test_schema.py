@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from rlvr.rollout.episode import Episode, Message
+from rlvr.envs.messages import Message
+from rlvr.rollout.episode import Episode
 from rlvr.store.schema import SCHEMA, episode_to_row, episodes_to_table, row_to_episode
 from rlvr.verify.verdict import Verdict
 from tests.store.synthetic import TRACEBACK, episode

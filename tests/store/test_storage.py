@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.store import EpisodeStore, Storage, checkpoints
+from rlvr.store import EpisodeStore, Storage, objects
 from rlvr.store.query import query
 from tests.store.synthetic import episode
 
@@ -45,33 +45,33 @@ def test_s3_episode_round_trip_and_query(s3_endpoint):
     assert rows.to_pylist() == [{"step": 0, "n": 4, "f": 0}, {"step": 1, "n": 1, "f": 1}]
 
 
-def test_s3_checkpoints_put_get(s3_endpoint, tmp_path, monkeypatch):
+def test_s3_objects_put_get(s3_endpoint, tmp_path, monkeypatch):
     # Through the environment, as a trainer given only a URL would reach a non-AWS endpoint.
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     url = "s3://runs/exp2/checkpoints/step-3/model.pt"
-    checkpoints.put_bytes(url, b"\x00weights\xff" * 1000)
-    assert checkpoints.get_bytes(url) == b"\x00weights\xff" * 1000
-    with checkpoints.open_atomic("s3://runs/exp2/checkpoints/step-3/optim.pt") as f:
+    objects.put_bytes(url, b"\x00weights\xff" * 1000)
+    assert objects.get_bytes(url) == b"\x00weights\xff" * 1000
+    with objects.open_atomic("s3://runs/exp2/checkpoints/step-3/optim.pt") as f:
         f.write(b"optimizer state")
-    with checkpoints.open_read("s3://runs/exp2/checkpoints/step-3/optim.pt") as f:
+    with objects.open_read("s3://runs/exp2/checkpoints/step-3/optim.pt") as f:
         assert f.read() == b"optimizer state"
     local = tmp_path / "big.bin"
     local.write_bytes(b"x" * 300_000)
-    checkpoints.put_file(local, "s3://runs/exp2/checkpoints/step-3/big.bin")
-    assert checkpoints.get_file("s3://runs/exp2/checkpoints/step-3/big.bin", tmp_path / "back.bin").read_bytes() \
+    objects.put_file(local, "s3://runs/exp2/checkpoints/step-3/big.bin")
+    assert objects.get_file("s3://runs/exp2/checkpoints/step-3/big.bin", tmp_path / "back.bin").read_bytes() \
         == b"x" * 300_000
-    assert checkpoints.list_names("s3://runs/exp2/checkpoints/step-3") == ["big.bin", "model.pt", "optim.pt"]
-    assert checkpoints.exists(url)
-    checkpoints.delete("s3://runs/exp2/checkpoints/step-3")
-    assert not checkpoints.exists(url)
+    assert objects.list_names("s3://runs/exp2/checkpoints/step-3") == ["big.bin", "model.pt", "optim.pt"]
+    assert objects.exists(url)
+    objects.delete("s3://runs/exp2/checkpoints/step-3")
+    assert not objects.exists(url)
 
 
-def test_s3_checkpoints_with_explicit_options(s3_endpoint):
+def test_s3_objects_with_explicit_options(s3_endpoint):
     opts = {"endpoint_url": s3_endpoint}
-    with checkpoints.open_atomic("s3://runs/exp4/ckpt/model.pt", opts) as f:
+    with objects.open_atomic("s3://runs/exp4/ckpt/model.pt", opts) as f:
         f.write(b"state")
-    assert checkpoints.get_bytes("s3://runs/exp4/ckpt/model.pt", opts) == b"state"
-    assert checkpoints.list_names("s3://runs/exp4/ckpt", opts) == ["model.pt"]
+    assert objects.get_bytes("s3://runs/exp4/ckpt/model.pt", opts) == b"state"
+    assert objects.list_names("s3://runs/exp4/ckpt", opts) == ["model.pt"]
 
 
 def test_cli_query_reads_an_s3_run(s3_endpoint, cli, monkeypatch):

@@ -7,7 +7,8 @@ import pytest
 
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
-from rlvr.train.advantages import ADVANTAGES, episode_advantages, estimator, zero_variance_groups
+from rlvr.rollout.groups import zero_variance_groups
+from rlvr.train.advantages import ADVANTAGES, episode_advantages, estimator
 from rlvr.verify.verdict import Verdict
 
 

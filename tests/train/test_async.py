@@ -15,6 +15,7 @@ from rlvr.store.episodes import EpisodeStore
 from rlvr.train import checkpoint, loop
 from rlvr.train.losses import LossSettings, TokenBatch, ppo_clip
 from rlvr.train.rollouts import AheadRollouts
+from rlvr.train.state import RunState
 from rlvr.train.update import PolicyUpdater, Sample, token_logprobs
 
 
@@ -101,7 +102,7 @@ def test_killed_asynchronous_run_resumes_with_the_batches_it_had_sampled(tmp_pat
     with pytest.raises(KeyboardInterrupt):
         loop.run(killed)
     saved = checkpoint.load(str(killed.run_dir), 2)
-    assert sorted(saved["pending"]) == [2]  # sampled before the kill, not yet trained
+    assert RunState.from_dict(saved["run_state"], source="").pending.keys() == {2}  # sampled, not yet trained
     monkeypatch.setattr(loop, "train_step", real_step)
     summary = loop.run(killed, resume=True)
     assert summary["resumed_from_step"] == 2 and _final(killed)["step"] == 4

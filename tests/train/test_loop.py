@@ -198,3 +198,24 @@ def test_resuming_under_a_config_that_trains_something_else_is_refused(tmp_path:
     assert info.value.field == "train.lr"
     longer = loop.run(_cfg(tmp_path, tiny_model_dir, "first", steps=2), resume=True)  # a longer run is fine
     assert longer["resumed_from_step"] == 1 and _final(_cfg(tmp_path, tiny_model_dir, "first"))["step"] == 2
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_checkpoint_of_another_run_state_version_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from rlvr.errors import UserError
+    from rlvr.store.layout import RunLayout
+
+    cfg = _cfg(tmp_path, tiny_model_dir, "old", steps=1)
+    loop.run(cfg)
+    url = RunLayout(str(cfg.run_dir)).checkpoint(1)
+    saved = torch.load(url, weights_only=False)
+    saved["run_state"]["version"] = 0  # written by an older rlvr
+    torch.save(saved, url)
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"steps": 2})})
+    with pytest.raises(UserError, match="run state version 0") as err:
+        loop.run(cfg, resume=True)
+    assert err.value.file is not None and "--no-resume" in str(err.value.fix)
+    del saved["run_state"]  # the untyped layout of before
+    torch.save(saved, url)
+    with pytest.raises(UserError, match="run state version None"):
+        loop.run(cfg, resume=True)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from rlvr.config import SFTConfig
+from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Message
 from rlvr.tasks import registry
 from rlvr.train.sft import SFTExample, encode, jsonl_examples, reference_examples, train_sft
 

@@ -1,6 +1,8 @@
 """The code verifier against the red-team suite: honest solutions score right with no flag, hacks never pass."""
 from __future__ import annotations
 
+import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,7 @@ def _final(task: Task, edits: dict[str, str], deletes: tuple[str, ...] = ()) -> 
 
 
 def _ctx(pool: SandboxPool) -> VerifyContext:
-    return VerifyContext(pool=pool, extras={"cases_seed": SEED})
+    return VerifyContext(pool=pool, seed=SEED)
 
 
 def verify(task: Task, final: FinalState, ctx: VerifyContext) -> Verdict:
@@ -84,16 +86,14 @@ def _task(tmp_path: Path, name: str, toml: str = "", workspace: dict[str, str] |
                                                                          "    assert f() == 1\n"}, {}, toml)))
 
 
-def test_unknown_verifier_key_is_a_user_error_naming_the_field(tmp_path: Path, pool: SandboxPool) -> None:
-    task = _task(tmp_path, "typo", "[verifier]\nweigths = {}\n")
-    with pytest.raises(UserError, match=r"verifier\.weigths"):
-        verify(task, FinalState(files=task.workspace), _ctx(pool))
+def test_unknown_verifier_key_is_a_user_error_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"task\.toml \[verifier\.weigths\]: unknown field \(did you mean 'weights'"):
+        _task(tmp_path, "typo", "[verifier]\nweigths = {}\n")  # refused when the task loads
 
 
-def test_missing_hidden_file_is_a_user_error(tmp_path: Path, pool: SandboxPool) -> None:
-    task = _task(tmp_path, "missing", '[verifier]\ntests = ["test_nope.py"]\n')
+def test_missing_hidden_file_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="test_nope.py"):
-        verify(task, FinalState(files=task.workspace), _ctx(pool))
+        _task(tmp_path, "missing", '[verifier]\ntests = ["test_nope.py"]\n')
 
 
 def test_weights_skips_and_xfails(tmp_path: Path, pool: SandboxPool) -> None:
@@ -128,12 +128,26 @@ def test_single_turn_answer_goes_through_the_template(tmp_path: Path, pool: Sand
     assert not verify(task, FinalState(answer=""), _ctx(pool)).passed
 
 
-def test_cases_draw_fresh_seeds_and_replay(tasks: dict[str, Task], pool: SandboxPool) -> None:
+def _drawn_cases(spy: _SpyPool) -> list[object]:
+    """The case inputs of each verification, read from what the harness was given (its config on stdin)."""
+    return [json.loads(stdin.splitlines()[0])["cases"]["inputs"] for stdin in spy.stdins]
+
+
+def test_cases_are_drawn_from_the_given_seed(tasks: dict[str, Task], pool: SandboxPool) -> None:
     task = tasks["gcd"]
     final = _final(task, task.solution)
-    seeds = {verify(task, final, VerifyContext(pool=pool)).seed for _ in range(2)}
-    assert len(seeds) == 2 and None not in seeds
-    assert verify(task, final, _ctx(pool)).seed == SEED
+    spy = _SpyPool(pool)
+    first, again, other = (verify(task, final, VerifyContext(pool=spy, seed=s))  # type: ignore[arg-type]
+                           for s in (SEED, SEED, SEED + 1))
+    assert (first.seed, again.seed, other.seed) == (SEED, SEED, SEED + 1)  # the seed that replays the verdict
+    judged = ("score", "passed", "checks", "flags", "seed")
+    assert first.model_dump(include=set(judged)) == again.model_dump(include=set(judged))
+    drawn = _drawn_cases(spy)
+    assert len(drawn) == 3 and drawn[0] == drawn[1] and drawn[0] != drawn[2]
+    wrong = _final(task, {p: t.replace("return", "return 1 +", 1) for p, t in task.solution.items()})
+    replays = [verify(task, wrong, _ctx(pool)) for _ in range(2)]  # a failing verdict's details replay too
+    assert not replays[0].passed and "wrong" in replays[0].checks[-1].detail
+    assert replays[0].model_dump(include=set(judged)) == replays[1].model_dump(include=set(judged))
 
 
 class _BrokenPool:
@@ -232,15 +246,31 @@ def test_regression_gate_zeroes_the_score(pool: SandboxPool) -> None:
 
 
 # -------------------------------------------------------------------------------------------- io cases
+class _SpySandbox:
+    """A leased sandbox that keeps the stdin of every command run in it."""
+
+    def __init__(self, sb, stdins: list[str]) -> None:
+        self.sb, self.stdins = sb, stdins
+
+    def __getattr__(self, name: str):
+        return getattr(self.sb, name)
+
+    def run(self, argv, stdin=None, **kw):
+        self.stdins.append(stdin or "")
+        return self.sb.run(argv, stdin=stdin, **kw)
+
+
 class _SpyPool:
     """Passes every lease through to a real pool and keeps the files each sandbox was given."""
 
     def __init__(self, pool: SandboxPool) -> None:
-        self.pool, self.files = pool, []
+        self.pool, self.files, self.stdins = pool, [], []
 
+    @contextmanager
     def lease(self, files=None, **kw):
         self.files.append(dict(files or {}))
-        return self.pool.lease(files, **kw)
+        with self.pool.lease(files, **kw) as sb:
+            yield _SpySandbox(sb, self.stdins)
 
     def run(self, argv, files=None, **kw):
         self.files.append(dict(files or {}))
@@ -274,12 +304,11 @@ def test_io_cases_file_is_parsed_as_literals_only(tmp_path: Path, pool: SandboxP
             verify(task, FinalState(files={"m.py": "def f(x):\n    return 2\n"}), _ctx(pool))
 
 
-def test_io_and_cases_exclude_each_other(tasks: dict[str, Task], tmp_path: Path, pool: SandboxPool) -> None:
+def test_io_and_cases_exclude_each_other(tmp_path: Path) -> None:
     toml = ('[verifier]\nio = { file = "c.txt", entry = "m:f" }\n'
             'cases = { generator = "g.py", reference = "r.py", entry = "m:f" }\n')
-    task = _task(tmp_path, "both", toml, hidden={"c.txt": "((1,), 1)\n", "g.py": "", "r.py": ""})
     with pytest.raises(UserError, match="exclude"):
-        verify(task, FinalState(files={"m.py": "def f(x):\n    return x\n"}), _ctx(pool))
+        _task(tmp_path, "both", toml, hidden={"c.txt": "((1,), 1)\n", "g.py": "", "r.py": ""})
 
 
 def test_io_verification_is_cheaper_than_pytest(tasks: dict[str, Task], pool: SandboxPool) -> None:

@@ -60,4 +60,4 @@ def test_tasks_validate_proves_solutions(tmp_path: Path, cli, monkeypatch, pool:
     r = cli(["tasks", "validate", str(pack), "--json"])
     data = json.loads(r.stdout)
     by = {t["task"]: t for t in data["tasks"]}
-    assert r.code == 1 and by["ok1"]["ok"] and not by["bad1"]["ok"] and "gold scored" in by["bad1"]["detail"]
+    assert r.code == 2 and by["ok1"]["ok"] and not by["bad1"]["ok"] and "gold scored" in by["bad1"]["detail"]

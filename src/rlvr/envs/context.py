@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rlvr.rollout.episode import Message
+from rlvr.envs.messages import Message
 
 MARKER = "[{n} characters of older output elided to fit the context]"
 

@@ -9,12 +9,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import FORMAT_HINT, parse_text
 from rlvr.envs.tools import TOOLS, ToolContext, call_tool
 from rlvr.errors import InfraError, UserError
-from rlvr.rollout.episode import Message, ToolCall
 from rlvr.sandbox.base import Sandbox, SandboxPool
-from rlvr.sandbox.result import ExecLimits
+from rlvr.sandbox.limits import for_task
 from rlvr.tasks.spec import FinalState, Task
 
 SYSTEM_PROMPT = "Act by calling tools as {hint}. Tools: {tools}. submit() ends the task."
@@ -172,9 +172,9 @@ class Env:
 
     def _ctx(self) -> ToolContext:
         assert self.task is not None and self.sandbox is not None
-        lim = self.task.limits
-        return ToolContext(self.sandbox, self.task, ExecLimits(timeout_s=lim.exec_timeout_s, memory_mb=lim.memory_mb),
-                           self.max_output_chars)
+        # the pool's [sandbox] defaults under the task's own limits (rlvr.sandbox.limits); a tool's request can
+        # only tighten these
+        return ToolContext(self.sandbox, self.task, for_task(self.pool, self.task), self.max_output_chars)
 
     def _run_call(self, call: ToolCall):  # -> ToolOutput
         for attempt in range(self.infra_retries + 1):

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from rlvr.rollout.episode import ToolCall
+from rlvr.envs.messages import ToolCall
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 CALL_RE = re.compile(re.escape(OPEN) + r"(.*?)" + re.escape(CLOSE), re.DOTALL)

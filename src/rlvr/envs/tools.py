@@ -10,6 +10,7 @@ from typing import Any
 from rlvr.envs.patch import PatchError, apply_patch, parse_patch
 from rlvr.errors import InfraError
 from rlvr.sandbox.base import Sandbox, iter_safe_paths
+from rlvr.sandbox.limits import Layer, resolve
 from rlvr.sandbox.result import ExecLimits, ExecResult
 from rlvr.tasks.spec import Task
 
@@ -21,6 +22,8 @@ class ToolContext:
     sandbox: Sandbox
     task: Task
     limits: ExecLimits
+    """What the task's commands run under: the pool's `[sandbox]` defaults and the task's own limits, resolved
+    (`rlvr.sandbox.limits.for_task`); a tool's own request can only tighten them (`_exec`)."""
     max_output_chars: int = 4000
 
 
@@ -68,7 +71,10 @@ def cap(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
 
 
-def _checked(res: ExecResult) -> ExecResult:
+def _exec(ctx: ToolContext, argv: list[str], request: Layer = None) -> ExecResult:
+    """Run one command of a tool under the context's limits, tightened by the tool's own `request` (the last
+    layer of `rlvr.sandbox.limits.resolve`); an infra fault raises InfraError."""
+    res = ctx.sandbox.run(argv, limits=ctx.limits if request is None else resolve(ctx.limits, request=request))
     if res.infra_error:
         raise InfraError(res.error or "sandbox infra error")
     return res
@@ -102,7 +108,7 @@ def _safe_path(path: str) -> str:
 def list_files(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     pattern = _str_arg(args, "pattern", "*")
     # `find` in the sandbox rather than reading the workspace back: a listing never costs the files' size
-    res = _checked(ctx.sandbox.run(["find", ".", "-type", "f", "-not", "-path", "*/__pycache__/*"], limits=ctx.limits))
+    res = _exec(ctx, ["find", ".", "-type", "f", "-not", "-path", "*/__pycache__/*"])
     found = (line[2:] for line in res.stdout.splitlines() if line.startswith("./"))
     names = sorted(p for p in found if fnmatch.fnmatch(p, pattern))
     return ToolOutput(cap("\n".join(names) or "(no files)", ctx.max_output_chars))
@@ -135,20 +141,23 @@ def patch_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         ctx.sandbox.write_files(writes)
     deleted = [p for p, c in changes.items() if c is None]
     if deleted:
-        _checked(ctx.sandbox.run(["rm", "-f", "--", *deleted], limits=ctx.limits))
+        _exec(ctx, ["rm", "-f", "--", *deleted])
     summary = ", ".join(f"{'deleted' if c is None else 'patched'} {p}" for p, c in changes.items())
     return ToolOutput(f"applied: {summary}")
 
 
 def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     command = _str_arg(args, "command")
-    res = _checked(ctx.sandbox.run(["sh", "-c", command], limits=ctx.limits))
+    res = _exec(ctx, ["sh", "-c", command])
     return ToolOutput(_report(res, ctx.max_output_chars), exec_status=res.status.value)
 
 
 def visible_tests(task: Task) -> list[str]:
-    """The workspace's own tests: `[verifier] visible_tests` or every test_*.py / *_test.py file."""
-    declared = task.verifier.get("visible_tests")
+    """The workspace's own tests: the code verifier's `visible_tests` or every test_*.py / *_test.py file."""
+    from rlvr.tasks.settings import known_settings  # typed `[verifier]`, checked when the task loaded
+
+    settings = known_settings(task)
+    declared = settings.workspace_tests() if settings is not None else None
     if declared:
         return [str(p) for p in declared]
     return sorted(p for p in task.workspace if fnmatch.fnmatch(p.rsplit("/", 1)[-1], "test_*.py")
@@ -160,7 +169,7 @@ def run_tests(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     if not tests:
         return ToolOutput("no visible tests in this workspace")
     argv = ["python", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "--no-header", "-rN", *tests]
-    res = _checked(ctx.sandbox.run(argv, limits=ctx.limits))
+    res = _exec(ctx, argv)
     out = res.stdout
     # the compact report: failures section and summary line, not the collection chatter
     if "= FAILURES =" in out:

@@ -19,7 +19,7 @@ from rlvr.errors import UserError
 from rlvr.sandbox.base import SandboxPool
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.base import VerifyContext, verify
+from rlvr.verify.scorer import Scorer
 from rlvr.verify.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -126,10 +126,10 @@ class RlvrReward:
 
     __name__ = "rlvr"
 
-    def __init__(self, tasks: list[Task], ctx: VerifyContext, *, flag_penalty: float = 0.0, workers: int = 2) -> None:
+    def __init__(self, tasks: list[Task], scorer: Scorer, *, seed: int = 0, workers: int = 2) -> None:
         self.tasks = {t.key: t for t in tasks}
-        self.ctx = ctx
-        self.flag_penalty = flag_penalty
+        self.scorer = scorer
+        self.seed = seed
         self.workers = max(1, workers)
         self.last_verdicts: list[Verdict] = []
         """Verdicts of the latest call, in completion order (for inspection and tests)."""
@@ -145,7 +145,7 @@ class RlvrReward:
     def verdict(self, task: Task, completion: Any) -> Verdict:
         """Judge one completion of `task` (a single-turn final state: the answer over the untouched workspace)."""
         final = FinalState(files=dict(task.workspace), answer=completion_text(completion))
-        return verify(task, final, self.ctx)
+        return self.scorer.score(task, final, self.seed).verdict
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         ids = kwargs.get(TASK_COLUMN)
@@ -161,7 +161,7 @@ class RlvrReward:
             with ThreadPoolExecutor(self.workers) as ex:
                 verdicts = list(ex.map(self.verdict, tasks, completions))
         self.last_verdicts = verdicts
-        rewards = [None if v.infra_error else v.reward(self.flag_penalty) for v in verdicts]
+        rewards = [None if v.infra_error else self.scorer.reward(v) for v in verdicts]
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and verdicts:
             _log_batch(log_metric, verdicts)
@@ -185,4 +185,4 @@ def reward_function(tasks: TaskInput, *, pool: SandboxPool | None = None, seed: 
     randomised hidden cases; `flag_penalty` is the reward of a completion flagged as a reward hack.
     """
     resolved = load_tasks(tasks, **select)
-    return RlvrReward(resolved, VerifyContext(pool=pool, seed=seed), flag_penalty=flag_penalty, workers=workers)
+    return RlvrReward(resolved, Scorer(pool, flag_penalty=flag_penalty), seed=seed, workers=workers)

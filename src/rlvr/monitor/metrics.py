@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rlvr.rollout.episode import Episode
+from rlvr.rollout.groups import group_rewards, is_zero_variance
 
 Metrics = dict[str, float]
 
@@ -120,21 +121,16 @@ def timing_metrics(eps: list[Episode]) -> Metrics:
     return {f"episode_time/{k}": float(np.mean(v)) for k, v in sorted(phases.items())}
 
 
-def group_rewards(eps: list[Episode]) -> dict[str, list[float]]:
-    """Rewards of each GRPO group (masked episodes left out), keyed by group_id (task_id when unset)."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for e in eps:
-        if not e.masked:
-            groups[e.group_id or f"task:{e.task_id}"].append(e.reward)
-    return groups
-
-
 def group_metrics(eps: list[Episode]) -> Metrics:
-    groups = [g for g in group_rewards(eps).values() if len(g) > 1]
-    if not groups:
+    """Groups of two or more judged episodes, and the share of them with zero variance (rlvr.rollout.groups).
+
+    Smaller groups are left out of this metric: a lone sample (a held-out probe, a group the infra thinned)
+    says nothing about whether the policy's groups have collapsed."""
+    judged = [g for g in group_rewards(eps).values() if len(g) > 1]
+    if not judged:
         return {}
-    zero = sum(max(g) - min(g) < 1e-9 for g in groups)
-    return {"groups/count": float(len(groups)), "groups/zero_variance_share": zero / len(groups)}
+    zero = sum(is_zero_variance(g) for g in judged)
+    return {"groups/count": float(len(judged)), "groups/zero_variance_share": zero / len(judged)}
 
 
 METRICS: dict[str, Callable[[list[Episode]], Metrics]] = {

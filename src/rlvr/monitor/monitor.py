@@ -13,11 +13,9 @@ from typing_extensions import Self
 from rlvr.config import MonitorConfig
 from rlvr.monitor.detectors import Alert, History, detect
 from rlvr.monitor.metrics import compute_metrics
-from rlvr.monitor.sinks import METRICS_FILE, TensorBoardSink, make_sinks, open_append
+from rlvr.monitor.sinks import TensorBoardSink, make_sinks, open_append
 from rlvr.rollout.episode import Episode
-
-ALERTS_FILE = "alerts.jsonl"
-"""One alert a line under the run directory (see detectors.Alert)."""
+from rlvr.store.layout import RunLayout
 
 log = logging.getLogger("rlvr.monitor")
 
@@ -58,11 +56,12 @@ class Monitor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or MonitorConfig()
         self.history = History()
-        self.history.metrics = read_metrics(self.run_dir / METRICS_FILE)
+        layout = RunLayout(self.run_dir)
+        self.history.metrics = read_metrics(layout.metrics)
         self._active: set[tuple[str, str]] = set()
         self.alerts: list[Alert] = []
         self._sinks = make_sinks(self.run_dir, self.config)
-        self._alerts_f = open_append(self.run_dir / ALERTS_FILE)
+        self._alerts_f = open_append(layout.alerts)
         self._closed = False
 
     def log(self, step: int, episodes: list[Episode], extra: dict[str, float] | None = None) -> dict[str, float]:

@@ -17,14 +17,13 @@ from typing import Any
 
 import duckdb
 
-from rlvr.monitor.monitor import ALERTS_FILE, read_jsonl, read_metrics
-from rlvr.monitor.sinks import METRICS_FILE
+from rlvr.monitor.monitor import read_jsonl, read_metrics
 from rlvr.store.episodes import EpisodeStore, open_run
 from rlvr.store.failures import cluster, failed_episodes
+from rlvr.store.layout import RunLayout
 from rlvr.store.query import connect
 from rlvr.store.schema import row_to_episode
 
-REPORT_FILE = "report.html"
 MAX_VIEWER_EPISODES = 400
 """Episodes embedded for the viewer: every one linked from an alert or cluster first, then a sample per step."""
 MAX_TEXT = 6000
@@ -144,9 +143,10 @@ def _viewer_ids(con: duckdb.DuckDBPyConnection, linked: list[str]) -> list[str]:
 def build_report_data(run_dir: str | Path, store: EpisodeStore | None = None) -> dict[str, Any]:
     """Everything the page shows, as one JSON-serialisable document."""
     run_dir = Path(run_dir)
+    layout = RunLayout(run_dir)
     store = store or open_run(run_dir)
-    metrics = read_metrics(run_dir / METRICS_FILE)
-    alerts = read_jsonl(run_dir / ALERTS_FILE)
+    metrics = read_metrics(layout.metrics)
+    alerts = read_jsonl(layout.alerts)
     clusters = [c.to_json() for c in cluster(failed_episodes(store))]
     con = connect(store)
     try:
@@ -159,7 +159,7 @@ def build_report_data(run_dir: str | Path, store: EpisodeStore | None = None) ->
         charts = _store_charts(con) + _metric_charts(metrics)
     finally:
         con.close()
-    config = run_dir / "config.toml"
+    config = layout.config
     return {
         "run": {"name": run_dir.resolve().name, "dir": str(run_dir), "store": store.url,
                 "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "steps": store.steps(),
@@ -182,7 +182,7 @@ def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
     """Write `<run_dir>/report.html` (or `output`) and return its path."""
     run_dir = Path(run_dir)
     html = render_html(_sanitize(build_report_data(run_dir)))
-    path = Path(output) if output is not None else run_dir / REPORT_FILE
+    path = Path(output) if output is not None else RunLayout(run_dir).report
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)

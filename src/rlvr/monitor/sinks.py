@@ -11,9 +11,7 @@ from typing import Any, Protocol
 
 from rlvr.config import MonitorConfig
 from rlvr.errors import UserError
-
-METRICS_FILE = "metrics.jsonl"
-"""One line per logged step under the run directory: {"step", "time", "metrics"}; the report reads it."""
+from rlvr.store.layout import RunLayout
 
 
 class Sink(Protocol):
@@ -49,7 +47,7 @@ class JsonlSink:
     """Appends each step's metrics to `<run_dir>/metrics.jsonl`, flushed per line (a crash loses at most one)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self._f = open_append(run_dir / METRICS_FILE)
+        self._f = open_append(RunLayout(run_dir).metrics)
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         self._f.write(json.dumps({"step": step, "time": time.time(), "metrics": _finite(metrics)}) + "\n")
@@ -65,7 +63,7 @@ class TensorBoardSink:
     def __init__(self, run_dir: Path) -> None:
         from tensorboardX import SummaryWriter
 
-        self._w = SummaryWriter(logdir=str(run_dir / "tensorboard"), flush_secs=30)
+        self._w = SummaryWriter(logdir=str(RunLayout(run_dir).tensorboard), flush_secs=30)
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         for k, v in _finite(metrics).items():

@@ -5,15 +5,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Episode": "episode", "Message": "episode", "ToolCall": "episode",
-    "Policy": "policy", "SamplingParams": "policy", "Completion": "policy", "make_policy": "policy",
+    "Episode": "episode",
+    "Policy": "policy", "SamplingParams": "policy", "Completion": "policy", "make_policy": "backends",
     "RolloutEngine": "engine", "RolloutStats": "engine",
     "pass_at_k": "evaluate",
 }
 """Public names, imported on first use (backends such as `hf` pull in torch only when asked for)."""
 
-__all__ = ["Completion", "Episode", "Message", "Policy", "RolloutEngine", "RolloutStats", "SamplingParams",
-           "ToolCall", "make_policy", "pass_at_k"]
+__all__ = ["Completion", "Episode", "Policy", "RolloutEngine", "RolloutStats", "SamplingParams", "make_policy",
+           "pass_at_k"]
 
 
 def __getattr__(name: str) -> Any:

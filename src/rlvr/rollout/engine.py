@@ -1,8 +1,10 @@
 """The rollout engine: many episodes at once, generation batched across every live episode while tools and
-verification of the others run on worker threads; produces Episode records with exact token data.
+scoring of the others run on worker threads; produces Episode records with exact token data.
 
-Infra faults (a sandbox that died, a verifier that could not judge, a backend request that failed) are
-retried `RolloutConfig.infra_retries` times; after that the episode is kept with status "infra_error" and is
+Each episode that ends is scored exactly once, by the run's `Scorer` (rlvr.verify.scorer: verification,
+its retries, the verdict cache, the flag penalty), on the worker thread that finished it. Infra faults (a
+sandbox that died, a verifier that could not judge, a backend request that failed) are retried
+`RolloutConfig.infra_retries` times; after that the episode is kept with status "infra_error" and is
 masked from training, never scored 0. The policy's idle fraction is the share of wall time in which the
 generation loop had no episode to generate for because all of them were waiting on tools or verification.
 """
@@ -20,13 +22,15 @@ from typing import Any
 from rlvr.config import RolloutConfig
 from rlvr.envs.context import elide
 from rlvr.envs.env import Env
+from rlvr.envs.messages import Message
 from rlvr.errors import InfraError, UserError
-from rlvr.rollout.episode import Episode, Message
+from rlvr.rollout.episode import Episode
 from rlvr.rollout.policy import Completion, Policy, SamplingParams
 from rlvr.rollout.tokens import ChatEncoder, TokenStream
+from rlvr.rollout.trainable import generation_version, is_trainable
 from rlvr.sandbox.base import SandboxPool
 from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.base import VerifyContext, verify
+from rlvr.verify.scorer import Scorer
 
 
 def episode_seed(seed: int, task_key: str, sample_index: int) -> int:
@@ -80,19 +84,21 @@ class _Live:
 class RolloutEngine:
     """Runs GRPO groups of episodes for a batch of tasks with one policy and one sandbox pool."""
 
-    def __init__(self, policy: Policy, pool: SandboxPool | None, *, verify_ctx: VerifyContext | None = None,
-                 config: RolloutConfig | None = None, sampling: SamplingParams | None = None,
-                 flag_penalty: float = 0.0, run_id: str = "",
+    def __init__(self, policy: Policy, pool: SandboxPool | None, scorer: Scorer | None = None, *,
+                 config: RolloutConfig | None = None, sampling: SamplingParams | None = None, run_id: str = "",
                  progress: Callable[[int, int], None] | None = None) -> None:
+        """`scorer` defaults to one on `pool` with the config's retries, no flag penalty and its own cache."""
         self.policy = policy
         self.pool = pool
         self.config = config or RolloutConfig()
-        self.verify_ctx = verify_ctx or VerifyContext(pool=pool)
+        self.scorer = scorer or Scorer(pool, retries=self.config.infra_retries)
         self.sampling = sampling or SamplingParams()
-        self.flag_penalty = flag_penalty
         self.run_id = run_id
         self.progress = progress
         self.encoder: ChatEncoder | None = policy if isinstance(policy, ChatEncoder) else None
+        self._eos: tuple[frozenset[int], str] = (  # what ends a turn in the token record (trainable backends)
+            (policy.eos_ids, policy.tokenizer.eos_token or "") if is_trainable(policy)  # type: ignore[attr-defined]
+            else (frozenset(), ""))
         self.stats = RolloutStats()
 
     # --------------------------------------------------------------------------------------------- driver
@@ -155,7 +161,7 @@ class RolloutEngine:
 
     def _version(self) -> int:
         """The version that generates now: a separate generation copy's, else the policy's."""
-        return int(getattr(self.policy, "generation_version", getattr(self.policy, "version", 0)))
+        return generation_version(self.policy)
 
     def _guard(self, events: queue.Queue, live: _Live, fn: Callable[[_Live], str]) -> None:
         """Run one piece of episode work on a worker thread; whatever happens, the episode comes back."""
@@ -219,7 +225,7 @@ class RolloutEngine:
         ep.status = status  # type: ignore[assignment]
         ep.truncated_by = truncated_by
         ep.final_state = final
-        self._verify(live, final)
+        self._score(live, final)
         ep.messages = list(live.messages)
         ep.infra_retries += live.env.retries_used
         if live.elided_originals:
@@ -229,21 +235,16 @@ class RolloutEngine:
             ep.metadata["token_restarts"] = live.stream.restarts
         return "done"
 
-    def _verify(self, live: _Live, final: FinalState) -> None:
-        t0 = time.perf_counter()
-        ctx = VerifyContext(pool=self.verify_ctx.pool, seed=live.ep.seed, extras=self.verify_ctx.extras)
-        for attempt in range(self.config.infra_retries + 1):
-            verdict = verify(live.task, final, ctx)
-            if verdict.infra_error is None or attempt == self.config.infra_retries:
-                break
-            live.ep.infra_retries += 1
-        live.ep.verdict = verdict
-        if verdict.infra_error is not None:
+    def _score(self, live: _Live, final: FinalState) -> None:
+        """The episode's one call to the Scorer: its verdict and reward."""
+        scored = self.scorer.score(live.task, final, live.ep.seed)
+        live.ep.verdict, live.ep.reward = scored.verdict, scored.reward
+        live.ep.infra_retries += max(0, scored.attempts - 1)
+        live.ep.timings["verify"] += scored.seconds
+        if scored.infra_error is not None:
             live.ep.status = "infra_error"
-            live.ep.reward = 0.0
-        else:
-            live.ep.reward = verdict.reward(self.flag_penalty)
-        live.ep.timings["verify"] += time.perf_counter() - t0
+        if scored.cached:
+            live.ep.metadata["verdict_cached"] = True
 
     # ------------------------------------------------------------------------------------------ generation
     def _generate(self, ready: list[_Live], pool: ThreadPoolExecutor, events: queue.Queue) -> None:
@@ -302,9 +303,7 @@ class RolloutEngine:
                 live.ep.metadata["policy_versions"] = list(live.versions)
         live.messages.append(Message(role="assistant", content=comp.text, tool_calls=list(comp.tool_calls)))
         if live.stream is not None:
-            eos_ids = getattr(self.policy, "eos_ids", frozenset())
-            eos_text = getattr(getattr(self.policy, "tokenizer", None), "eos_token", "") or ""
-            live.stream.add_completion(comp, eos_ids, eos_text)
+            live.stream.add_completion(comp, *self._eos)
 
     def _prepare(self, live: _Live) -> tuple[list[int] | None, int, str | None]:
         """(prompt tokens, max new tokens, truncation reason) for the next turn, eliding old output if needed."""

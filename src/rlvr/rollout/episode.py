@@ -1,4 +1,8 @@
-"""Episode records: everything training and analysis need about one attempt at one task."""
+"""Episode records: everything training and analysis need about one attempt at one task.
+
+The conversation records an Episode holds (Message, ToolCall) live in `rlvr.envs.messages`, beside their lowest
+user, the Env.
+"""
 from __future__ import annotations
 
 import uuid
@@ -6,35 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr.envs.messages import Message
 from rlvr.tasks.spec import FinalState
 from rlvr.verify.verdict import Verdict
 
 EPISODE_SCHEMA_VERSION = 1
-
-
-class ToolCall(BaseModel):
-    """A tool call parsed from the model's output."""
-
-    id: str = ""
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class Message(BaseModel):
-    """One chat message of the transcript (system, user, assistant or tool)."""
-
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    """Calls the assistant made in this message."""
-    tool_call_id: str | None = None
-    """For a tool message: the call it answers."""
-    name: str | None = None
-    """For a tool message: the tool's name."""
-    exec_status: str | None = None
-    """For a tool message that ran in the sandbox: the ExecResult status."""
-    elided: bool = False
-    """True when this message's content was shortened to fit the context budget."""
 
 
 class Episode(BaseModel):

@@ -142,10 +142,12 @@ def run_eval(policy_spec: str, tasks_spec: str, *, k: int, seed: int = 0, cluste
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from rlvr.config import RunConfig
+    from rlvr.rollout.backends import make_policy
     from rlvr.rollout.engine import RolloutEngine
-    from rlvr.rollout.policy import SamplingParams, make_policy
+    from rlvr.rollout.policy import SamplingParams
     from rlvr.scale import pool_for
     from rlvr.tasks.selection import resolve
+    from rlvr.verify.scorer import Scorer
 
     if k < 1:
         raise UserError(f"-k must be at least 1, got {k}", field="-k", fix="e.g. -k 8")
@@ -163,7 +165,7 @@ def run_eval(policy_spec: str, tasks_spec: str, *, k: int, seed: int = 0, cluste
         with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=Console(stderr=True), transient=True, disable=not show_progress) as bar:
             job = bar.add_task("episodes", total=len(tasks) * k)
-            engine = RolloutEngine(policy, pool, config=cfg.rollout, sampling=sampling,
+            engine = RolloutEngine(policy, pool, Scorer.from_config(cfg, pool), config=cfg.rollout, sampling=sampling,
                                    progress=lambda done, total: bar.update(job, completed=done))
             episodes = engine.run(tasks, k, step=0, seed=seed)
     finally:

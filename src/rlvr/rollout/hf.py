@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
+from rlvr.envs.messages import Message
 from rlvr.errors import UserError
 from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
-from rlvr.rollout.episode import Message
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.tokens import ChatTemplateCodec
 from rlvr.rollout.weights import GenerationCopy, trainer_weights

@@ -15,10 +15,10 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from rlvr.envs.messages import Message, message_dicts
 from rlvr.envs.parse import parse_openai
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Message
-from rlvr.rollout.policy import Completion, SamplingParams, message_dicts
+from rlvr.rollout.policy import Completion, SamplingParams
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 """HTTP statuses worth retrying (overload and transient server faults)."""

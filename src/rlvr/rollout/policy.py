@@ -1,8 +1,8 @@
 """The Policy protocol: generate one completion for each conversation of a batch, with tokens and log-probs.
 
-Backends: `hf` (a local transformers causal LM), `openai` (any OpenAI-compatible server), `scripted`
-(replays actions from a file, for tests) and `vllm` (an in-process vLLM engine, `rlvr[vllm]`). `make_policy`
-builds one from a SPEC string or a PolicyConfig.
+This module holds the contract and its records (SamplingParams, Completion) only; the backends that implement
+it import it, and `rlvr.rollout.backends` (`make_policy`) builds one of them from a SPEC string or a
+PolicyConfig.
 
 Log-probs: `Completion.logprobs[i]` is the behaviour log-probability of `token_ids[i]` under the distribution
 the token was actually sampled from: the model's logits divided by the temperature, restricted to the top-p
@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from rlvr.errors import UserError
-from rlvr.rollout.episode import Message, ToolCall
+from rlvr.envs.messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from rlvr.config import PolicyConfig
@@ -94,82 +93,3 @@ class Policy(Protocol):
         """One completion per conversation. `prompt_token_ids`, when a backend supports it, gives the exact
         prompt tokens to continue (the engine builds them incrementally so training sees what was sampled)."""
         ...
-
-
-def message_dicts(conversation: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages as chat-template / OpenAI dicts."""
-    out: list[dict[str, Any]] = []
-    for m in conversation:
-        d: dict[str, Any] = {"role": m.role, "content": m.content}
-        if m.role == "tool":
-            d["tool_call_id"] = m.tool_call_id or ""
-            if m.name:
-                d["name"] = m.name
-        out.append(d)
-    return out
-
-
-def _hf(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
-    from rlvr.rollout.hf import HFPolicy
-
-    kw: dict[str, Any] = {"seed": seed}
-    if cfg is not None:
-        kw.update(device=cfg.device, dtype=cfg.dtype, max_context=cfg.max_context, threads=cfg.threads)
-    return HFPolicy(target, **kw)
-
-
-def _openai(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
-    from rlvr.rollout.openai import OpenAIPolicy
-
-    base, sep, model = target.partition("#")
-    if not sep or not base or not model:
-        raise UserError(f"openai policy {target!r} is not BASE_URL#MODEL", field="policy",
-                        fix="e.g. openai:http://127.0.0.1:8000/v1#my-model")
-    kw: dict[str, Any] = {}
-    if cfg is not None:
-        kw = {"timeout_s": cfg.request_timeout_s, "max_retries": cfg.max_retries}
-    return OpenAIPolicy(base, model, **kw)
-
-
-def _scripted(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
-    from rlvr.rollout.scripted import ScriptedPolicy
-
-    return ScriptedPolicy.from_file(target)
-
-
-def _vllm(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
-    from rlvr.rollout.vllm import VLLMPolicy
-
-    kw: dict[str, Any] = {}
-    if cfg is not None:
-        kw = {"device": cfg.device, "dtype": cfg.dtype, "max_context": cfg.max_context,
-              "kv_cache_mb": cfg.vllm_kv_cache_mb}
-    return VLLMPolicy(target, **kw)
-
-
-BACKENDS = {"hf": _hf, "openai": _openai, "scripted": _scripted, "vllm": _vllm}
-"""Backend name -> builder(target, config, seed)."""
-
-
-def parse_spec(spec: str) -> tuple[str, str]:
-    """`hf:PATH`, `openai:URL#MODEL`, `scripted:FILE`, `vllm:PATH`, or `builtin:tiny` (hf) -> (backend, target)."""
-    if spec.startswith("builtin:"):
-        return "hf", spec
-    backend, sep, target = spec.partition(":")
-    if not sep or backend not in BACKENDS or not target:
-        raise UserError(f"bad policy spec {spec!r}", field="policy",
-                        fix="use hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE, vllm:PATH or builtin:tiny")
-    return backend, target
-
-
-def make_policy(spec_or_config: str | PolicyConfig, *, seed: int = 0) -> Policy:
-    """Build a policy from a SPEC string or a PolicyConfig (`backend` + `model`); `seed` initialises a builtin
-    model's weights."""
-    if isinstance(spec_or_config, str):
-        backend, target = parse_spec(spec_or_config)
-        return BACKENDS[backend](target, None, seed)
-    cfg = spec_or_config
-    if cfg.backend not in BACKENDS:
-        raise UserError(f"policy backend {cfg.backend!r} is not available here", field="policy.backend",
-                        fix=f"use one of {', '.join(BACKENDS)}")
-    return BACKENDS[cfg.backend](cfg.model, cfg, seed)

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rlvr.envs.messages import Message, ToolCall
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Message, ToolCall
 from rlvr.rollout.policy import Completion, SamplingParams
 
 

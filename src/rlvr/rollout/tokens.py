@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rlvr.rollout.episode import Message
-from rlvr.rollout.policy import Completion, SamplingParams, message_dicts
+from rlvr.envs.messages import Message, message_dicts
+from rlvr.rollout.policy import Completion, SamplingParams
 
 
 @runtime_checkable

@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlvr.envs.messages import Message
 from rlvr.errors import UserError
 from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
-from rlvr.rollout.episode import Message
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.tokens import ChatTemplateCodec
 from rlvr.rollout.weights import trainer_weights

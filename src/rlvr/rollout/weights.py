@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlvr.rollout.trainable import TrainablePolicy
 
 
 def trainer_weights(model: Any) -> list[tuple[str, Any]]:
@@ -50,10 +53,10 @@ class GenerationCopy:
             self.version = version
 
 
-def sync_generation(policy: Any) -> float | None:
+def sync_generation(policy: TrainablePolicy) -> float | None:
     """Bring a policy's generation weights (vllm engine, hf copy) up to the trainer's when they are behind;
     seconds taken, or None when nothing had to move (no separate copy, or already current)."""
-    if getattr(policy, "generation_version", policy.version) == policy.version:
+    if policy.generation_version == policy.version:
         return None
     return policy.sync_weights()
 

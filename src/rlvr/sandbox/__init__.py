@@ -15,7 +15,7 @@ __all__ = ["ExecLimits", "ExecResult", "ExecStatus", "FileMap", "Sandbox", "Sand
 
 
 def limits_from(config: SandboxConfig) -> ExecLimits:
-    """The default ExecLimits of a sandbox config section."""
+    """The default ExecLimits of a sandbox config section: the first layer of `rlvr.sandbox.limits.resolve`."""
     return ExecLimits(timeout_s=config.timeout_s, memory_mb=config.memory_mb, processes=config.processes,
                       output_bytes=config.output_bytes)
 

@@ -3,6 +3,9 @@
 Backends implement these two small protocols (a local isolated backend, an unisolated one for explicit
 `isolation = "none"`, an in-process double for tests, Ray actors). Callers always acquire through the
 context manager `pool.lease()`, which tears the workspace down whatever happens.
+
+Limits: a pool holds the sandbox defaults (`limits`, from `[sandbox]`); the `limits` a caller passes to `run` are
+laid over them per field (the fields it set win, the rest keep the defaults; see `rlvr.sandbox.limits`).
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ class Sandbox(Protocol):
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
-        """Write `files`, run `argv` in the workspace, read back the paths in `read`."""
+        """Write `files`, run `argv` in the workspace under `limits` over the pool's defaults, read back the
+        paths in `read`."""
         ...
 
     def write_files(self, files: FileMap) -> None:
@@ -37,6 +41,9 @@ class Sandbox(Protocol):
 @runtime_checkable
 class SandboxPool(Protocol):
     """A pool of sandboxes. `lease` yields a fresh workspace; `run` is a one-shot lease."""
+
+    limits: ExecLimits
+    """The sandbox defaults: what a command runs under where no layer of `rlvr.sandbox.limits` sets a field."""
 
     def lease(self, files: FileMap | None = None) -> AbstractContextManager[Sandbox]:
         ...

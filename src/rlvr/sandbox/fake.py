@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing_extensions import Self
 
 from rlvr.sandbox.base import FileMap, iter_safe_paths
+from rlvr.sandbox.limits import merged
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
 
@@ -21,7 +22,7 @@ class FakeCall:
     stdin: bytes
     """Its standard input."""
     limits: ExecLimits
-    """The limits it would have run under."""
+    """The limits it would have run under: the fields the caller set over the pool's defaults (`limits.merged`)."""
     files: dict[str, bytes]
     """The whole workspace; the handler may change it (writes persist within the lease)."""
     mounts: dict[str, dict[str, bytes]] = field(default_factory=dict)
@@ -58,7 +59,8 @@ class FakeSandbox:
             raise ValueError("empty argv")
         if files:
             self.write_files(files)
-        call = FakeCall(list(argv), _as_bytes(stdin or b""), limits or self.pool.limits, self.files, self.mounts)
+        limits = merged(self.pool.limits, limits)
+        call = FakeCall(list(argv), _as_bytes(stdin or b""), limits, self.files, self.mounts)
         self.pool.calls.append(call)
         t0 = time.perf_counter()
         answer = self.pool.handler(call)

@@ -7,6 +7,9 @@ forked ahead of the next jobs, each in fresh PID, mount, IPC and network namespa
 /workspace, /tmp and /dev/shm, waiting, already unprivileged with no_new_privs and a seccomp filter, to set
 rlimits and run its job; the zygote supervises the job itself. Per-worker cgroups bound memory and processes. A crashed or hung worker is replaced
 by a pre-started spare and its job retried once, then reported as `infra_error`.
+
+Over 500 lines on purpose: the worker lifecycle (start, warm-up, job, replacement) and the per-job
+accounting against its cgroups are one state machine; split, each half would reach into the other's state.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from typing_extensions import Self
 from rlvr.errors import SandboxUnavailable
 from rlvr.sandbox import cgroups, workspace
 from rlvr.sandbox.base import FileMap
+from rlvr.sandbox.limits import merged
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.sandbox.wire import recv_frame, send_frame
 from rlvr.sandbox.zygote import CHAINS_AHEAD, python_fast_path
@@ -193,7 +197,8 @@ class IsolatedSandbox:
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), channel: bool = False) -> ExecResult:
-        """Write `files`, run `argv` in /workspace, read back `read`.
+        """Write `files`, run `argv` in /workspace, read back `read`. The fields `limits` sets replace the
+        pool's defaults, the others keep them (`rlvr.sandbox.limits.merged`).
 
         `argv[0] == "python"` is the sandbox's interpreter (this venv's, with its site-packages read-only),
         served by a warm forked interpreter for `-c`, `-m` and script invocations. With `channel=True` the
@@ -206,7 +211,7 @@ class IsolatedSandbox:
         with self._lock:
             if files:
                 self.write_files(files)
-            result = self.pool.execute(self, [str(a) for a in argv], data, limits or self.pool.limits, channel)
+            result = self.pool.execute(self, [str(a) for a in argv], data, merged(self.pool.limits, limits), channel)
             if read:
                 result = result.model_copy(update={"files": self.read_files(read)})
         return result

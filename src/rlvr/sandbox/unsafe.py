@@ -19,6 +19,7 @@ from typing_extensions import Self
 
 from rlvr.sandbox import workspace
 from rlvr.sandbox.base import FileMap, iter_safe_paths
+from rlvr.sandbox.limits import merged
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
 SCRUBBED_ENV = {
@@ -65,7 +66,7 @@ class UnsafeSandbox:
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
-        limits = limits or self.default_limits
+        limits = merged(self.default_limits, limits)
         if files:
             self.write_files(files)
         argv = [self.python if a == "python" else a for a in argv]

@@ -3,6 +3,10 @@
 Wire format (both directions): two 4-byte big-endian lengths (the JSON header's, the blobs' together), the
 JSON header, then the raw blobs whose sizes the header lists under "blobs". With both lengths up front a
 reader takes a whole frame in one read once the prefix is in: a job's result is one wake-up, not five.
+
+Over 500 lines on purpose: the zygote runs inside the sandbox with only the standard library and this file
+beside it, so everything both sides share (framing, clone/setns/mount calls, workspace copies) must live in
+one stdlib-only module that is copied in whole.
 """
 from __future__ import annotations
 

@@ -25,6 +25,9 @@ never following links) and writes one result frame to the host. Per job that is 
 process, and the job's result does not wait for any other process to be forked. A D that died before
 its program started (killed from outside) costs the job nothing: it runs on the next chain. A zygote that
 cannot prepare or run a job reports an error frame, which the host treats as an infrastructure fault.
+
+Over 500 lines on purpose: it runs as a script inside the sandbox with only the standard library and
+`wire.py`, and the job chain above is one sequence whose steps share the zygote's descriptors.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +29,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rlvr.config import SandboxConfig
 from rlvr.errors import UserError
+from rlvr.sandbox import limits_from
 from rlvr.sandbox.base import FileMap
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
+from rlvr.verify.scorer import RemoteVerifier
 from rlvr.verify.verdict import Verdict
 
 ACTOR_FAULTS = (RayActorError, ActorDiedError, ActorUnavailableError)
@@ -58,7 +60,7 @@ class PoolActor:
 
     def run(self, argv: list[str], files: dict[str, Any] | None, stdin: Any, limits: dict[str, Any] | None,
             read: list[str]) -> dict[str, Any]:
-        lim = ExecLimits.model_validate(limits) if limits else None
+        lim = None if limits is None else ExecLimits.model_validate(limits)  # only the fields the caller set
         return self.pool.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
 
     def open_lease(self, lease_id: str, files: dict[str, Any] | None) -> None:
@@ -68,7 +70,7 @@ class PoolActor:
 
     def lease_run(self, lease_id: str, argv: list[str], files: dict[str, Any] | None, stdin: Any,
                   limits: dict[str, Any] | None, read: list[str]) -> dict[str, Any]:
-        lim = ExecLimits.model_validate(limits) if limits else None
+        lim = None if limits is None else ExecLimits.model_validate(limits)  # only the fields the caller set
         sandbox = self.leases[lease_id][1]
         return sandbox.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
 
@@ -83,11 +85,11 @@ class PoolActor:
         if entry is not None:
             entry[0].close()
 
-    def verify(self, task: dict[str, Any], final: dict[str, Any], seed: int) -> dict[str, Any]:
+    def verify(self, task: dict[str, Any], final: dict[str, Any], seed: int, extras: dict[str, Any]) -> dict[str, Any]:
         from rlvr.verify.base import VerifyContext, verify
 
         verdict = verify(Task.model_validate(task), FinalState.model_validate(final),
-                         VerifyContext(pool=self.pool, seed=seed))
+                         VerifyContext(pool=self.pool, seed=seed, extras=extras))
         return verdict.model_dump(mode="json")
 
     def shutdown(self) -> None:
@@ -124,7 +126,7 @@ class RaySandbox:
         if self._lost():
             return _infra("the node holding this workspace was lost")
         call = self._slot.handle.lease_run.remote(self.lease_id, list(argv), dict(files) if files else None, stdin,
-                                                  limits.model_dump() if limits else None, list(read))
+                                                  _wire(limits), list(read))
         try:
             return ExecResult.model_validate(ray.get(call))
         except ACTOR_FAULTS as exc:
@@ -146,11 +148,16 @@ class RaySandbox:
             return {}
 
 
+def _wire(limits: ExecLimits | None) -> dict[str, Any] | None:
+    """Limits as they cross to an actor: only the fields the caller set, so the actor's pool keeps its defaults."""
+    return None if limits is None else limits.model_dump(exclude_unset=True)
+
+
 def _infra(message: str, attempts: int = 1) -> ExecResult:
     return ExecResult(status=ExecStatus.infra_error, error=message, attempts=attempts)
 
 
-class RayPool:
+class RayPool(RemoteVerifier):
     """The SandboxPool protocol on a Ray cluster (see the module docstring)."""
 
     def __init__(self, address: str | None = None, sandbox: SandboxConfig | None = None, *,
@@ -162,6 +169,8 @@ class RayPool:
                 raise UserError(f"cannot connect to the Ray cluster at {address!r}: {exc}", field="cluster.address",
                                 fix="start it with `ray start --head` or give the right address") from None
         self.sandbox = sandbox or SandboxConfig()
+        self.limits = limits_from(self.sandbox)
+        """The sandbox defaults, as each node's pool holds them."""
         self.slots_per_node = slots_per_node or self.sandbox.workers * 2
         self._lock = threading.Condition()
         self._slots: list[_Slot] = []
@@ -247,14 +256,17 @@ class RayPool:
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
         out, attempts = self._call("run", list(argv), dict(files) if files else None, stdin,
-                                   limits.model_dump() if limits else None, list(read))
+                                   _wire(limits), list(read))
         if out is None:
             return _infra("sandbox actor died twice running this job", attempts=attempts)
         return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
 
-    def verify_remote(self, task: Task, final: FinalState, seed: int = 0) -> Verdict:
-        """Verify on one node (hidden material stays with the verifier there)."""
-        out, attempts = self._call("verify", task.model_dump(mode="json"), final.model_dump(mode="json"), seed)
+    def verify_remote(self, task: Task, final: FinalState, seed: int = 0, extras: Mapping[str, Any] | None = None
+                      ) -> Verdict:
+        """Verify on one node (hidden material stays with the verifier there), with the seed and extras a local
+        verification would get."""
+        out, attempts = self._call("verify", task.model_dump(mode="json"), final.model_dump(mode="json"), seed,
+                                   dict(extras or {}))
         if out is None:
             return Verdict.infra(f"sandbox actor died twice verifying (attempts={attempts})")
         return Verdict.model_validate(out)

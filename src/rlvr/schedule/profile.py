@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlvr.config import ScheduleConfig
 from rlvr.errors import UserError
-from rlvr.schedule.scheduler import ZERO_VARIANCE_TOL, reward_variance
+from rlvr.rollout.groups import is_zero_variance, reward_variance
 from rlvr.schedule.tiers import LEARNABLE, TIER_NAMES, UNSEEN, tier_of
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.verdict import Verdict
@@ -145,9 +145,11 @@ def profile_episodes(tasks: Sequence[Task], episodes: Sequence[Episode], k: int,
     for ep in episodes:
         by_task.setdefault(f"{ep.domain}/{ep.task_id}", []).append(ep)
     rows: list[TaskProfile] = []
+    flat = 0
     for key, eps in by_task.items():
         judged = [e for e in eps if not e.masked]
         rewards = [float(e.reward) for e in judged]
+        flat += is_zero_variance(rewards)
         rate = sum(e.passed for e in judged) / len(judged) if judged else None
         rows.append(TaskProfile(task=key, episodes=len(eps), masked=len(eps) - len(judged),
                                 passed=sum(e.passed for e in judged), pass_rate=rate, tier=tier_of(rate, config),
@@ -162,7 +164,7 @@ def profile_episodes(tasks: Sequence[Task], episodes: Sequence[Episode], k: int,
         tasks=rows, k=k, determinism=determinism, tier_counts=counts,
         learnable_share=counts[LEARNABLE] / n if n else 0.0,
         reward_var_mean=statistics.fmean(variances) if variances else 0.0,
-        zero_variance_share=sum(v <= ZERO_VARIANCE_TOL for v in variances) / n if n else 0.0,
+        zero_variance_share=flat / n if n else 0.0,
         pass_rate=sum(e.passed for e in unmasked) / len(unmasked) if unmasked else None,
         masked=len(episodes) - len(unmasked),
     )
@@ -173,11 +175,11 @@ def run_profile(policy_spec: str, tasks_spec: str, k: int, *, seed: int = 0,
                 progress: Callable[[int, int], None] | None = None) -> ProfileReport:
     """Sample `k` episodes per task of `tasks_spec` with the policy, then profile them."""
     from rlvr.config import RolloutConfig
+    from rlvr.rollout.backends import make_policy
     from rlvr.rollout.engine import RolloutEngine
-    from rlvr.rollout.policy import make_policy
     from rlvr.sandbox import make_pool
     from rlvr.tasks.selection import resolve
-    from rlvr.verify.base import VerifyContext, verify
+    from rlvr.verify.scorer import Scorer
 
     if k < 1:
         raise UserError(f"-k must be >= 1, got {k}", field="k", fix="sample at least 2 per task to see variance")
@@ -189,12 +191,12 @@ def run_profile(policy_spec: str, tasks_spec: str, k: int, *, seed: int = 0,
     # that runs code brings its own pool when the context has none).
     needs_pool = any(t.multi_turn or t.workspace for t in tasks)
     with make_pool() if needs_pool else nullcontext() as pool:
-        engine = RolloutEngine(policy, pool, verify_ctx=VerifyContext(pool=pool, seed=seed),
-                               config=RolloutConfig(group_size=k), progress=progress)
+        engine = RolloutEngine(policy, pool, config=RolloutConfig(group_size=k), progress=progress)
         episodes = engine.run(tasks, k, step=0, seed=seed)
+        fresh = Scorer(pool, retries=0, cache=False)  # re-verification must not be answered from a cache
 
         def reverify(task: Task, final: FinalState, ep_seed: int) -> Verdict:
-            return verify(task, final, VerifyContext(pool=pool, seed=ep_seed))
+            return fresh.score(task, final, ep_seed).verdict
 
         by_key = {t.key: t for t in tasks}
         det = check_determinism(by_key, episodes, reverify, sample=sample, seed=seed)

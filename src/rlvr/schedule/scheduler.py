@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import math
 import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -14,6 +13,7 @@ import numpy as np
 
 from rlvr.config import BudgetConfig, RunConfig, ScheduleConfig
 from rlvr.errors import UserError
+from rlvr.rollout.groups import group_rewards, is_zero_variance, reward_variance
 from rlvr.schedule.mixing import allocate, weighted_sample
 from rlvr.schedule.passrates import PassRateTable
 from rlvr.schedule.tiers import TIER_NAMES, UNSEEN, tier_of, tier_weight
@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # the rollout package may pull in torch; the scheduler only r
     from rlvr.rollout.episode import Episode
 
 SCHEDULER_STATE_VERSION = 1
-ZERO_VARIANCE_TOL = 1e-9
-"""Rewards closer than this count as equal (float noise must not make a group look informative)."""
 
 
 @dataclass
@@ -280,7 +278,7 @@ class Scheduler:
                 if source is not None and index is not None:
                     self._reweigh(self._streams[source], index)
         groups = group_rewards(episodes)
-        zero = [g for g, r in groups.items() if _is_flat(r)]
+        zero = [g for g, r in groups.items() if is_zero_variance(r)]
         masked = sum(ep.masked for ep in episodes)
         self._totals["groups"] += len(groups)
         self._totals["zero_variance_groups"] += len(zero)
@@ -296,31 +294,6 @@ class Scheduler:
             **self.tier_shares(),
         }
         return dict(self._last)
-
-    def zero_variance(self, episodes: Iterable[Episode]) -> list[str]:
-        """Group ids whose unmasked rewards are all equal (a single episode included): no learning signal.
-
-        Always computed; `skip_groups` applies `skip_zero_variance`. Groups with only masked episodes are
-        not listed (they are masked, not uninformative).
-        """
-        return [g for g, r in group_rewards(episodes).items() if _is_flat(r)]
-
-    def skip_groups(self, episodes: Iterable[Episode]) -> list[str]:
-        """Group ids to leave out of the update: the zero-variance ones if `skip_zero_variance`, else none."""
-        return self.zero_variance(episodes) if self.config.skip_zero_variance else []
-
-    def keep(self, episode: Episode) -> bool:
-        """Whether the store keeps this episode: passed and masked ones always, failed ones at the quota.
-
-        The draw hashes the episode's identity (run, step, task, group, sample, seed), so a replay keeps the
-        same episodes and it takes nothing from the sampling stream.
-        """
-        if episode.passed or episode.masked or self.config.failed_retention >= 1.0:
-            return True
-        ident = f"{self.seed}|{episode.run_id}|{episode.step}|{episode.domain}/{episode.task_id}|" \
-                f"{episode.group_id}|{episode.sample_index}|{episode.seed}"
-        u = int.from_bytes(hashlib.blake2b(ident.encode(), digest_size=8).digest(), "big") / 2**64
-        return u < self.config.failed_retention
 
     # ------------------------------------------------------------------------------------------ reports
     def tier_shares(self) -> dict[str, float]:
@@ -396,27 +369,6 @@ class Scheduler:
             if stream.pool is None:
                 stream.cursor = max(stream.cursor, stat.index + 1)
         self._reweigh_all()
-
-
-def group_rewards(episodes: Iterable[Episode]) -> dict[str, list[float]]:
-    """Group id -> rewards of its unmasked episodes (groups without an id are keyed by step and task)."""
-    groups: dict[str, list[float]] = {}
-    for ep in episodes:
-        gid = ep.group_id or f"{ep.step}:{ep.domain}/{ep.task_id}"
-        groups.setdefault(gid, [])
-        if not ep.masked:
-            groups[gid].append(float(ep.reward))
-    return groups
-
-
-def reward_variance(rewards: Sequence[float]) -> float:
-    """Population variance in plain floats (statistics.pvariance is exact but far slower, via fractions)."""
-    mean = sum(rewards) / len(rewards)
-    return sum((r - mean) ** 2 for r in rewards) / len(rewards)
-
-
-def _is_flat(rewards: list[float]) -> bool:
-    return bool(rewards) and max(rewards) - min(rewards) <= ZERO_VARIANCE_TOL
 
 
 def _apply_budgets(limits: TaskLimits, budgets: Iterable[BudgetConfig | None]) -> TaskLimits:

@@ -1,6 +1,6 @@
 """EpisodeStore: every episode of a run in Parquet, one folder per step, each write committed atomically.
 
-Layout under the store's URL::
+Layout under the store's URL (rlvr.store.layout names the folders)::
 
     episodes/step=00000042/part-<unix-ns>-<random>.parquet
 
@@ -25,11 +25,10 @@ import tomllib
 
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
+from rlvr.store.layout import EPISODES_DIR, RunLayout, parse_step_dir, step_dir
 from rlvr.store.schema import SCHEMA, episodes_to_table, row_to_episode
 from rlvr.store.storage import TEMP_DIR, Storage
 
-EPISODES_DIR = "episodes"
-_STEP_DIR = re.compile(r"^step=(\d+)$")
 _PART = re.compile(r"^part-\d+-[0-9a-f]+\.parquet$")
 
 
@@ -66,18 +65,18 @@ class EpisodeStore:
         wanted = None if steps is None else {int(s) for s in steps}
         found: list[tuple[int, str]] = []
         for sdir in self.storage.listdir(EPISODES_DIR):
-            m = _STEP_DIR.match(sdir)
-            if not m or (wanted is not None and int(m.group(1)) not in wanted):
+            step = parse_step_dir(sdir)
+            if step is None or (wanted is not None and step not in wanted):
                 continue
             for name in self.storage.listdir(f"{EPISODES_DIR}/{sdir}"):
                 if _PART.match(name):
-                    found.append((int(m.group(1)), self.storage.path(f"{EPISODES_DIR}/{sdir}/{name}")))
+                    found.append((step, self.storage.path(f"{EPISODES_DIR}/{sdir}/{name}")))
         found.sort()
         return [p for _, p in found]
 
     def steps(self) -> list[int]:
         """Steps with at least one committed part, ascending."""
-        return sorted({int(_STEP_DIR.match(p.split("/")[-2]).group(1)) for p in self.parts()})  # type: ignore[union-attr]
+        return sorted({s for p in self.parts() if (s := parse_step_dir(p.split("/")[-2])) is not None})
 
     def read(self, steps: Iterable[int] | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """The episodes table (all steps, or the given ones), one row per episode_id (the newest write)."""
@@ -109,7 +108,7 @@ class EpisodeStore:
         except (pa.ArrowException, OSError) as exc:
             # Commits are atomic, so a part that does not parse was damaged or put there from outside.
             raise UserError(f"unreadable episode part: {' '.join(str(exc).split())[:200]}", file=path,
-                            fix="move the damaged part out of the store's episodes/ folder") from None
+                            fix=f"move the damaged part out of the store's {EPISODES_DIR}/ folder") from None
         # Older parts may lack newer columns: add them as nulls so every part has the current schema.
         for name in wanted:
             if name not in present:
@@ -135,10 +134,6 @@ class EpisodeStore:
         return f"EpisodeStore({self.url!r})"
 
 
-def step_dir(step: int) -> str:
-    return f"step={step:08d}"
-
-
 def _newest_per_episode(table: pa.Table) -> pa.Table:
     ids = table.column("episode_id").to_pylist()
     if len(set(ids)) == len(ids):
@@ -151,7 +146,7 @@ def _newest_per_episode(table: pa.Table) -> pa.Table:
 
 
 def open_run(run: str | Path) -> EpisodeStore:
-    """The store of a run: `[store] url` from `<run>/config.toml` when set, else the run directory itself.
+    """The store of a run: `[store] url` from its config.toml when set, else the run directory itself.
 
     Raises UserError when a local run directory does not exist.
     """
@@ -160,7 +155,7 @@ def open_run(run: str | Path) -> EpisodeStore:
         path = Path(run_s)
         if not path.is_dir():
             raise UserError("no such run directory", file=path, fix="give the run directory (e.g. runs/quickstart)")
-        cfg = path / "config.toml"
+        cfg = RunLayout(path).config
         if cfg.is_file():
             try:
                 section = tomllib.loads(cfg.read_text(encoding="utf-8")).get("store", {})

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rlvr.rollout.episode import Episode, Message
+from rlvr.envs.messages import Message
+from rlvr.rollout.episode import Episode
 from rlvr.store.failures import signature
 
 MAX_PER_TASK = 4

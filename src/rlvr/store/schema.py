@@ -12,7 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from rlvr.rollout.episode import Episode, Message
+from rlvr.envs.messages import Message
+from rlvr.rollout.episode import Episode
 from rlvr.tasks.spec import FinalState
 from rlvr.verify.verdict import Verdict
 

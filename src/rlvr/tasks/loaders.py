@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlvr.errors import UserError
+from rlvr.tasks.problems import validation_error
+from rlvr.tasks.settings import checked
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Files, Task
 
@@ -25,21 +27,6 @@ CODE_PROTECTED_DEFAULT: tuple[str, ...] = (
     "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "*.pth", "sitecustomize.py", "usercustomize.py",
 )
 """Workspace files of a code task that the candidate must not change unless the task says otherwise."""
-
-
-def validation_error(exc: ValidationError, file: str | Path, prefix: str = "", line: int | None = None) -> UserError:
-    """Turn pydantic's first error into a one-line UserError naming the file and field."""
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(record)"
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field"
-        fix = "remove it or check its spelling"
-    elif err["type"] == "missing":
-        fix = "add it"
-    else:
-        fix = f"got {err.get('input')!r}" if not isinstance(err.get("input"), dict) else None
-    return UserError(msg, file=file, field=f"{prefix}{loc}", fix=fix, line=line)
 
 
 def read_tree(root: Path) -> Files:
@@ -103,9 +90,10 @@ def load_task_dir(path: str | Path) -> Task:
     if data.get("domain") == "code":
         _code_defaults(data, data["hidden"], toml_path)
     try:
-        return Task(**data)
+        task = Task(**data)
     except ValidationError as exc:
-        raise validation_error(exc, toml_path) from None
+        raise validation_error(exc, toml_path, model=Task) from None
+    return checked(task, file=toml_path)
 
 
 def is_task_dir(path: Path) -> bool:
@@ -186,9 +174,10 @@ class JsonlPack(TaskSource):
             rec.setdefault("domain", self.default_domain)
         rec["source"] = f"{self.path}:{lineno}"
         try:
-            return Task(**rec)
+            task = Task(**rec)
         except ValidationError as exc:
-            raise validation_error(exc, self.path, line=lineno) from None
+            raise validation_error(exc, self.path, line=lineno, model=Task) from None
+        return checked(task)
 
     def validate_all(self) -> list[Task]:
         """Parse every line (used by `rlvr tasks validate`)."""

@@ -22,10 +22,11 @@ class TaskLimits(BaseModel):
     """Tokens the model may generate over the whole episode."""
     wall_s: float = Field(120.0, gt=0)
     """Wall-clock seconds for the whole episode, tools included."""
-    exec_timeout_s: float = Field(10.0, gt=0)
-    """Wall-clock seconds for one sandboxed command (a tool call or the verification run)."""
-    memory_mb: int = Field(512, ge=16)
-    """Memory limit of one sandboxed command, in MiB."""
+    exec_timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock seconds for one sandboxed command (a tool call or the verification run); None: the run's
+    `[sandbox] timeout_s` (rlvr.sandbox.limits decides, field by field)."""
+    memory_mb: int | None = Field(None, ge=16)
+    """Memory limit of one sandboxed command, in MiB; None: the run's `[sandbox] memory_mb`."""
 
 
 class Task(BaseModel):

@@ -7,19 +7,17 @@ from typing import Any
 from rlvr.errors import UserError
 from rlvr.tasks import registry
 from rlvr.tasks.loaders import JsonlPack, TaskDirPack, load_task_dir
+from rlvr.tasks.settings import checked
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Task
 
 
 def format_problems(task: Task) -> list[str]:
-    """Problems with a loaded task that the record's types cannot express."""
+    """Problems with a loaded task that neither the record's types nor its verifier settings (checked when it
+    loads: an unknown verifier kind, a code task without hidden tests) express."""
     problems: list[str] = []
     if not task.prompt.strip():
         problems.append("empty prompt (prompt.md missing or blank)")
-    if not registry.is_registered(task.domain) and "kind" not in task.verifier:
-        problems.append(f"unknown domain {task.domain!r} and no [verifier] kind")
-    if task.domain == "code" and not any(task.verifier.get(k) for k in ("tests", "cases", "io")):
-        problems.append("code task without hidden tests, cases or io cases (add hidden/test_*.py)")
     overlap = set(task.workspace) & set(task.hidden)
     if overlap:
         problems.append(f"hidden files also in the workspace: {sorted(overlap)[:3]}")
@@ -33,7 +31,7 @@ def iter_tasks(path: Path | None, domain: str | None, n: int) -> tuple[TaskSourc
         src = registry.make(domain)
         for i in src.indices(n):
             try:
-                items.append((f"{domain}:{i}", src.get(i)))
+                items.append((f"{domain}:{i}", checked(src.get(i))))  # built in code: checked here
             except UserError as exc:
                 items.append((f"{domain}:{i}", exc))
         return src, items

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
+from rlvr.rollout.groups import groups, is_zero_variance
 
 AdvantageFn = Callable[[Sequence[float]], list[float]]
 """Rewards of one group (the samples of one task) -> one advantage per sample."""
@@ -19,15 +19,10 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
 
 
-def _flat(rewards: Sequence[float]) -> bool:
-    """Equal rewards: exactly zero advantage (a float mean of equal values can miss them by an ulp)."""
-    return max(rewards) == min(rewards)
-
-
 def grpo(rewards: Sequence[float]) -> list[float]:
     """GRPO (DeepSeekMath): (r - group mean) / (group std + eps), with the unbiased std as TRL computes it."""
     n = len(rewards)
-    if n == 0 or _flat(rewards):
+    if n == 0 or is_zero_variance(rewards):
         return [0.0] * n
     m = _mean(rewards)
     std = math.sqrt(sum((r - m) ** 2 for r in rewards) / (n - 1)) if n > 1 else 0.0
@@ -37,7 +32,7 @@ def grpo(rewards: Sequence[float]) -> list[float]:
 def dr_grpo(rewards: Sequence[float]) -> list[float]:
     """Dr. GRPO (Liu et al. 2025): r - group mean, no std normalisation (its length part is the loss's
     `constant` aggregation)."""
-    if not rewards or _flat(rewards):
+    if not rewards or is_zero_variance(rewards):
         return [0.0] * len(rewards)
     m = _mean(rewards)
     return [r - m for r in rewards]
@@ -46,7 +41,7 @@ def dr_grpo(rewards: Sequence[float]) -> list[float]:
 def rloo(rewards: Sequence[float]) -> list[float]:
     """RLOO (Ahmadian et al. 2024): r_i minus the mean of the other samples of the group."""
     n = len(rewards)
-    if n < 2 or _flat(rewards):
+    if n < 2 or is_zero_variance(rewards):
         return [0.0] * n  # no other sample to compare with, or nothing to prefer: no signal
     total = sum(rewards)
     return [r - (total - r) / (n - 1) for r in rewards]
@@ -64,32 +59,14 @@ def estimator(name: str) -> AdvantageFn:
     return ADVANTAGES[name]
 
 
-def group_key(ep: Episode) -> str:
-    """Episodes of one GRPO group: the same group id (or the same task when no group id was set)."""
-    return ep.group_id or f"{ep.domain}/{ep.task_id}"
-
-
 def episode_advantages(episodes: Sequence[Episode], name: str) -> dict[str, float]:
-    """Advantage per episode id, computed within each group over the unmasked episodes only.
+    """Advantage per episode id, computed within each group (rlvr.rollout.groups) over its unmasked episodes.
 
     Masked episodes (infra faults) get no advantage: they are left out of the update, never scored 0.
     """
     fn = estimator(name)
-    groups: dict[str, list[Episode]] = defaultdict(list)
-    for ep in episodes:
-        if not ep.masked:
-            groups[group_key(ep)].append(ep)
     out: dict[str, float] = {}
-    for members in groups.values():
+    for members in groups(episodes).values():
         for ep, adv in zip(members, fn([ep.reward for ep in members]), strict=True):
             out[ep.episode_id] = adv
     return out
-
-
-def zero_variance_groups(episodes: Sequence[Episode]) -> list[str]:
-    """Keys of the groups whose unmasked episodes all have the same reward (no learning signal)."""
-    rewards: dict[str, set[float]] = defaultdict(set)
-    for ep in episodes:
-        if not ep.masked:
-            rewards[group_key(ep)].add(ep.reward)
-    return sorted(k for k, rs in rewards.items() if len(rs) <= 1)

@@ -1,8 +1,8 @@
 """Training checkpoints: model, optimizer, schedule, RNG states, step and scheduler state, for exact resume.
 
-A checkpoint is one torch file `checkpoints/step-NNNNNN.pt` under the run's storage URL, written atomically;
-the `checkpoints/latest` pointer is updated only after the file is complete, so a run killed at any moment
-resumes from its last whole checkpoint, at the step after it.
+A checkpoint is one torch file under the run's storage URL (`checkpoints/step-NNNNNN.pt`, see
+rlvr.store.layout), written atomically; the `checkpoints/latest` pointer is updated only after the file is
+complete, so a run killed at any moment resumes from its last whole checkpoint, at the step after it.
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from rlvr.errors import UserError
-from rlvr.store import checkpoints as objects
+from rlvr.store import objects
+from rlvr.store.layout import RunLayout
 
 CHECKPOINT_SCHEMA_VERSION = 1
 KEEP = 2
@@ -36,24 +37,20 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _name(step: int) -> str:
-    return f"step-{step:06d}.pt"
-
-
 def save(run_url: str, step: int, state: dict[str, Any]) -> str:
     """Write the state of the run after `step` (the model, optimizer, ... are in `state`); returns its URL."""
-    url = f"{run_url}/checkpoints/{_name(step)}"
+    layout = RunLayout(run_url)
+    url = layout.checkpoint(step)
     with objects.open_atomic(url) as f:
         torch.save({**state, "step": step, "rng": rng_state(), "schema_version": CHECKPOINT_SCHEMA_VERSION}, f)
-    objects.put_bytes(f"{run_url}/checkpoints/latest", str(step).encode())
-    for old in sorted(n for n in objects.list_names(f"{run_url}/checkpoints") if n.startswith("step-"))[:-KEEP]:
-        objects.delete(f"{run_url}/checkpoints/{old}")
+    objects.put_bytes(layout.latest, str(step).encode())
+    layout.prune_checkpoints(KEEP)
     return url
 
 
 def latest_step(run_url: str) -> int | None:
     """The step of the last complete checkpoint, or None when the run has none."""
-    pointer = f"{run_url}/checkpoints/latest"
+    pointer = RunLayout(run_url).latest
     if not objects.exists(pointer):
         return None
     raw = objects.get_bytes(pointer).decode().strip()
@@ -65,7 +62,7 @@ def latest_step(run_url: str) -> int | None:
 
 def load(run_url: str, step: int) -> dict[str, Any]:
     """The state saved after `step` (the caller restores the model and optimizer; RNG states are restored here)."""
-    url = f"{run_url}/checkpoints/{_name(step)}"
+    url = RunLayout(run_url).checkpoint(step)
     if not objects.exists(url):
         raise UserError("checkpoint named by `latest` is missing", file=url,
                         fix="start with --no-resume, or restore the file")

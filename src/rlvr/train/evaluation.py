@@ -16,6 +16,7 @@ from rlvr.rollout.episode import Episode
 from rlvr.rollout.evaluate import bootstrap_ci, task_counts
 from rlvr.rollout.policy import SamplingParams
 from rlvr.store.episodes import EpisodeStore
+from rlvr.store.layout import RunLayout
 from rlvr.tasks.spec import Task
 
 EVAL_SEED = 1_234_567
@@ -79,7 +80,7 @@ def evaluate(parts: Any, tasks: list[Task], label: str) -> HeldoutResult:
         with _phase(parts.progress, f"held-out {label} ({name})", total) as advance:
             engine = parts.engine_for(sampling, progress=lambda done, _t: advance(done))
             results[name] = engine.run(tasks, n, step=0, seed=EVAL_SEED)
-    store = EpisodeStore(f"{parts.run_url}/heldout/{label}")
+    store = EpisodeStore(RunLayout(parts.run_url).heldout_store(label))
     for i, eps in enumerate(results.values()):
         store.write(i, eps)
     sampled = per_task_pass(results["sampled"])

@@ -1,9 +1,10 @@
-"""The training loop of DESIGN.md, as named, timed phases: sample, rollout (with verification), update, record.
+"""The training loop of DESIGN.md, as named, timed phases: sample, rollout (scored as each episode ends),
+update (groups, advantages, the policy step), record.
 
     for step in range(total_steps):
         batch    = scheduler.sample(batch_size)
-        episodes = rollout.run(policy, batch, sandboxes)     # verified in the sandbox as each one finishes
-        policy.update(advantages(episodes))
+        episodes = rollout.run(policy, batch, sandboxes)     # each scored by the run's Scorer as it ends
+        policy.update(advantages(groups(episodes)))
         store.write(episodes); monitor.log(step, episodes); scheduler.observe(episodes)
 
 Around it: the run is set up (`parts.build`), optionally warm-started with SFT, measured on its held-out set
@@ -15,10 +16,10 @@ rollouts of the next steps are generated from a synced copy of the weights while
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +31,9 @@ import torch
 from rlvr.config import RunConfig, load_config
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
+from rlvr.rollout.groups import group_key, zero_variance_groups
 from rlvr.rollout.weights import sync_generation
+from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, SUMMARY_FILE, RunLayout, heldout_label
 from rlvr.train import checkpoint
 from rlvr.train.advantages import episode_advantages, estimator
 from rlvr.train.evaluation import HeldoutResult, evaluate
@@ -39,9 +42,8 @@ from rlvr.train.parts import Parts, build
 from rlvr.train.progress import TrainProgress
 from rlvr.train.rollouts import AheadRollouts, SyncRollouts, rollouts_for
 from rlvr.train.sft import jsonl_examples, reference_examples, train_sft
+from rlvr.train.state import RunState
 from rlvr.train.update import samples_from
-
-SUMMARY_FILE = "summary.json"
 
 
 class PhaseTimer:
@@ -82,27 +84,28 @@ def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     with TrainProgress(cfg) as progress, build(cfg, run_url, progress) as parts:
         state = (_restore(parts, run_url, start) if start is not None
                  else _warm_start(parts, cfg, progress, t_start))
+        elapsed = functools.partial(_elapsed, state, t_start)
         if start is not None and start >= cfg.train.steps:
             progress.note(f"run already complete at step {start} of {cfg.train.steps}: nothing to train "
                           "(start over with --no-resume, or raise train.steps)")
         elif start is not None:
             progress.note(f"resuming from the checkpoint after step {start} of {cfg.train.steps}")
         seed_of = functools.partial(step_seed, cfg.seed)
-        with rollouts_for(parts, seed_of, state["step"], state.get("pending")) as rollouts:
-            for step in range(state["step"], cfg.train.steps):
+        with rollouts_for(parts, seed_of, state.step, state.pending) as rollouts:
+            for step in range(state.step, cfg.train.steps):
                 metrics = train_step(parts, step, rollouts)
+                state.step = step + 1
                 progress.rl_step(step + 1, metrics)
                 every = cfg.train.heldout_every
                 if every and (step + 1) % every == 0 and step + 1 < cfg.train.steps:
                     with rollouts.idle():
-                        _on_curve(state, _heldout(parts, f"step-{step + 1}", step + 1), step + 1, t_start)
+                        state.add_point(_heldout(parts, heldout_label(step + 1), step + 1), step + 1, elapsed())
                 if (step + 1) % cfg.train.checkpoint_every == 0 or step + 1 == cfg.train.steps:
-                    state["pending"] = rollouts.pending()
-                    _save(parts, run_url, step + 1, state, t_start)
-        after = _heldout(parts, "after", cfg.train.steps)
-        _on_curve(state, after, cfg.train.steps, t_start)
-        summary = _summary(cfg, state.get("before"), after, state,
-                           state.get("wall_before", 0.0) + time.perf_counter() - t_start)
+                    state.pending = rollouts.pending()
+                    _save(parts, run_url, state, elapsed())
+        after = _heldout(parts, HELDOUT_AFTER, cfg.train.steps)
+        state.add_point(after, cfg.train.steps, elapsed())
+        summary = _summary(cfg, after, state, elapsed())
         _finish(parts, cfg, summary)
     progress.final(summary)
     return summary
@@ -119,28 +122,34 @@ def validate(cfg: RunConfig) -> None:
 
 
 def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts | None = None) -> dict[str, float]:
-    """One step of the loop: the phases of DESIGN.md's pseudo-code, each timed (sample and rollout come from
-    `rollouts`: run in the step, or ahead of it in asynchronous mode)."""
+    """One step of the loop, in the phases of DESIGN.md's pseudo-code, each timed (`time/<phase>_s`).
+
+    The rollout runs in the step, or ahead of it in asynchronous mode (then `rollout` times only the part of
+    it the update did not hide); scoring happens inside it, as each episode ends.
+    """
     timer = PhaseTimer()
     rollouts = rollouts or SyncRollouts(parts, functools.partial(step_seed, parts.cfg.seed))
-    episodes, rollout_metrics = rollouts.take(step, timer)
+    with timer("sample"):
+        batch = rollouts.sample(step)
+    with timer("rollout"):
+        episodes, metrics = rollouts.run(step, batch)
     with timer("update"):
-        metrics = update_policy(parts, episodes, step)
+        metrics.update(update_policy(parts, episodes, step))
         metrics.update(rollouts.publish(step + 1))
     with timer("record"):
-        parts.store.write(step, [ep for ep in episodes if parts.scheduler.keep(ep)])
+        parts.store.write(step, parts.retention.kept(episodes))
         metrics.update(parts.scheduler.observe(episodes))
-        metrics.update(rollout_metrics)
         metrics.update(timer.metrics())
         metrics.update(parts.monitor.log(step, episodes, metrics))
     return metrics
 
 
 def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str, float]:
-    """Advantages within each group, zero-variance groups left out (counted), then the policy update."""
-    skipped = set(parts.scheduler.skip_groups(episodes))
+    """Groups, advantages within each, then the policy update; zero-variance groups (`schedule.
+    skip_zero_variance`) and groups sampled too many versions ago are left out and counted."""
+    skipped = set(zero_variance_groups(episodes)) if parts.cfg.schedule.skip_zero_variance else set()
     stale = stale_groups(episodes, parts.policy.version, parts.cfg.train.max_staleness) - skipped
-    learn = [ep for ep in episodes if ep.group_id not in skipped | stale]
+    learn = [ep for ep in episodes if group_key(ep) not in skipped | stale]
     lags = [parts.policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, parts.cfg.train.advantage)
     samples = samples_from(learn, advantages)
@@ -162,23 +171,13 @@ def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str,
 
 def stale_groups(episodes: list[Episode], version: int, bound: int) -> set[str]:
     """Groups with an episode sampled more than `bound` versions before `version` (left out of the update)."""
-    return {ep.group_id for ep in episodes if version - ep.policy_version > bound}
+    return {group_key(ep) for ep in episodes if version - ep.policy_version > bound}
 
 
 # ------------------------------------------------------------------------------------------- run phases
 def _fresh_run_dir(cfg: RunConfig, run_url: str) -> None:
     """Start over: drop an earlier run's checkpoints and records under the same name."""
-    run_dir = cfg.run_dir
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not (run_dir / "config.toml").is_file():
-            raise UserError("run directory exists and is not an rlvr run", file=run_dir,
-                            fix="choose another name or output_dir")
-        shutil.rmtree(run_dir)
-    if run_url != str(run_dir):
-        from rlvr.store import checkpoints as objects
-
-        for sub in ("checkpoints", "episodes", "heldout"):
-            objects.delete(f"{run_url}/{sub}")
+    RunLayout(cfg.run_dir).start_over(records=RunLayout(run_url))
 
 
 RESUMABLE_CHANGES = ("train.steps", "train.checkpoint_every", "train.heldout_every", "sandbox.", "monitor.",
@@ -188,7 +187,7 @@ RESUMABLE_CHANGES = ("train.steps", "train.checkpoint_every", "train.heldout_eve
 
 def _check_resumable(cfg: RunConfig) -> None:
     """Refuse to resume a checkpoint under a config that trains something else (the saved config.toml)."""
-    saved = cfg.run_dir / "config.toml"
+    saved = RunLayout(cfg.run_dir).config
     if not saved.is_file():
         return
     try:
@@ -214,9 +213,9 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: float) -> dict[str, Any]:
+def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: float) -> RunState:
     """SFT (when enabled), then the held-out measurement before RL; checkpointed as step 0."""
-    state: dict[str, Any] = {"step": 0, "sft": {}}
+    state = RunState()
     if cfg.sft.enabled and cfg.sft.steps > 0:
         with progress.phase("sft", cfg.sft.steps) as advance:
             if cfg.sft.source == "reference":
@@ -224,23 +223,19 @@ def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: 
                                               limit_index=cfg.tasks.heldout_offset)
             else:
                 examples = jsonl_examples(cfg.sft.source)
-            state["sft"] = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,
-                                     on_step=lambda i, loss: advance(i, loss=loss))
+            state.sft = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,
+                                  on_step=lambda i, loss: advance(i, loss=loss))
         sync_generation(parts.policy)
-        parts.monitor.log(0, [], state["sft"])
-    state["before"] = _heldout(parts, "before", 0)
-    _on_curve(state, state["before"], 0, t_start)
-    _save(parts, str(parts.run_url), 0, state, t_start)
+        parts.monitor.log(0, [], state.sft)
+    state.before = _heldout(parts, HELDOUT_BEFORE, 0)
+    state.add_point(state.before, 0, _elapsed(state, t_start))
+    _save(parts, str(parts.run_url), state, _elapsed(state, t_start))
     return state
 
 
-def _on_curve(state: dict[str, Any], result: HeldoutResult | None, step: int, t_start: float) -> None:
-    """One point of the learning curve: held-out pass@1 against RL step and wall time since the start."""
-    if result is None:
-        return
-    wall = state.get("wall_before", 0.0) + time.perf_counter() - t_start
-    point = {"step": step, "wall_s": round(wall, 1), "pass1": result.pass1, "greedy_pass1": result.greedy}
-    state.setdefault("curve", []).append(point)
+def _elapsed(state: RunState, t_start: float) -> float:
+    """Wall seconds of the whole run so far, earlier processes of a resumed run included."""
+    return state.wall_before + time.perf_counter() - t_start
 
 
 def _heldout(parts: Parts, label: str, step: int) -> HeldoutResult | None:
@@ -252,32 +247,29 @@ def _heldout(parts: Parts, label: str, step: int) -> HeldoutResult | None:
     return result
 
 
-def _save(parts: Parts, run_url: str, step: int, state: dict[str, Any], t_start: float) -> None:
-    checkpoint.save(run_url, step, {
+def _save(parts: Parts, run_url: str, state: RunState, wall_s: float) -> None:
+    """A checkpoint after `state.step` steps: weights, optimizer, scheduler and the run state as one record."""
+    checkpoint.save(run_url, state.step, {
         "model": parts.policy.model.state_dict(), "updater": parts.updater.state_dict(),
         "scheduler": parts.scheduler.state_dict(), "policy_version": parts.policy.version,
-        "sft": state.get("sft", {}), "before": state["before"].to_dict() if state.get("before") else None,
-        "curve": state.get("curve", []), "wall_s": state.get("wall_before", 0.0) + time.perf_counter() - t_start,
-        "pending": state.get("pending", {}),
+        "run_state": dataclasses.replace(state, wall_before=wall_s).to_dict(),
     })
 
 
-def _restore(parts: Parts, run_url: str, step: int) -> dict[str, Any]:
+def _restore(parts: Parts, run_url: str, step: int) -> RunState:
     saved = checkpoint.load(run_url, step)
+    state = RunState.from_dict(saved.get("run_state"), source=RunLayout(run_url).checkpoint(step), resumed_from=step)
     parts.policy.model.load_state_dict(saved["model"])
     parts.updater.load_state_dict(saved["updater"])
     parts.scheduler.load_state_dict(saved["scheduler"])
     parts.policy.version = int(saved["policy_version"])
     sync_generation(parts.policy)
     parts.drop_records_after(step)  # steps after the checkpoint are replayed, not stored twice
-    before = HeldoutResult.from_dict(saved["before"]) if saved.get("before") else None
-    return {"step": step, "sft": saved.get("sft", {}), "before": before, "resumed_from": step,
-            "curve": saved.get("curve", []), "wall_before": float(saved.get("wall_s", 0.0)),
-            "pending": saved.get("pending", {})}
+    return state
 
 
-def _summary(cfg: RunConfig, before: HeldoutResult | None, after: HeldoutResult | None, state: dict[str, Any],
-             wall_s: float) -> dict[str, Any]:
+def _summary(cfg: RunConfig, after: HeldoutResult | None, state: RunState, wall_s: float) -> dict[str, Any]:
+    before = state.before
     out: dict[str, Any] = {
         "run": cfg.name, "run_dir": str(cfg.run_dir), "steps": cfg.train.steps,
         "pass1_before": before.pass1 if before else None, "pass1_after": after.pass1 if after else None,
@@ -287,21 +279,22 @@ def _summary(cfg: RunConfig, before: HeldoutResult | None, after: HeldoutResult 
         out.update({"pass1_gain": after.pass1 - before.pass1, "greedy_pass1_before": before.greedy,
                     "greedy_pass1_after": after.greedy, "heldout_samples_per_task": after.samples_per_task,
                     "pass1_ci_before": before.ci, "pass1_ci_after": after.ci})
-    if state.get("resumed_from") is not None:
-        out["resumed_from_step"] = state["resumed_from"]
-    if state.get("curve"):
-        out["curve"] = state["curve"]
-    out.update({k: v for k, v in state.get("sft", {}).items()})
+    if state.resumed_from is not None:
+        out["resumed_from_step"] = state.resumed_from
+    if state.curve:
+        out["curve"] = [dataclasses.asdict(p) for p in state.curve]
+    out.update(state.sft)
     return out
 
 
 def _finish(parts: Parts, cfg: RunConfig, summary: dict[str, Any]) -> None:
     """Final model (loadable with `hf:<run_dir>/model`), summary.json, pass rates and the report."""
-    model_dir = cfg.run_dir / "model"
+    layout = RunLayout(cfg.run_dir)
+    model_dir = layout.model
     parts.policy.model.save_pretrained(model_dir)
     parts.policy.tokenizer.save_pretrained(model_dir)
-    parts.scheduler.save_pass_rates(cfg.run_dir / "pass_rates.json")
-    path = cfg.run_dir / SUMMARY_FILE
+    parts.scheduler.save_pass_rates(layout.pass_rates)
+    path = layout.summary
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     tmp.replace(path)

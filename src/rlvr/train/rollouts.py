@@ -39,14 +39,15 @@ class SyncRollouts(AbstractContextManager):
         self.parts = parts
         self.seed_of = seed_of
 
-    def take(self, step: int, timer: Any) -> tuple[list[Episode], dict[str, float]]:
-        """Sample the step's batch and run its rollout; (episodes, rollout metrics)."""
-        cfg = self.parts.cfg
-        with timer("sample"):
-            batch = self.parts.scheduler.sample(cfg.train.batch_size)
-        with timer("rollout"):  # generation, tools and sandboxed verification overlap inside the engine
-            episodes = self.parts.engine.run(batch, cfg.rollout.group_size, step=step, seed=self.seed_of(step))
-        return episodes, self.parts.engine.stats.as_metrics()
+    def sample(self, step: int) -> list[Task]:
+        """The step's batch, decided by the scheduler."""
+        return self.parts.scheduler.sample(self.parts.cfg.train.batch_size)
+
+    def run(self, step: int, batch: list[Task]) -> tuple[list[Episode], dict[str, float]]:
+        """The batch's rollout, every episode scored as it ends; (episodes, rollout metrics)."""
+        engine = self.parts.engine
+        episodes = engine.run(batch, self.parts.cfg.rollout.group_size, step=step, seed=self.seed_of(step))
+        return episodes, engine.stats.as_metrics()
 
     def publish(self, done: int) -> dict[str, float]:
         """After an update: hand changed weights to a backend that generates from its own copy (vllm)."""
@@ -94,17 +95,20 @@ class AheadRollouts(AbstractContextManager):
             self.cond.notify_all()
         return {"weight_sync/publish_s": time.perf_counter() - t0}
 
-    def take(self, step: int, timer: Any) -> tuple[list[Episode], dict[str, float]]:
-        """Start the rollouts of steps step..step+ahead that are not running yet, then wait for this step's."""
+    def sample(self, step: int) -> list[Task]:
+        """The step's batch; batches of steps step..step+ahead not sampled yet are sampled now (in step order,
+        on the trainer's thread) and their rollouts started in the background."""
         last = self.parts.cfg.train.steps - 1
-        with timer("sample"):
-            for s in range(step, min(step + self.ahead, last) + 1):
-                if s not in self.futures:
-                    batch = self.batches.get(s) or self.parts.scheduler.sample(self.parts.cfg.train.batch_size)
-                    self.batches[s] = batch
-                    self.futures[s] = self.executor.submit(self._run, s, batch)
-        with timer("rollout"):  # only the part of the rollout the update did not hide
-            episodes, metrics = self.futures.pop(step).result()
+        for s in range(step, min(step + self.ahead, last) + 1):
+            if s not in self.futures:
+                batch = self.batches.get(s) or self.parts.scheduler.sample(self.parts.cfg.train.batch_size)
+                self.batches[s] = batch
+                self.futures[s] = self.executor.submit(self._run, s, batch)
+        return self.batches[step]
+
+    def run(self, step: int, batch: list[Task]) -> tuple[list[Episode], dict[str, float]]:
+        """Wait for the step's rollout (started by `sample`): only the part the update did not hide."""
+        episodes, metrics = self.futures.pop(step).result()
         del self.batches[step]
         return episodes, metrics
 

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from rlvr.config import SFTConfig
+from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Message
 from rlvr.tasks.source import TaskSource
 
 

@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier, settings_of
 from rlvr.verify.verdict import Check, Verdict
 
 THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -278,6 +278,15 @@ def _serve() -> None:
             _send(replies, (False, "unpicklable result"))
 
 
+class AnswerSettings(VerifierSettings):
+    """The `[verifier]` table of an exact-answer task."""
+
+    fallback: Fallback = Fallback.whole
+    """Where the answer is taken from when the response has no answer tags: whole, boxed or none."""
+    case_sensitive: bool = True
+    """Compare case-sensitively (false: casefolded on both sides)."""
+
+
 class ExactAnswerVerifier:
     """Kind `answer`: the marked final answer must equal `task.answer` (whitespace-normalised, and
     case-insensitive when the task's `[verifier] case_sensitive = false`). Binary: 1.0 or 0."""
@@ -286,12 +295,13 @@ class ExactAnswerVerifier:
         self.ctx = ctx
 
     def verify(self, task: Task, final: FinalState) -> Verdict:
-        found = extract_answer(final.answer, Fallback(task.verifier.get("fallback", "whole")))
+        s = settings_of(task, AnswerSettings)
+        found = extract_answer(final.answer, s.fallback)
         if found.text is None:
             return Verdict.from_checks([Check(name="answer", score=0.0, detail=found.problem)],
                                        details={"extracted": None, "how": found.how})
         gold, seen = normalize_text(str(task.answer)), normalize_text(found.text)
-        if not task.verifier.get("case_sensitive", True):
+        if not s.case_sensitive:
             gold, seen = gold.casefold(), seen.casefold()
         ok = gold == seen
         check = Check(name="answer", score=float(ok), passed=ok,
@@ -299,4 +309,4 @@ class ExactAnswerVerifier:
         return Verdict.from_checks([check], details={"extracted": found.text, "how": found.how})
 
 
-register_verifier("answer", ExactAnswerVerifier)
+register_verifier("answer", ExactAnswerVerifier, settings=AnswerSettings)

@@ -1,12 +1,16 @@
-"""The Verifier protocol and the verifier registry.
+"""The Verifier protocol and the verifier registry: each kind's factory and its typed `[verifier]` settings.
 
 A verifier judges a task's final state and returns a Verdict. It never raises for the candidate's faults
 (those are low scores or flags); `verify()` below also turns an unexpected exception inside a verifier into
 an `infra_error` verdict, so one broken verifier never kills a batch nor scores an episode 0.
+
+A task's `[verifier]` table is validated against its kind's settings model when the task loads
+(`rlvr.tasks.settings`, where `register_verifier` records the model); verifiers and tools then read it typed,
+through `settings_of(task)`.
 """
 from __future__ import annotations
 
-import difflib
+import hashlib
 import time
 import traceback
 from collections.abc import Callable
@@ -15,8 +19,19 @@ from typing import Protocol, runtime_checkable
 
 from rlvr.errors import UserError
 from rlvr.sandbox.base import SandboxPool
+from rlvr.tasks.settings import (
+    VerifierSettings,
+    kind_of,
+    load_plugins,
+    register_settings,
+    settings_of,
+    unknown_kind,
+)
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.verdict import Verdict
+
+__all__ = ["Verifier", "VerifierEntry", "VerifierFactory", "VerifierSettings", "VerifyContext", "derive_seed",
+           "kind_of", "make_verifier", "register_verifier", "settings_of", "verifier_kinds", "verify"]
 
 
 @dataclass
@@ -24,8 +39,12 @@ class VerifyContext:
     """What a verifier may use: a sandbox pool for running candidate code, and the verification seed."""
 
     pool: SandboxPool | None = None
+    """Where candidate code runs (None: the process-wide default pool)."""
     seed: int = 0
+    """The verification seed: a verifier that draws randomness (randomised hidden cases) derives it from this
+    (`derive_seed`), never from the clock or the OS, and records it in `Verdict.seed`."""
     extras: dict[str, object] = field(default_factory=dict)
+    """Verifier-specific options (e.g. the mesh verifier's `preview_dir`)."""
 
 
 @runtime_checkable
@@ -37,64 +56,56 @@ class Verifier(Protocol):
 
 
 VerifierFactory = Callable[[VerifyContext], Verifier]
-_VERIFIERS: dict[str, VerifierFactory] = {}
-_UNAVAILABLE: dict[str, str] = {}
 
 
-def register_verifier(kind: str, factory: VerifierFactory) -> None:
-    """Register a verifier kind; duplicates are refused."""
+@dataclass(frozen=True)
+class VerifierEntry:
+    """One registered verifier kind."""
+
+    factory: VerifierFactory
+    """Builds the verifier from a VerifyContext."""
+    settings: type[VerifierSettings]
+    """The model of the `[verifier]` table of this kind's tasks."""
+
+
+_VERIFIERS: dict[str, VerifierEntry] = {}
+
+
+def register_verifier(kind: str, factory: VerifierFactory,
+                      settings: type[VerifierSettings] = VerifierSettings) -> None:
+    """Register a verifier kind with the model of its tasks' `[verifier]` tables; duplicates are refused."""
     if kind in _VERIFIERS:
         raise ValueError(f"verifier {kind!r} is already registered")
-    _VERIFIERS[kind] = factory
+    register_settings(kind, settings)  # refuses a model that is not a VerifierSettings
+    _VERIFIERS[kind] = VerifierEntry(factory, settings)
 
 
 def verifier_kinds() -> list[str]:
-    _load_builtin()
+    load_plugins()
     return sorted(_VERIFIERS)
-
-
-def _load_builtin() -> None:
-    from rlvr.tasks import registry  # domain modules register their verifiers too
-
-    registry.names()
-    import importlib
-    import pkgutil
-
-    pkg = importlib.import_module("rlvr.verify")  # not `import ... as`: rlvr.verify is also a function name
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name in ("base", "verdict") or info.name.startswith("_"):
-            continue
-        try:
-            importlib.import_module(f"rlvr.verify.{info.name}")
-        except ModuleNotFoundError as exc:  # an optional dependency (rlvr[domains]) is missing
-            _UNAVAILABLE[info.name] = f"needs {exc.name}"
-
-
-def kind_of(task: Task) -> str:
-    """The verifier kind of a task: `[verifier] kind` in the task, else its domain's verifier."""
-    from rlvr.tasks.registry import verifier_kind
-
-    kind = task.verifier.get("kind")
-    return str(kind) if kind else verifier_kind(task.domain)
 
 
 def make_verifier(kind: str, ctx: VerifyContext | None = None) -> Verifier:
     """Build a verifier of `kind`; an unknown kind answers with "did you mean"."""
-    _load_builtin()
+    load_plugins()
     if kind not in _VERIFIERS:
-        close = difflib.get_close_matches(kind, list(_VERIFIERS), n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(map(repr, close))}?" if close else f"known: {', '.join(sorted(_VERIFIERS))}"
-        raise UserError(f"unknown verifier kind {kind!r}", field="verifier.kind", fix=hint)
-    return _VERIFIERS[kind](ctx or VerifyContext())
+        raise unknown_kind(kind, list(_VERIFIERS))
+    return _VERIFIERS[kind].factory(ctx or VerifyContext())
+
+
+def derive_seed(seed: int, *parts: str) -> int:
+    """A 32-bit seed drawn deterministically from a verification seed and labels (e.g. the task key): how a
+    verifier that needs randomness gets it, so the same (task, final state, seed) gives the same verdict."""
+    digest = hashlib.blake2b(":".join((str(seed), *parts)).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
 
 
 def verify(task: Task, final: FinalState, ctx: VerifyContext | None = None) -> Verdict:
-    """Verify with the task's verifier; an exception inside the verifier becomes an infra_error verdict."""
+    """Verify here, with the task's verifier; an exception inside the verifier becomes an infra_error verdict.
+
+    This is the local primitive: callers that turn an episode into a reward go through `rlvr.verify.scorer`
+    (which also dispatches to a pool that verifies on its own nodes)."""
     t0 = time.perf_counter()
-    remote = getattr(ctx.pool, "verify_remote", None) if ctx is not None else None
-    if remote is not None:  # a cluster pool verifies on the node that runs the candidate (rlvr.scale)
-        return remote(task, final, ctx.seed)
     verifier = make_verifier(kind_of(task), ctx)
     try:
         verdict = verifier.verify(task, final)

@@ -1,40 +1,10 @@
 """The code verifier: runs a task's hidden tests with a trusted harness in a fresh sandbox and flags reward hacks.
 
-Settings come from the task's `[verifier]` table (unknown keys are refused, so a typo never weakens a task):
-
-- `tests` (list of paths under hidden/): the hidden pytest files; the loader defaults them to every hidden
-  test_*.py. Every test function in them must be collected, run and pass.
-- `weights` (table, test id -> weight): relative weights of hidden tests, ids as `file.py::test_name` or
-  `file.py::Class::test_name`; unlisted tests weigh 1. Parametrised items share their function's weight.
-- `gate` (list of test ids): regression gates (e.g. SWE-style pass-to-pass tests, usually with weight 0): when
-  any of them fails, the whole score is 0, so a fix that breaks the rest of the project earns nothing.
-- `tests_weight` (float, 1.0): weight of the hidden tests together in the score beside the other checks.
-- `allowed_skips`, `allowed_xfails` (lists of test ids): skips / expected failures the task declares; any other
-  skip or xfail is a failure.
-- `checks` (list of tables): structural soundness, each `{kind, weight = 0.1, required, modules, select,
-  max_issues = 10}` with kind `compile` (every Python file compiles; required by default), `import` (the listed
-  `modules`, default every top-level code module, import cleanly; required by default), `ruff` (lint with the
-  `select`ed rules, partial credit 1 - issues / max_issues) or `types` (mypy, partial credit likewise).
-- `cases` (table): randomised hidden cases, `{generator, reference, entry, n = 20, weight = 1.0, tolerance = 1e-9}`:
-  `generator` and `reference` are hidden files, `generate(rng)` returns positional args (a list) or keyword args
-  (a dict), the reference defines the entry's function; `entry` is the candidate's `module:function`. Each
-  verification draws a fresh seed (recorded in the Verdict; `ctx.extras["cases_seed"]` replays one); the
-  reference runs without the candidate and outputs never enter the candidate's sandbox.
-- `io` (table): fixed hidden cases for one-expression / I/O-style tasks, `{file, entry, weight = 1.0,
-  tolerance = 1e-9, partial = true}`: `file` is a hidden file of one Python literal `(args, expected)` a line
-  (`args` a tuple of positional arguments), `entry` the candidate's `module:function`. The candidate runs once in
-  the sandbox under the lean harness (no pytest): it gets the arguments only, its results come back over the
-  signed channel as plain values, and the host compares them with the expected results, which never enter the
-  sandbox. Equality is strict: the same types all the way down (a tuple is not a list, True is not 1), floats
-  within `tolerance`. The score is the share of cases passed, or with `partial = false` 1 only when all pass.
-  `tests` may then be empty; `io` and `cases` exclude each other.
-- `needs_change` (bool, true): an unchanged workspace is flagged `no_change`.
-- `read_only` (list of globs): workspace files the candidate must not change, beside `Task.protected`.
-- `answer_file` (path) and `answer_template` (str, "{answer}"): for single-turn tasks, the answer's first fenced
-  Python block (else its raw text) is laid into the template (plain replacement of `{answer}`) and written to
-  this workspace path.
-- `timeout_s` (float): wall-clock limit of the hidden test run; default the task's `limits.exec_timeout_s`.
-- `kind` (str): the verifier kind ("code").
+Settings come from the task's `[verifier]` table, validated when the task loads: `rlvr.verify.code_settings`
+lists them (hidden `tests` with weights and gates, structural `checks`, randomised `cases`, fixed `io` cases,
+`visible_tests`, `needs_change`, `read_only`, `answer_file` / `answer_template`, `timeout_s`). Randomised cases
+are drawn from a seed derived from the verification seed (`VerifyContext.seed`) and the task key, which the
+Verdict records, so the same (task, final state, seed) gives the same verdict.
 
 Score: the weighted fraction of hidden tests passed, mixed with cases, io cases and structural checks by weight.
 `passed`: every hidden test and case passed, required checks passed, and no integrity flag.
@@ -53,17 +23,17 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.sandbox.base import SandboxPool
-from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
+from rlvr.sandbox.limits import for_task
+from rlvr.sandbox.result import ExecResult, ExecStatus
 from rlvr.tasks.spec import Files, FinalState, Task
 from rlvr.verify import integrity
 from rlvr.verify.answers import apply_template, code_from_answer
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifyContext, derive_seed, register_verifier, settings_of
+from rlvr.verify.code_settings import CodeSettings, IOSettings
 from rlvr.verify.harness import CASES, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
 from rlvr.verify.harness.checks import run_static_checks
 from rlvr.verify.harness.report import RunReport, authenticate, hidden_test_ids, interpret
@@ -71,125 +41,6 @@ from rlvr.verify.harness.values import NotPlain, decode, encode, identical, same
 from rlvr.verify.verdict import Check, Verdict
 
 CAND, JUDGE = "cand", "judge"
-
-
-class StaticCheck(BaseModel):
-    """One structural check of the candidate's code."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["compile", "import", "ruff", "types"]
-    """Which tool judges: compile, import, ruff or types (mypy)."""
-    weight: float = Field(0.1, ge=0)
-    """Weight in the score beside the hidden tests (tests_weight)."""
-    required: bool | None = None
-    """Whether `passed` needs it; default true for compile and import, false for lint and types."""
-    modules: list[str] = Field(default_factory=list)
-    """Modules the import check imports (default: every top-level code module)."""
-    select: list[str] = Field(default_factory=list)
-    """Ruff rule selection (default ruff's own)."""
-    max_issues: int = Field(10, ge=1)
-    """Issues at which a lint or type check scores 0."""
-
-    @property
-    def is_required(self) -> bool:
-        return self.required if self.required is not None else self.kind in ("compile", "import")
-
-
-class CasesSettings(BaseModel):
-    """Randomised hidden cases compared with a reference outside the candidate's reach."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    generator: str
-    """Hidden file defining `generate(rng) -> list | dict` (positional or keyword arguments)."""
-    reference: str
-    """Hidden file defining the reference function (named like the entry's function)."""
-    entry: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    """The candidate's `module:function`."""
-    n: int = Field(20, ge=1, le=10000)
-    """Cases drawn per verification."""
-    weight: float = Field(1.0, ge=0)
-    """Weight of all cases together."""
-    tolerance: float = Field(1e-9, ge=0)
-    """Relative and absolute tolerance for floats."""
-
-
-class IOSettings(BaseModel):
-    """Fixed hidden (arguments, expected result) pairs, compared on the host after one lean run of the candidate."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    file: str
-    """Hidden file of one Python literal `(args, expected)` a line, `args` a tuple of positional arguments."""
-    entry: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    """The candidate's `module:function`."""
-    weight: float = Field(1.0, ge=0)
-    """Weight of all io cases together."""
-    tolerance: float = Field(1e-9, ge=0)
-    """Relative and absolute tolerance for floats."""
-    partial: bool = True
-    """Score the share of cases passed (true), or 1 only when every case passes (false: for answers, like one
-    expression, where agreeing with the expected results on some inputs is coincidence, not progress)."""
-
-
-class CodeSettings(BaseModel):
-    """The `[verifier]` table of a code task (see the module docstring)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str = "code"
-    """Verifier kind."""
-    tests: list[str] = Field(default_factory=list)
-    """Hidden test files (paths under hidden/)."""
-    weights: dict[str, float] = Field(default_factory=dict)
-    """Test id -> weight."""
-    gate: list[str] = Field(default_factory=list)
-    """Test ids that must pass for any credit (regression gates)."""
-    tests_weight: float = Field(1.0, ge=0)
-    """Weight of the hidden tests together."""
-    allowed_skips: list[str] = Field(default_factory=list)
-    """Test ids that may be skipped."""
-    allowed_xfails: list[str] = Field(default_factory=list)
-    """Test ids that may be expected failures."""
-    checks: list[StaticCheck] = Field(default_factory=list)
-    """Structural soundness checks."""
-    cases: CasesSettings | None = None
-    """Randomised hidden cases."""
-    io: IOSettings | None = None
-    """Fixed hidden (arguments, expected result) cases judged without pytest."""
-    needs_change: bool = True
-    """Flag an unchanged workspace."""
-    read_only: list[str] = Field(default_factory=list)
-    """Extra protected globs."""
-    answer_file: str | None = None
-    """Workspace path the single-turn answer is written to."""
-    answer_template: str = "{answer}"
-    """Template with one `{answer}` placeholder."""
-    timeout_s: float | None = Field(None, gt=0)
-    """Limit of the hidden test run (default the task's exec_timeout_s)."""
-
-
-def settings_of(task: Task) -> CodeSettings:
-    """Validated settings; a bad `[verifier]` table is the task author's error (UserError naming the field)."""
-    try:
-        s = CodeSettings(**task.verifier)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        fix = "remove it or check its spelling" if err["type"] == "extra_forbidden" else err["msg"]
-        raise UserError("invalid code verifier setting", file=task.source, field=f"verifier.{loc}", fix=fix) from None
-    for path in [*s.tests, *([s.cases.generator, s.cases.reference] if s.cases else []), *([s.io.file] if s.io else [])]:
-        if path not in task.hidden:
-            raise UserError(f"{path!r} is not a hidden file", file=task.source, field="verifier",
-                            fix="put it under hidden/ or fix the path")
-    if not s.tests and s.cases is None and s.io is None:
-        raise UserError("a code task needs hidden tests or cases", file=task.source, field="verifier.tests",
-                        fix="add hidden/test_*.py")
-    if s.cases is not None and s.io is not None:
-        raise UserError("`cases` and `io` exclude each other", file=task.source, field="verifier.io",
-                        fix="keep one of them")
-    return s
 
 
 def io_expected(task: Task, s: IOSettings) -> dict[str, list[Any]]:
@@ -263,7 +114,7 @@ class CodeVerifier:
 
     def verify(self, task: Task, final: FinalState) -> Verdict:
         t0 = time.perf_counter()
-        s = settings_of(task)
+        s = settings_of(task, CodeSettings)
         files = candidate_files(task, final, s)
         timings: dict[str, float] = {}
         with _quiet_parse():
@@ -275,9 +126,9 @@ class CodeVerifier:
         seed = None
         expected: dict[str, Any] | None = None
         if s.cases is not None:
-            seed = int(self.ctx.extras.get("cases_seed", secrets.randbits(32)))
+            seed = self.ctx.seed  # recorded in the verdict: the seed that replays these cases
             t1 = time.perf_counter()
-            expected, err = self._draw_cases(pool, task, s, seed)
+            expected, err = self._draw_cases(pool, task, s, derive_seed(seed, "cases", task.key))
             timings["cases_reference"] = time.perf_counter() - t1
             if err:
                 return Verdict.infra(err, seed=seed, timings=timings)
@@ -348,7 +199,8 @@ class CodeVerifier:
         sandbox_files.update({f"{JUDGE}/{p}": t for p, t in harness_files().items() if s.tests or p in lean})
         sandbox_files.update({f"{JUDGE}/{p}": b for p, b in harness_bytecode().items()})
         sandbox_files.setdefault(f"{CAND}/.rlvr-keep", "")  # the candidate directory exists even when empty
-        timeout = s.timeout_s or task.limits.exec_timeout_s
+        own = for_task(pool, task, timeout_s=s.timeout_s)  # the hidden run's: [sandbox] defaults < the task's
+        timeout = own.timeout_s
         hidden_tests = {p: task.hidden[p] for p in s.tests}
         config = {
             "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout,
@@ -358,7 +210,8 @@ class CodeVerifier:
                                      - {p.split("/", 1)[0].removesuffix(".py") for p in files}),
             "cases": {"entry": spec.entry, "inputs": expected["inputs"]} if spec and expected else None,
         }
-        limits = ExecLimits(timeout_s=timeout + 10, memory_mb=max(task.limits.memory_mb, 256), processes=64)
+        # the supervisor outlives its worker by 10 s; pytest needs 256 MiB
+        limits = for_task(pool, task, timeout_s=timeout + 10, memory_mb=max(own.memory_mb, 256))
         with pool.lease(sandbox_files) as sb:
             stdin = json.dumps(config) + "\n" + key + "\n"
             res = sb.run(["python", f"{JUDGE}/{SUPERVISOR}"], stdin=stdin, limits=limits,
@@ -418,8 +271,8 @@ class CodeVerifier:
                  f"{JUDGE}/gen.py": task.hidden[s.cases.generator], f"{JUDGE}/ref.py": task.hidden[s.cases.reference]}
         cfg = {"generator": f"{JUDGE}/gen.py", "reference": f"{JUDGE}/ref.py", "seed": seed, "n": s.cases.n,
                "function": s.cases.entry.rsplit(":", 1)[1]}
-        limits = ExecLimits(timeout_s=s.timeout_s or task.limits.exec_timeout_s,
-                            memory_mb=max(task.limits.memory_mb, 256))
+        own = for_task(pool, task, timeout_s=s.timeout_s)
+        limits = for_task(pool, task, timeout_s=own.timeout_s, memory_mb=max(own.memory_mb, 256))
         res = pool.run(["python", f"{JUDGE}/{CASES}"], files=files, stdin=json.dumps(cfg) + "\n", limits=limits)
         if not res.ok:
             return None, f"the task's case generator or reference failed ({res.status.value}): {res.stderr[-300:]}"
@@ -526,4 +379,4 @@ def _shadowable(hidden_tests: Files, initial: Files) -> set[str]:
     return out
 
 
-register_verifier("code", CodeVerifier)
+register_verifier("code", CodeVerifier, settings=CodeSettings)

@@ -15,7 +15,7 @@ from typing import Any
 
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.answer import Fallback, extract_answer
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier
 from rlvr.verify.verdict import Check, Verdict
 
 MAX_ANSWER_CHARS = 200_000
@@ -191,4 +191,4 @@ class ConfigVerifier:
         return Verdict.from_checks(gate_checks + rule_checks)
 
 
-register_verifier("config", ConfigVerifier)
+register_verifier("config", ConfigVerifier, settings=VerifierSettings)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier
 from rlvr.verify.config import parse_json_answer
 from rlvr.verify.verdict import Check, Evidence, Flag, Verdict
 
@@ -125,4 +125,4 @@ class ExtractionVerifier:
                        details={"field_score": field_score, "rule_score": rule_score})
 
 
-register_verifier("extraction", ExtractionVerifier)
+register_verifier("extraction", ExtractionVerifier, settings=VerifierSettings)

@@ -13,7 +13,7 @@ from typing import Any
 
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.answer import Fallback, extract_answer, guarded, normalize_text
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier
 from rlvr.verify.verdict import Check, Flag, Verdict
 
 MAX_ANSWER_CHARS = 1000
@@ -96,4 +96,4 @@ class MathVerifier:
         return Verdict.from_checks([check], flags=flags, details=details)
 
 
-register_verifier("math", MathVerifier)
+register_verifier("math", MathVerifier, settings=VerifierSettings)

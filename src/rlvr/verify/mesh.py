@@ -24,10 +24,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rlvr.sandbox.limits import defaults_of, for_task, resolve
 from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.answer import Fallback, extract_answer, guarded
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier
 from rlvr.verify.code import default_pool
 from rlvr.verify.verdict import Check, Verdict
 
@@ -150,10 +151,11 @@ class MeshVerifier:
         script, why = extract_script(final.answer)
         if script is None:
             return Verdict(score=0.0, checks=[_gate("script", False, why)])
-        limits = ExecLimits(timeout_s=task.limits.exec_timeout_s, memory_mb=task.limits.memory_mb,
-                            file_size_mb=MAX_MESH_BYTES // 2**20 + 1)
-        dump_limits = ExecLimits(timeout_s=30.0, memory_mb=256, output_bytes=MAX_MESH_BYTES * 4 // 3 + 4096)
         pool = self.ctx.pool or default_pool()
+        limits = for_task(pool, task, file_size_mb=MAX_MESH_BYTES // 2**20 + 1)
+        # the trusted dump's own needs (a base64 mesh on stdout), over the pool's [sandbox] defaults
+        dump_limits = resolve(defaults_of(pool), task=ExecLimits(timeout_s=30.0, memory_mb=256,
+                                                                 output_bytes=MAX_MESH_BYTES * 4 // 3 + 4096))
         with pool.lease({SCRIPT: script}) as sandbox:
             run = sandbox.run(["python", SCRIPT], limits=limits)
             dump = sandbox.run(["python", "-I", "-c", _DUMP], limits=dump_limits) if run.ok else None
@@ -213,4 +215,4 @@ def _decode(stdout: str) -> tuple[Any, str]:
         return None, f"{name}: {exc}"
 
 
-register_verifier("mesh", MeshVerifier)
+register_verifier("mesh", MeshVerifier, settings=VerifierSettings)

@@ -21,7 +21,7 @@ from typing import Any
 from rlvr.tasks.domains.reasoning_gym import EXAMPLE_FILE, dataset, entry_of
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.answer import Fallback, extract_answer, guarded, normalize_text
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier
 from rlvr.verify.verdict import Check, Flag, Verdict
 
 Guard = Callable[[str, dict[str, Any]], bool]
@@ -166,4 +166,4 @@ class ReasoningGymVerifier:
         return Verdict.from_checks([check], flags=flags, details=details)
 
 
-register_verifier("reasoning-gym", ReasoningGymVerifier)
+register_verifier("reasoning-gym", ReasoningGymVerifier, settings=VerifierSettings)

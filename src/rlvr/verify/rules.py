@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlvr.errors import UserError
 from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.base import VerifyContext, register_verifier
+from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier, settings_of
 from rlvr.verify.config import parse_json_answer
 from rlvr.verify.verdict import Check, Verdict
 
@@ -211,33 +211,40 @@ def _show(vals: list[Any]) -> str:
     return repr([None if v is MISSING else v for v in vals])[:80]
 
 
+class RulesSettings(VerifierSettings):
+    """The `[verifier]` table of a rules task."""
+
+    checks: list[CheckSpec] = Field(default_factory=list, validate_default=True)
+    """The declared checks (`[[verifier.checks]]` tables), at least one."""
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _non_empty(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not value:
+            raise ValueError("a rules task needs a non-empty list of checks (add [[verifier.checks]] tables with "
+                             "op and path)")
+        return value
+
+    def check(self, task: Task) -> None:
+        """Every op is known, and every path and pattern parses."""
+        where = task.source or task.key
+        for i, spec in enumerate(self.checks):
+            if spec.op not in OPS:
+                raise UserError(f"unknown op {spec.op!r}", file=where, field=f"verifier.checks[{i}].op",
+                                fix=f"one of {', '.join(sorted(OPS))}")
+            try:
+                parse_path(spec.path)
+                if spec.pattern is not None:
+                    re.compile(spec.pattern)
+            except (ValueError, re.error) as exc:
+                raise UserError(str(exc), file=where, field=f"verifier.checks[{i}]",
+                                fix="fix the path or pattern") from None
+
+
 def compile_checks(task: Task) -> list[tuple[CheckSpec, Callable[[Any], Outcome]]]:
-    """The task's declared checks, validated, as callables over the answer. Bad declarations raise UserError."""
-    declared = task.verifier.get("checks")
-    where = task.source or task.key
-    if not isinstance(declared, list) or not declared:
-        raise UserError("a rules task needs a non-empty list of checks", file=where, field="verifier.checks",
-                        fix="add [[verifier.checks]] tables with op and path")
-    compiled = []
-    for i, raw in enumerate(declared):
-        try:
-            spec = CheckSpec(**raw) if isinstance(raw, dict) else CheckSpec.model_validate(raw)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise UserError(err["msg"], file=where, field=f"verifier.checks[{i}].{'.'.join(map(str, err['loc']))}",
-                            fix="see the check format in docs/DOMAINS.md") from None
-        if spec.op not in OPS:
-            raise UserError(f"unknown op {spec.op!r}", file=where, field=f"verifier.checks[{i}].op",
-                            fix=f"one of {', '.join(sorted(OPS))}")
-        try:
-            parse_path(spec.path)
-            if spec.pattern is not None:
-                re.compile(spec.pattern)
-        except (ValueError, re.error) as exc:
-            raise UserError(str(exc), file=where, field=f"verifier.checks[{i}]", fix="fix the path or pattern") from None
-        op = OPS[spec.op]
-        compiled.append((spec, lambda doc, s=spec, f=op: f(select(doc, s.path), s)))
-    return compiled
+    """The task's declared checks (validated settings) as callables over the answer."""
+    return [(spec, lambda doc, s=spec, f=OPS[spec.op]: f(select(doc, s.path), s))
+            for spec in settings_of(task, RulesSettings).checks]
 
 
 class RulesVerifier:
@@ -268,4 +275,4 @@ class RulesVerifier:
         return Verdict.from_checks(checks)
 
 
-register_verifier("rules", RulesVerifier)
+register_verifier("rules", RulesVerifier, settings=RulesSettings)

@@ -60,7 +60,8 @@ class Verdict(BaseModel):
     infra_error: str | None = None
     """Set when the verifier could not judge: such an episode is masked from training, never scored 0."""
     seed: int | None = None
-    """Seed of randomised hidden cases, if any were drawn."""
+    """The verification seed (`VerifyContext.seed`) when the verifier drew randomness from it (randomised hidden
+    cases), else None: verifying again with it (`rlvr verify --seed N`) draws the same."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds per phase of the verification (e.g. `sandbox`, `total`)."""
     details: dict[str, Any] = Field(default_factory=dict)

@@ -6,13 +6,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from rlvr.sandbox.base import Sandbox, SandboxPool
+from rlvr.sandbox.limits import for_task
 from rlvr.sandbox.result import ExecLimits
 from rlvr.tasks.spec import Files, Task
 from rlvr.verify.integrity import role_of
 from rlvr.verify.verdict import Check
 
 if TYPE_CHECKING:
-    from rlvr.verify.code import StaticCheck
+    from rlvr.verify.code_settings import StaticCheck
 
 ToolResult = tuple[float, str]
 """(score in [0, 1], detail)."""
@@ -97,7 +98,8 @@ TOOLS: dict[str, Callable[[Sandbox, StaticCheck, Files, ExecLimits], ToolResult]
 def run_static_checks(pool: SandboxPool, checks: Sequence[StaticCheck], files: Files,
                       task: Task) -> tuple[list[Check], str | None]:
     """Run each declared check in its own lease (apart from the hidden tests); (checks, infra error or None)."""
-    limits = ExecLimits(timeout_s=max(task.limits.exec_timeout_s, 30.0), memory_mb=max(task.limits.memory_mb, 512))
+    own = for_task(pool, task)  # [sandbox] defaults < the task's limits; linters and mypy need at least these
+    limits = for_task(pool, task, timeout_s=max(own.timeout_s, 30.0), memory_mb=max(own.memory_mb, 512))
     out: list[Check] = []
     with pool.lease(files) as sb:
         for check in checks:

@@ -7,6 +7,9 @@ blocks and reports tampering with pytest, the harness and the hidden tests; it l
 itself with every `assert a <op> b` routed through `_compare`, which serialises plain values for the host
 to recompute and probes other values against a fresh sentinel, so always-equal objects are caught.
 Messages go to an inherited pipe as JSON lines; the worker ends with `os._exit`, so atexit tricks never run.
+
+Over 500 lines on purpose: it is copied into the sandbox as one standalone file (no imports from rlvr), so the
+audit hook, the loader and the comparison probes it needs cannot be split into shared modules.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Checkpoint I/O through the storage layer: put and get bytes or files at a local path or fsspec URL, atomically.
+"""Object I/O by URL: put and get bytes or files at a local path or any fsspec URL, atomically; list, delete.
 
-The trainer writes torch state dicts with `with open_atomic(url) as f: torch.save(state, f)`; nothing here
-imports torch.
+Each call names one object by its full URL (a Storage is opened at its parent, so atomic puts land beside
+it). Checkpoints are written with `with open_atomic(url) as f: torch.save(state, f)`; nothing here imports
+torch. Which URLs a run uses is rlvr.store.layout's business.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _split(url: str | Path, options: Options = None) -> tuple[Storage, str]:
     url = str(url).rstrip("/")
     parent, name = posixpath.split(url)
     if not name:
-        raise ValueError(f"checkpoint URL has no object name: {url!r}")
+        raise ValueError(f"object URL has no object name: {url!r}")
     return Storage(parent or ".", dict(options or {})), name
 
 
@@ -53,6 +54,7 @@ def get_file(url: str | Path, local_path: str | Path, options: Options = None) -
 
 
 def exists(url: str | Path, options: Options = None) -> bool:
+    """Whether an object (or folder) is at `url`."""
     storage, name = _split(url, options)
     return storage.exists(name)
 
@@ -71,7 +73,7 @@ def list_names(url: str | Path, options: Options = None) -> list[str]:
 @contextlib.contextmanager
 def open_atomic(url: str | Path, options: Options = None) -> Iterator[BinaryIO]:
     """A local temporary file to write into; on a clean exit it is committed to `url`, on an error dropped."""
-    fd, tmp = tempfile.mkstemp(prefix="rlvr-ckpt-", suffix=".part")
+    fd, tmp = tempfile.mkstemp(prefix="rlvr-object-", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

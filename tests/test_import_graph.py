@@ -1,0 +1,231 @@
+"""No import cycle anywhere in `rlvr`: the module graph read from the source with `ast` is acyclic.
+
+What counts as an edge from module M:
+
+- every `import` and `from ... import` statement in M, at module level and inside functions and classes (the lazy
+  imports that keep torch or ray out of the core are edges too: they run the moment the function is called);
+- except the imports under `if TYPE_CHECKING:`, which never run;
+- `import a.b.c` runs `a`, `a.b` and `a.b.c`; `from a.b import c` runs `a`, `a.b` and, when `c` is a submodule,
+  `a.b.c`. The packages above M itself are left out (Python has already started them before M runs), unless M
+  takes a name from one of them (`from rlvr.envs import Env` inside `rlvr.envs.tools` needs `rlvr/envs/__init__`
+  to have got that far);
+- `importlib.import_module(...)` with a computed name is not read: the lazy exports of `rlvr.rollout` and the
+  domain loader of `rlvr.tasks.domains` (a registry that imports its plugins, which then call `register`).
+
+The same graph folded onto the subpackages (`rlvr.envs`, `rlvr.rollout`, ...) must be acyclic too, and along the
+pipeline (tasks < sandbox < envs < verify < rollout < train) imports point downstream only.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = "rlvr"
+PIPELINE = ("tasks", "sandbox", "envs", "verify", "rollout", "train")
+"""The layers of DESIGN.md, lowest first: a layer may import the ones before it, never those after."""
+
+
+def module_files(src: Path = SRC) -> dict[str, Path]:
+    """Dotted module name -> file, for every module and package under src/rlvr."""
+    out: dict[str, Path] = {}
+    for path in sorted((src / ROOT).rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if any(not p.isidentifier() for p in parts):
+            continue  # data trees shipped with the package (task projects), not importable modules
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _import_nodes(nodes: list[ast.AST]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements anywhere under `nodes`, the `if TYPE_CHECKING:` branches left out."""
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _import_nodes(list(node.orelse))
+        else:
+            yield from _import_nodes(list(ast.iter_child_nodes(node)))
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def imports_of(module: str, path: Path, modules: set[str]) -> set[str]:
+    """The rlvr modules that running `module` (all of its functions included) imports."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    own = set(_ancestors(module)) | ({module} if is_package else set())
+    out: set[str] = set()
+
+    def run(target: str, *, names_from: bool = False) -> None:
+        """`target` runs, with the packages above it; `names_from`: M reads names from target itself."""
+        for pkg in _ancestors(target):
+            if pkg not in own:
+                out.add(pkg)
+        if target in modules and (names_from or target not in own):
+            out.add(target)
+
+    for node in _import_nodes([tree]):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == ROOT:
+                    run(alias.name)
+            continue
+        if node.level:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[: len(base) - node.level + 1]
+            source = ".".join(base + ([node.module] if node.module else []))
+        else:
+            source = node.module or ""
+        if source.split(".")[0] != ROOT:
+            continue
+        takes_names = False
+        for alias in node.names:
+            sub = f"{source}.{alias.name}"
+            if sub in modules:
+                run(sub)
+            else:
+                takes_names = True
+        run(source, names_from=takes_names)
+    out.discard(module)
+    return out
+
+
+def import_graph(src: Path = SRC) -> dict[str, set[str]]:
+    files = module_files(src)
+    names = set(files)
+    return {mod: imports_of(mod, path, names) for mod, path in files.items()}
+
+
+def tangles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan): the sets of modules that import
+    each other, directly or through others."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return components
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle per tangle, each as a closed path."""
+    return [_cycle_in(graph, set(comp)) for comp in tangles(graph)]
+
+
+def describe(graph: dict[str, set[str]]) -> str:
+    """Each tangle as one of its cycles and all of its members."""
+    return "\n".join(f"{' -> '.join(_cycle_in(graph, set(comp)))}   (tangled: {', '.join(comp)})"
+                     for comp in tangles(graph))
+
+
+def _cycle_in(graph: dict[str, set[str]], comp: set[str]) -> list[str]:
+    """A shortest cycle through the first module of a strongly connected component (breadth-first)."""
+    start = min(comp)
+    parent: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & comp):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(parent[path[-1]])
+                    return [*reversed(path), start]
+                if w not in parent:
+                    parent[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no cycle in component {sorted(comp)}")  # unreachable for a real component
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto the subpackages of rlvr (`rlvr.envs.env` -> `envs`); the top-level
+    modules (`rlvr`, `rlvr.errors`, `rlvr.config`, `rlvr.cli`) become nodes of their own name."""
+    def fold(mod: str) -> str:
+        parts = mod.split(".")
+        return parts[1] if len(parts) > 1 else ROOT
+
+    out: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        out.setdefault(fold(mod), set()).update(t for t in map(fold, targets) if t != fold(mod))
+    return out
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert len(graph) > 50, "the module walk found too few modules"
+    assert not tangles(graph), "import cycles in rlvr:\n" + describe(graph)
+
+
+def test_no_cycles_between_subpackages() -> None:
+    graph = package_graph(import_graph())
+    assert not tangles(graph), "subpackages importing each other:\n" + describe(graph)
+
+
+def test_pipeline_imports_point_downstream() -> None:
+    rank = {name: i for i, name in enumerate(PIPELINE)}
+
+    def layer(mod: str) -> int:
+        parts = mod.split(".")
+        return rank.get(parts[1], -1) if len(parts) > 1 else -1
+
+    upward = sorted(f"{mod} imports {target}" for mod, targets in import_graph().items() for target in targets
+                    if layer(mod) >= 0 and layer(target) > layer(mod))
+    assert not upward, "imports running up the pipeline " + " < ".join(PIPELINE) + ":\n" + "\n".join(upward)
+
+
+def test_graph_reads_lazy_and_package_imports(tmp_path: Path) -> None:
+    """The walker itself: lazy imports are edges, TYPE_CHECKING ones are not, packages resolve, cycles show."""
+    pkg = tmp_path / ROOT
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "__init__.py").write_text("from rlvr.a.x import X\n")
+    (pkg / "a" / "x.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rlvr import b\nX = 1\n"
+        "def f():\n    from rlvr.b import Y\n")
+    (pkg / "b.py").write_text("from rlvr.a import X\nY = 2\n")
+    (pkg / "c.py").write_text("from . import b\nimport rlvr.a.x\n")
+    graph = import_graph(tmp_path)
+    assert graph["rlvr.a.x"] == {"rlvr.b"}
+    assert graph["rlvr.b"] == {"rlvr.a"}
+    assert graph["rlvr.a"] == {"rlvr.a.x"}
+    assert graph["rlvr.c"] == {"rlvr.b", "rlvr.a", "rlvr.a.x"}
+    assert find_cycles(graph) == [["rlvr.a", "rlvr.a.x", "rlvr.b", "rlvr.a"]]
