@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +28,12 @@ def _run_cli(args: list[str]) -> CliResult:
         # rich consoles bound to sys.stdout at import time: rebind for the call
         from rlvr import cli
 
+        saved = cli.out._file, cli.err._file  # None: follow sys.stdout / sys.stderr (as capsys swaps them)
         cli.out.file, cli.err.file = out, err
         try:
             code = main(args)
         finally:
-            cli.out.file, cli.err.file = sys.stdout, sys.stderr
+            cli.out._file, cli.err._file = saved
     return CliResult(code, out.getvalue(), err.getvalue())
 
 

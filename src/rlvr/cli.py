@@ -1,50 +1,46 @@
-"""The `rlvr` command line.
+"""The `rlvr` command line: the run commands (train, eval, verify, export, serve, report, failures, query) and
+the entry point; the `tasks` and `sandbox` groups live in rlvr.commands.
 
 Exit codes: 0 done (a failing verdict is still a done verification), 2 bad input (one line naming the file,
 field and fix; no traceback), 1 internal error.
 """
 from __future__ import annotations
 
-import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from rlvr.errors import NotYetAvailable, UserError
+from rlvr.commands.console import cell as _cell
+from rlvr.commands.console import err, out
+from rlvr.commands.console import not_yet as _not_yet
+from rlvr.commands.console import print_json as _print_json
+from rlvr.commands.sandbox import sandbox_app
+from rlvr.commands.tasks import tasks_app
+from rlvr.errors import RankLost, Stalled, UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="rlvr: reinforcement-learning post-training with verifiable rewards.")
-tasks_app = typer.Typer(no_args_is_help=True, help="List, show, sample, validate and profile tasks.")
-sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in the sandbox, self-test it, benchmark it.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(sandbox_app, name="sandbox")
-
-out = Console()
-err = Console(stderr=True)
-
-
-def _not_yet(what: str) -> None:
-    raise NotYetAvailable(f"{what} is not available in this version of rlvr yet", fix="see the open issues")
-
-
-def _print_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 # --------------------------------------------------------------------------------------------- train / eval
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def train(
     ctx: typer.Context,
-    config: Annotated[Optional[str], typer.Argument(help="Run config TOML; omitted: the built-in quickstart.")] = None,
+    config: Annotated[str | None, typer.Argument(help="Run config TOML; omitted: the built-in quickstart.")] = None,
     help_config: Annotated[bool, typer.Option("--help-config", help="Print every config field and exit.")] = False,
-    cluster: Annotated[Optional[str], typer.Option(help="Ray address (auto or ray://...); default local.")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        help="Ray address (auto or ray://...): sandboxes on Ray, and with train.world_size > 1 one rank per Ray "
+             "actor; default local.")] = None,
     resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Resume from the run's last checkpoint.")] = True,
 ) -> None:
-    """Train a policy: the main job. Extra KEY=VALUE arguments override config fields (train.lr=1e-4)."""
+    """Train a policy: the main job. Extra KEY=VALUE arguments override config fields (train.lr=1e-4). Several
+    ranks: `torchrun --nproc-per-node N -m rlvr train CONFIG`, or --cluster with train.world_size = N."""
     from rlvr.config import describe_fields, load_config
 
     if help_config:
@@ -72,17 +68,29 @@ def train(
 @app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def eval_(
     ctx: typer.Context,
-    policy: Annotated[Optional[str], typer.Option(help="hf:PATH_OR_NAME, openai:BASE_URL#MODEL or scripted:FILE.")] = None,
-    tasks: Annotated[Optional[str], typer.Option(help="Tasks SPEC: domains or pack paths with optional :N, comma-joined.")] = None,
+    policy: Annotated[str | None, typer.Option(help="hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE or vllm:PATH; default: the config's policy section.")] = None,
+    tasks: Annotated[str | None, typer.Option(help="Tasks SPEC: domains or pack paths with optional :N, comma-joined; default: the config's tasks.heldout.")] = None,
     k: Annotated[int, typer.Option("-k", help="Samples per task for pass@k.")] = 1,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    compare: Annotated[Optional[list[str]], typer.Option(help="Compare two eval runs: --compare A B (each an eval.json or its directory).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (the progress bar stays on stderr).")] = False,
+    compare: Annotated[list[str] | None, typer.Option(help="Compare two eval runs: --compare A B (each an eval.json or its directory).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of task sampling and generation.")] = 0,
-    cluster: Annotated[Optional[str], typer.Option(help="Ray address; default local.")] = None,
+    cluster: Annotated[str | None, typer.Option(help="Ray address; default local.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its policy, rollout, sandbox and cluster sections apply.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0: greedy); default policy.temperature.")] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus mass; default policy.top_p.")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Tokens per model turn; default policy.max_new_tokens.")] = None,
+    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Turns per episode (default: each task's own).")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Stop after S seconds and report the finished episodes.")] = None,
+    output_dir: Annotated[Path, typer.Option("--output-dir", help="Parent of the eval's directory (<dir>/<UTC time>).")] = Path("runs/eval"),
 ) -> None:
-    """Evaluate a policy: pass@1 and pass@k per domain with confidence intervals."""
+    """Evaluate a policy: pass@1 and pass@k per domain with confidence intervals.
+
+    Episodes are kept in the eval directory (rlvr report / query / failures work on it).
+
+    Ctrl-C or --time-limit writes the partial report of the finished episodes.
+    """
     from rlvr.rollout.evaluate import compare as compare_reports
-    from rlvr.rollout.evaluate import load_report, run_eval, write_report
+    from rlvr.rollout.evaluate import eval_config, load_report, new_eval_dir, run_eval, write_report
 
     def pct(x: float | None, ci: list[float] | None = None) -> str:
         if x is None:
@@ -107,11 +115,25 @@ def eval_(
                           pct(r["delta_pass@k"], r["delta_pass@k_ci"]), str(r["shared_tasks"]))
         out.print(table)
         return
-    if not policy or not tasks:
-        raise UserError("give --policy and --tasks (or --compare RUN_A --compare RUN_B)",
+    cfg = eval_config(config, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                      max_turns=max_turns, cluster=cluster)
+    tasks = tasks or (cfg.tasks.heldout if config is not None else None)
+    if not tasks or not (policy or config is not None):
+        raise UserError("give --policy and --tasks, or --config FILE (or --compare RUN_A --compare RUN_B)",
                         fix="e.g. rlvr eval --policy scripted:actions.json --tasks code:20 -k 4")
-    rep = run_eval(policy, tasks, k=k, seed=seed, cluster=cluster, show_progress=not json_out)
-    path = write_report(rep)
+    from rlvr.store.episodes import EpisodeStore
+
+    run_dir = new_eval_dir(output_dir)
+    try:
+        rep = run_eval(policy, tasks, k=k, seed=seed, config=cfg, out_dir=run_dir, time_limit_s=time_limit,
+                       store=EpisodeStore(run_dir, compression=cfg.store.compression))
+    except BaseException:
+        if not (run_dir / "episodes").exists():  # bad input, or a crash before any episode: nothing half-written
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    path = write_report(rep, run_dir=run_dir)
     if json_out:
         _print_json(rep)
     else:
@@ -120,7 +142,13 @@ def eval_(
             table.add_row(d, str(r["n"]), str(r["samples"]), pct(r["pass@1"], r["pass@1_ci"]),
                           pct(r["pass@k"], r["pass@k_ci"]), str(r["masked_episodes"]))
         out.print(table)
-    err.print(f"wrote {path}", markup=False, highlight=False)
+    if rep["partial"]:
+        why = f"time limit of {time_limit:g} s" if rep["stopped"] == "time limit" else "interrupted"
+        err.print(f"partial report ({why}): {rep['episodes']} of {rep['planned_episodes']} episodes finished",
+                  markup=False, highlight=False)
+    err.print(f"wrote {path} (episodes: rlvr report {run_dir})", markup=False, highlight=False)
+    if rep["stopped"] == "interrupted":
+        raise typer.Exit(130)
 
 
 @app.command()
@@ -134,12 +162,11 @@ def verify(
     """Verify a final workspace against a task; exit 0 whether or not it passed."""
     from rlvr.tasks.loaders import load_task_dir
     from rlvr.tasks.spec import FinalState
-    from rlvr.verify.base import VerifyContext
-    from rlvr.verify.base import verify as run_verify
     from rlvr.verify.code import read_workspace
+    from rlvr.verify.scorer import Scorer
 
     task = load_task_dir(task_dir)
-    verdict = run_verify(task, FinalState(files=read_workspace(workspace_dir)), VerifyContext(seed=seed))
+    verdict = Scorer(cache=False).score(task, FinalState(files=read_workspace(workspace_dir)), seed).verdict
     if json_out:
         _print_json(verdict.model_dump(mode="json"))
         return
@@ -158,6 +185,18 @@ def verify(
     out.print(f"score {verdict.score:.3f}  passed {verdict.passed}  ({verdict.timings.get('total', 0.0):.2f} s)")
 
 
+@app.command("export")
+def export_(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="New directory to write.")],
+    adapter: Annotated[bool, typer.Option("--adapter", help="Keep LoRA as a peft adapter (default: merged).")] = False,
+) -> None:
+    """Write the run's last checkpoint as a plain Hugging Face directory (load it with `--policy hf:DIR`)."""
+    from rlvr.train.checkpoint import export
+
+    out.print(f"wrote {export(run_dir, output, adapter=adapter)}", markup=False, highlight=False)
+
+
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
     """Write the run's self-contained HTML report."""
@@ -169,8 +208,8 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) ->
 @app.command()
 def failures(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
-    export: Annotated[Optional[str], typer.Option(help="recovery or contrastive.")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Export file (JSONL).")] = None,
+    export: Annotated[str | None, typer.Option(help="recovery or contrastive.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Export file (JSONL).")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
     top: Annotated[int, typer.Option(help="Clusters shown (all with --json).")] = 30,
 ) -> None:
@@ -233,244 +272,87 @@ def query(
     out.print(f"{len(rows)} rows" + (f" ({max_rows} shown)" if len(rows) > max_rows else ""))
 
 
-def _cell(value: object, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# ---------------------------------------------------------------------------------------------------- tasks
-@tasks_app.command("list")
-def tasks_list(json_out: Annotated[bool, typer.Option("--json", help="A list of {name, size, description}.")] = False) -> None:
-    """Every registered domain with its size (or "procedural") and a one-line description."""
-    from rlvr.tasks import registry
-    from rlvr.tasks.domains import unavailable
-
-    rows = []
-    for name in registry.names():
-        src = registry.make(name)
-        rows.append({"name": name, "size": src.size if src.size is not None else "procedural",
-                     "description": src.description or registry.entry(name).description})
-    if json_out:
-        _print_json(rows)
-        return
-    table = Table("domain", "size", "description")
-    for r in rows:
-        table.add_row(r["name"], str(r["size"]), r["description"])
-    out.print(table)
-    for mod, why in unavailable().items():
-        err.print(f"[yellow]domain module {mod} unavailable: {why}[/yellow]")
-
-
-@tasks_app.command("show")
-def tasks_show(
-    ref: Annotated[str, typer.Argument(help="A task directory, DOMAIN:INDEX or DOMAIN/ID.")],
-    json_out: Annotated[bool, typer.Option("--json")] = False,
-    hidden: Annotated[bool, typer.Option("--hidden", help="Also show hidden material.")] = False,
+@app.command()
+def serve(
+    tasks: Annotated[str, typer.Option(help="Tasks SPEC to serve.")],
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    token_file: Annotated[Path | None, typer.Option(help="File holding the bearer token every request must carry.")] = None,
+    idle_timeout: Annotated[float, typer.Option(help="Seconds before an idle session's sandbox is released.")] = 600.0,
+    max_sessions: Annotated[int, typer.Option(help="Concurrent sessions allowed.")] = 64,
 ) -> None:
-    """Show one task: its prompt, workspace files and limits."""
-    from rlvr.tasks.selection import lookup
-
-    task = lookup(ref)
-    data = task.model_dump(mode="json")
-    if not hidden:
-        for key in ("hidden", "solution", "answer"):
-            data.pop(key, None)
-    if json_out:
-        _print_json(data)
-        return
-    out.rule(f"[bold]{task.key}[/bold]")
-    out.print(task.prompt, markup=False, highlight=False)
-    for path, text in task.workspace.items():
-        out.rule(f"workspace/{path}")
-        out.print(text, markup=False, highlight=False)
-    if hidden:
-        for path, text in task.hidden.items():
-            out.rule(f"hidden/{path}")
-            out.print(text, markup=False, highlight=False)
-        if task.answer is not None:
-            out.rule("answer")
-            out.print(repr(task.answer), markup=False)
-    out.rule()
-    out.print(f"limits: {task.limits.model_dump()}  tier: {task.tier}  source: {task.source}", markup=False)
-
-
-@tasks_app.command("sample")
-def tasks_sample(
-    domain: Annotated[str, typer.Argument(help="A domain name or pack path.")],
-    n: Annotated[int, typer.Option("-n", help="How many tasks.")] = 3,
-    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Print sample tasks of a domain."""
-    from rlvr.tasks.selection import open_source
-
-    src = open_source(domain)
-    tasks = src.sample(n, seed=seed)
-    if json_out:
-        _print_json([t.model_dump(mode="json", exclude={"hidden", "solution", "answer"}) for t in tasks])
-        return
-    for t in tasks:
-        out.rule(f"[bold]{t.key}[/bold]")
-        out.print(t.prompt, markup=False, highlight=False)
-
-
-@tasks_app.command("validate")
-def tasks_validate(
-    path: Annotated[Optional[Path], typer.Argument(help="A task directory, a pack directory or a JSONL pack.")] = None,
-    domain: Annotated[Optional[str], typer.Option(help="Validate a sample of a built-in domain instead.")] = None,
-    n: Annotated[int, typer.Option("-n", help="Sample size for --domain.")] = 5,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Check a task or pack against the format, and prove its verifiers (gold 1.0, negative controls 0).
-
-    Exit 0 when every task is valid, 2 when any is not (bad input: each row names the file, the field and the
-    fix), 1 on an internal error.
-    """
-    from rich.text import Text
-
-    from rlvr.tasks.validate import validate_format
-
-    if (path is None) == (domain is None):
-        raise UserError("give exactly one of PATH or --domain NAME", fix="e.g. rlvr tasks validate ./my-pack")
-    report_rows = validate_format(path, domain=domain, n=n)
+    """Serve tasks as an OpenEnv environment: WebSocket sessions, MCP tool actions, the verdict at the end."""
+    sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]  # openenv-core's optional web UI: unused here, 60% of start-up
     try:
-        from rlvr.verify.proof import prove_rows
+        from rlvr.integrations.openenv import serve as run_server
     except ModuleNotFoundError as exc:
-        if exc.name != "rlvr.verify.proof":
-            raise
-    else:
-        report_rows = prove_rows(report_rows)
-    for r in report_rows:
-        r.pop("loaded", None)
-    ok = bool(report_rows) and all(r["ok"] for r in report_rows)
-    if json_out:
-        _print_json({"ok": ok, "tasks": report_rows})
-    else:
-        table = Table("task", "result", "detail")
-        for r in report_rows:  # details quote fields as `[id]`: text, never rich markup
-            table.add_row(Text(r["task"]), "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]", Text(r["detail"]))
-        out.print(table)
-        out.print(f"{sum(r['ok'] for r in report_rows)}/{len(report_rows)} tasks valid")
-    if not ok:
-        raise typer.Exit(2)
-
-
-@tasks_app.command("profile")
-def tasks_profile(
-    policy: Annotated[str, typer.Option(help="Policy SPEC.")],
-    tasks: Annotated[str, typer.Option(help="Tasks SPEC.")],
-    k: Annotated[int, typer.Option("-k", help="Samples per task.")] = 8,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Pre-flight: per-task pass rates, tiers, learnable share, reward variance, verifier determinism."""
-    from rich.progress import Progress
-
-    from rlvr.schedule.profile import print_report, run_profile
-
-    with Progress(console=err, transient=True, disable=json_out or not err.is_terminal) as bar:
-        job = bar.add_task("sampling episodes", total=None)
-        report = run_profile(policy, tasks, k, progress=lambda done, total: bar.update(job, completed=done,
-                                                                                        total=total))
-    if json_out:
-        _print_json(report.to_json())
-    else:
-        print_report(report, out)
-
-
-# -------------------------------------------------------------------------------------------------- sandbox
-@sandbox_app.command("run", context_settings={"allow_interspersed_args": False})
-def sandbox_run(
-    cmd: Annotated[list[str], typer.Argument(help="The command (after --).")],
-    workspace: Annotated[Optional[Path], typer.Option(help="Directory copied into the sandbox (never modified).")] = None,
-    timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 10.0,
-    memory: Annotated[int, typer.Option(help="Memory limit in MiB.")] = 512,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the ExecResult as JSON.")] = False,
-) -> None:
-    """Run one command in a sandbox on a copy of a workspace and print the ExecResult."""
-    from rlvr.sandbox import ExecLimits, ExecStatus
-    from rlvr.sandbox.pool import BwrapPool
-    from rlvr.sandbox.workspace import list_files, read_file
-
-    if not cmd:
-        raise UserError("no command given", field="CMD", fix="write e.g. rlvr sandbox run -- python -c 'print(1)'")
-    files: dict[str, bytes] = {}
-    if workspace is not None:
-        if not workspace.is_dir():
-            raise UserError("not a directory", file=workspace, field="--workspace", fix="pass an existing directory")
-        files = {rel: read_file(workspace, rel) or b"" for rel in list_files(workspace)}
-    if timeout <= 0 or memory < 16:
-        raise UserError(f"out of range (timeout {timeout}, memory {memory})", field="--timeout/--memory",
-                        fix="use a timeout above 0 seconds and at least 16 MiB of memory")
-    limits = ExecLimits(timeout_s=timeout, memory_mb=memory)
-    with BwrapPool(limits, workers=1, spares=0) as pool, pool.lease(files) as sb:
-        result = sb.run(list(cmd), limits=limits)
-    if json_out:
-        _print_json(result.model_dump(mode="json"))
-    else:
-        sys.stdout.write(result.stdout)
-        sys.stderr.write(result.stderr)
-        err.print(f"[{result.status.value}] exit={result.exit_code} signal={result.signal} "
-                  f"wall={result.wall_s * 1000:.1f}ms cpu={result.cpu_s * 1000:.1f}ms "
-                  f"peak={result.peak_memory_mb:.1f}MiB", markup=False, highlight=False)
-    if result.status is ExecStatus.infra_error:
-        raise typer.Exit(1)
-
-
-@sandbox_app.command("check")
-def sandbox_check() -> None:
-    """Containment self-test: one line per property; exit 1 if any fails."""
-    from rlvr.sandbox.pool import BwrapPool
-    from rlvr.sandbox.selftest import run_checks
-
-    with BwrapPool(workers=1, spares=0) as pool:
-        results = run_checks(pool)
-    for r in results:
-        mark = "[green]PASS[/green]" if r.passed else "[red]FAIL[/red]"
-        out.print(f"{mark} {r.name}: [dim]{r.detail}[/dim]", highlight=False, soft_wrap=True)
-    failed = sum(not r.passed for r in results)
-    out.print(f"{len(results) - failed}/{len(results)} containment checks passed")
-    if failed:
-        raise typer.Exit(1)
-
-
-@sandbox_app.command("bench")
-def sandbox_bench(json_out: Annotated[bool, typer.Option("--json", help="One flat JSON object.")] = False) -> None:
-    """Sandbox latency and throughput beside their baselines, measured in the same run."""
-    from rich.progress import Progress
-
-    from rlvr.sandbox.bench import figures_table, run_bench
-
-    n = 200
-    with Progress(console=err, transient=True, disable=json_out) as progress:
-        task = progress.add_task("sandbox bench", total=n + n // 4 + n // 10 + n // 40)
-        figures = run_bench(n, progress=lambda: progress.advance(task))
-    if json_out:
-        _print_json({k: round(v, 3) for k, v in figures.items()})
-        return
-    out.print(figures_table(figures))
+        raise UserError(f"rlvr serve needs {exc.name}", fix="pip install 'rlvr[openenv]'") from None
+    run_server(tasks, host=host, port=port, token_file=str(token_file) if token_file else None,
+               idle_timeout=idle_timeout, max_sessions=max_sessions)
 
 
 # ------------------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     """Entry point: maps UserError to one line on stderr and exit 2."""
     try:
-        rc = app(args=argv, standalone_mode=False)  # click returns the code of typer.Exit here
+        rc = app(args=argv, prog_name="rlvr", standalone_mode=False)  # click returns typer.Exit's code here
     except UserError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        if not _other_rank():  # every rank of a torch.distributed job refuses the same input: rank 0 says so
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
+    except (Stalled, RankLost) as exc:  # a watchdog fired, or a peer rank died: threads stuck, not joinable
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
         err.print("aborted")
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except Exception as exc:
+        usage = _usage_error(exc, argv)
+        if usage is None:
+            raise
+        err.print(f"error: {usage}", markup=False, highlight=False, soft_wrap=True)
+        return 2
     return rc if isinstance(rc, int) else 0
+
+
+def _other_rank() -> bool:
+    """Whether this process is a rank other than 0 of a job torchrun (or the Ray launcher) started."""
+    env = os.environ
+    return env.get("RANK", "0") != "0" and all(env.get(v) for v in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def _usage_error(exc: BaseException, argv: list[str] | None) -> str | None:
+    """A command-line usage error (unknown option or command, missing or malformed value) as one line with the
+    command, the problem, a "did you mean" where there is one, and where to look; None for anything else.
+
+    Typer raises the exceptions of the click it vendors (`typer._click`), not those of a separately
+    installed click, so both are recognised by their base class."""
+    if not any(c.__name__ == "ClickException" for c in type(exc).__mro__):
+        return None
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else _command_path(argv)
+    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    possibilities = sorted(getattr(exc, "possibilities", None) or [])
+    if possibilities and not any(w in message.lower() for w in ("did you mean", "possible option")):
+        message += f" (did you mean {', '.join(possibilities[:3])}?)"
+    return f"{command}: {message} (see `{command} --help`)"
+
+
+def _command_path(argv: list[str] | None) -> str:
+    """`rlvr tasks show` from the leading words of argv that name commands (for errors click gives no context)."""
+    group: Any = typer.main.get_command(app)
+    words = ["rlvr"]
+    for token in sys.argv[1:] if argv is None else argv:
+        sub = getattr(group, "commands", {}).get(token)
+        if sub is None:
+            break
+        words.append(token)
+        group = sub
+    return " ".join(words)
 
 
 def entry() -> None:

@@ -90,6 +90,10 @@ class PolicyConfig(Section):
     """`openai` backend: retries of a failed request."""
     threads: int = Field(1, ge=1)
     """torch CPU threads (1 is fastest beside sandboxes on a small machine)."""
+    chat_template: str = "auto"
+    """`hf` and `vllm` backends: how conversations become text. `auto`: the tokenizer's own chat template, and
+    for a model without one (a base model) the `plain` one; `plain`: `<|role|>content<|end|>` per message (the
+    built-in model's template; other models read the markers as text); or the path of a Jinja template file."""
     vllm_kv_cache_mb: int | None = Field(512, ge=16)
     """`vllm` backend: memory reserved for the engine's KV cache (MiB); None lets vLLM size it from free GPU
     memory (CUDA only: on CPU vLLM would claim most of the machine's RAM)."""
@@ -108,6 +112,10 @@ class RolloutConfig(Section):
     """Episodes in flight at once."""
     tool_workers: int = Field(2, ge=1)
     """Threads executing tools and verification beside generation."""
+    stall_timeout_s: float = Field(900.0, gt=0)
+    """Watchdog: seconds in which no episode ends a tool call, a lease or its scoring before the rollout stops
+    with an error naming where the episodes are stuck (never a silent hang). Longer than any one tool call,
+    sandbox lease or verification of the run's tasks."""
     infra_retries: int = Field(1, ge=0)
     """Retries of an infra fault before the episode is masked."""
     max_output_chars: int = Field(4000, ge=200)
@@ -131,14 +139,17 @@ class TrainConfig(Section):
     advantage: str = "grpo"
     """Advantage estimator: grpo, dr_grpo or rloo."""
     loss: str = "ppo_clip"
-    """Policy loss from the loss table."""
+    """Policy loss from the loss table: ppo_clip (PPO's clipped token ratio), pg (importance-weighted policy
+    gradient, no clipping), gspo (GSPO: one ratio per sequence, the geometric mean of its token ratios, clipped
+    per sequence; the paper clips at clip_low 3e-4, clip_high 4e-4) or cispo (CISPO: the clipped token ratio,
+    gradient stopped, times the log-prob; every token keeps its gradient)."""
     aggregation: Literal["token", "sequence", "constant"] = "token"
     """Average the loss over all tokens of the batch (token), per sequence then over sequences (sequence), or
     sum it over tokens and divide by sequences x `norm_length` (constant: Dr. GRPO, no length bias)."""
     norm_length: int = Field(256, ge=1)
     """The constant length of the `constant` aggregation."""
     clip_low: float = Field(0.2, ge=0)
-    """PPO clip range below 1."""
+    """PPO clip range below 1 (the sequence ratio's for gspo, the detached weight's for cispo)."""
     clip_high: float = Field(0.2, ge=0)
     """PPO clip range above 1 (DAPO's clip-higher: set it above clip_low, e.g. 0.28)."""
     kl_coef: float = Field(0.0, ge=0)
@@ -158,9 +169,25 @@ class TrainConfig(Section):
     off_policy: Literal["behaviour", "decoupled"] = "behaviour"
     """Importance ratio of the loss: against the stored behaviour log-probs (behaviour: plain PPO, stale
     tokens clipped at 1 +- clip), or decoupled PPO: the ratio is taken against the weights at the start of the
-    update (recomputed) and weighted by min(proximal / behaviour, `is_cap`)."""
+    update (recomputed) and weighted by the behaviour correction `is_correction` (by default min(proximal /
+    behaviour, `is_cap`)). Decoupled also measures `mismatch/*` on every token (behaviour: on the first
+    minibatch's)."""
     is_cap: float = Field(2.0, ge=1)
     """Truncation of the behaviour importance weight in the decoupled correction."""
+    is_correction: str = "tis"
+    """The decoupled correction's weight on rho = pi_trainer / pi_behaviour, the ratio of the trainer's
+    recomputed log-probs to the sampler's (it corrects the sampler/trainer mismatch, and the lag in asynchronous
+    mode): tis (truncated importance sampling, min(rho, `is_cap`)), mis (masked importance sampling: rho inside
+    [`is_mask_low`, `is_mask_high`], 0 outside: the token or sequence is dropped) or none (no weight). Other
+    than tis it needs `off_policy = "decoupled"`."""
+    is_level: str = "token"
+    """Level of rho in the decoupled correction: token (each token's own), sequence (the product over the
+    sequence's generated tokens, one weight per sequence) or geometric (their geometric mean: length-normalised,
+    for mis with a tight band). Other than token it needs `off_policy = "decoupled"`."""
+    is_mask_low: float = Field(0.5, gt=0, le=1)
+    """Masked importance sampling (`is_correction = "mis"`): ratios below this are dropped."""
+    is_mask_high: float = Field(2.0, ge=1)
+    """Masked importance sampling: ratios above this are dropped."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of all weights."""
     lora_rank: int = Field(16, ge=1)
@@ -176,6 +203,15 @@ class TrainConfig(Section):
     heldout_every: int = Field(0, ge=0)
     """Also measure held-out pass@1 every this many steps, for the learning curve in summary.json (0: only
     before and after RL)."""
+    world_size: int | None = Field(None, ge=1)
+    """Ranks of the torch.distributed job (docs/SCALING.md). Unset: as launched (torchrun's WORLD_SIZE), else 1;
+    set, it must match the launcher; with `--cluster` this many Ray workers are started. It must divide
+    `batch_size` (a group never spans ranks)."""
+    dist_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """torch.distributed backend: auto picks nccl when the policy runs on CUDA, gloo on CPU."""
+    sharding: Literal["fsdp", "ddp"] = "fsdp"
+    """How several ranks hold the policy: fsdp (FSDP2 per transformer block: each rank about 1/N of parameters,
+    gradients and optimizer state) or ddp (a full replica per rank, gradients all-reduced)."""
 
 
 class SFTConfig(Section):
@@ -297,10 +333,18 @@ class MonitorConfig(Section):
     """Length blow-up: and at least this many tokens above it (ignores noise on short answers)."""
     entropy_ratio: float = Field(0.2, gt=0, lt=1)
     """Entropy collapse: `policy/entropy` at or below this share of its early level."""
+    mismatch_kl: float = Field(0.01, gt=0)
+    """Sampler/trainer mismatch: `mismatch/kl` (k3 estimate of KL(sampler || trainer), nats per generated
+    token) above this for `patience` steps raises an alert (in asynchronous mode it includes the policy's lag)."""
+    mismatch_ratio_low: float = Field(0.8, gt=0, lt=1)
+    """Sampler/trainer mismatch: `mismatch/ratio_p5` (trainer / sampler probability) below this for `patience`
+    steps raises an alert."""
+    mismatch_ratio_high: float = Field(1.25, gt=1)
+    """Sampler/trainer mismatch: `mismatch/ratio_p95` above this for `patience` steps raises an alert."""
     zero_variance_share: float = Field(0.8, gt=0, le=1)
     """Share of groups with equal rewards (no learning signal) that raises an alert."""
     patience: int = Field(3, ge=1)
-    """Consecutive steps the level detectors (entropy, zero-variance groups) must see before alerting."""
+    """Consecutive steps the level detectors (entropy, zero-variance groups, mismatch) must see before alerting."""
 
 
 class ClusterConfig(Section):

@@ -45,5 +45,13 @@ class InfraError(RlvrError):
     """The infrastructure failed (a sandbox crashed, a verifier could not judge), not the policy."""
 
 
+class Stalled(RlvrError):
+    """Work that should progress by itself did not, within a watchdog's limit; the message names the phase."""
+
+
+class RankLost(RlvrError):
+    """A collective of a torch.distributed job failed because another rank is gone (killed, crashed)."""
+
+
 class SandboxUnavailable(UserError):
     """The sandbox cannot start on this machine (e.g. bubblewrap is missing)."""

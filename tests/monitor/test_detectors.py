@@ -5,12 +5,13 @@ import pytest
 
 from rlvr.config import MonitorConfig
 from rlvr.monitor import DETECTORS, Monitor
-from rlvr.monitor.detectors import History, reward_without_heldout
+from rlvr.monitor.detectors import History, mismatch_kl, mismatch_ratio, reward_without_heldout
 from tests.store.synthetic import PLANTS, run
 
 PLANTED = {"flag_rate": "flag_rate_rising", "reward_without_heldout": "reward_without_heldout",
            "task_spike": "task_reward_spike", "length_blowup": "length_blowup",
-           "entropy_collapse": "entropy_collapse", "zero_variance": "zero_variance_groups"}
+           "entropy_collapse": "entropy_collapse", "zero_variance": "zero_variance_groups",
+           "mismatch_kl": "mismatch_kl", "mismatch_ratio": "mismatch_ratio"}
 
 
 def _alerts(tmp_path, plant, seed=0, steps=12, **cfg):
@@ -91,3 +92,32 @@ def test_binary_reward_noise_is_not_a_spike_but_a_real_jump_is(tmp_path):
     assert _binary_run(tmp_path / "noise", None) == []
     [spike] = _binary_run(tmp_path / "jump", 0.1)
     assert spike.key == "t0" and spike.step == 19
+
+
+def _mismatch_history(values: list[dict[str, float]]) -> History:
+    h = History()
+    for s, m in enumerate(values):
+        h.metrics[s] = m
+    return h
+
+
+def test_mismatch_needs_patience_and_takes_its_thresholds_from_the_config():
+    cfg = MonitorConfig(patience=3)
+    healthy = {"mismatch/kl": 1e-4, "mismatch/ratio_p5": 0.98, "mismatch/ratio_p95": 1.02}
+    bad = {"mismatch/kl": 0.02, "mismatch/ratio_p5": 0.5, "mismatch/ratio_p95": 1.02}
+    two = _mismatch_history([healthy, healthy, bad, bad])
+    assert mismatch_kl(two, 3, [], cfg) == [] and mismatch_ratio(two, 3, [], cfg) == []  # 2 steps < patience
+    three = _mismatch_history([healthy, bad, bad, bad])
+    [kl] = mismatch_kl(three, 3, [], cfg)
+    assert kl.value == 0.02 and kl.threshold == cfg.mismatch_kl and "decoupled" in kl.message
+    [low] = mismatch_ratio(three, 3, [], cfg)  # the low tail only: p95 stayed inside the band
+    assert low.key == "low" and low.value == 0.5 and low.threshold == cfg.mismatch_ratio_low
+    lax = MonitorConfig(patience=3, mismatch_kl=0.05, mismatch_ratio_low=0.4)
+    assert mismatch_kl(three, 3, [], lax) == [] and mismatch_ratio(three, 3, [], lax) == []
+    # no mismatch figures at all (a run with nothing to train yet): nothing to judge
+    assert mismatch_kl(History(), 0, [], cfg) == [] and mismatch_ratio(History(), 0, [], cfg) == []
+
+
+def test_mismatch_alert_is_raised_once_per_onset(tmp_path):
+    alerts = [a for a in _alerts(tmp_path, "mismatch_ratio", steps=12) if a.detector == "mismatch_ratio"]
+    assert len(alerts) == 1 and alerts[0].key == "high" and alerts[0].step == 8  # onset 6, patience 3

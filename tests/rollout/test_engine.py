@@ -227,3 +227,39 @@ def test_a_task_listed_twice_gets_two_groups(pool) -> None:
     eps = RolloutEngine(ScriptedPolicy(SOLVER), pool).run([single(), single()], 2, seed=3)
     assert len({e.group_id for e in eps}) == 2 and len({e.seed for e in eps}) == 4
     assert [e.seed for e in eps] == [episode_seed(3, "toy/q", i) for i in range(4)]
+
+
+def test_a_stalled_rollout_is_an_error_naming_the_stuck_phase(pool) -> None:
+    """The watchdog: work that never returns ends the rollout with a clear error, never a silent hang."""
+    import threading
+    from contextlib import contextmanager
+
+    import pytest
+
+    from rlvr.errors import Stalled
+
+    gate = threading.Event()
+
+    class Stuck:
+        """A pool whose leases never open (until the test lets them)."""
+
+        limits = pool.limits
+
+        @contextmanager
+        def lease(self, files=None):
+            gate.wait(30)
+            with pool.lease(files) as sb:
+                yield sb
+
+        def run(self, *a, **kw):
+            return pool.run(*a, **kw)
+
+        def close(self):
+            pass
+
+    eng = RolloutEngine(ScriptedPolicy(SOLVER), Stuck(), config=RolloutConfig(stall_timeout_s=0.3, tool_workers=2))
+    try:
+        with pytest.raises(Stalled, match=r"no episode progressed for 0 s.*2 in sandbox lease and reset.*1 in waiting for a tool thread"):
+            eng.run([multi()], group_size=3)
+    finally:
+        gate.set()

@@ -120,3 +120,109 @@ def test_eval_bad_input_is_one_line(cli, args, message, tmp_path, monkeypatch) -
     monkeypatch.chdir(tmp_path)
     res = cli(args)
     assert res.code == 2 and message in res.stderr and res.stderr.count("\n") == 1
+
+
+def _eval_dirs(tmp_path):
+    return sorted((tmp_path / "runs" / "eval").glob("*"))
+
+
+def test_eval_options_config_store_and_report(cli, pack, tmp_path, monkeypatch) -> None:
+    from rlvr.store.episodes import open_run
+
+    monkeypatch.chdir(tmp_path)
+    conf = tmp_path / "eval.toml"
+    conf.write_text(f'[policy]\nbackend = "scripted"\nmodel = "{tmp_path / "solve.json"}"\ntemperature = 0.7\n'
+                    'max_new_tokens = 300\n[rollout]\nconcurrency = 2\n')
+    res = cli(["eval", "--config", str(conf), "--tasks", str(pack), "-k", "2", "--temperature", "0",
+               "--top-p", "0.9", "--max-turns", "3", "--json"])
+    assert res.code == 0, res.stderr
+    rep = json.loads(res.stdout)
+    assert rep["sampling"] == {"temperature": 0.0, "top_p": 0.9, "max_new_tokens": 300, "max_turns": 3}
+    assert rep["partial"] is False and rep["stopped"] is None and rep["episodes"] == rep["planned_episodes"] == 4
+    assert "4/4 episodes" in res.stderr  # the progress bar is on stderr, with --json too
+    [run] = _eval_dirs(tmp_path)
+    assert (tmp_path / rep["store"]) == run and (run / "eval.json").is_file() and (run / "config.toml").is_file()
+    stored = open_run(run).episodes()
+    passed = sorted(bool(e.passed) for e in stored)
+    assert len(stored) == 4 and passed == [False, False, True, True], passed
+    assert max(e.num_turns for e in stored) <= 3
+    res = cli(["query", str(run), "SELECT count(*) AS n, count_if(passed) AS p FROM episodes", "--json"])
+    [row] = json.loads(res.stdout)
+    assert (int(row["n"]), int(row["p"])) == (4, 2)
+    res = cli(["report", str(run)])
+    assert res.code == 0, res.stderr
+    html = (run / "report.html").read_text()
+    assert "write_file" in html and "add-multi" in html  # the transcripts are in the viewer's data
+    res = cli(["failures", str(run), "--json"])
+    assert res.code == 0 and sum(c["count"] for c in json.loads(res.stdout)) == 2
+
+
+class _Slow:
+    """Wraps ScriptedPolicy.generate: sleeps before each call, or raises KeyboardInterrupt at call `stop_at`."""
+
+    def __init__(self, monkeypatch, sleep_s: float = 0.0, stop_at: int | None = None) -> None:
+        from rlvr.rollout.scripted import ScriptedPolicy
+
+        self.calls, self.orig = 0, ScriptedPolicy.generate
+        self.sleep_s, self.stop_at = sleep_s, stop_at
+        monkeypatch.setattr(ScriptedPolicy, "generate", lambda policy, *a, **kw: self(policy, *a, **kw))
+
+    def __call__(self, policy, *args, **kw):
+        import time
+
+        self.calls += 1
+        if self.stop_at is not None and self.calls >= self.stop_at:
+            raise KeyboardInterrupt
+        time.sleep(self.sleep_s)
+        return self.orig(policy, *args, **kw)
+
+
+@pytest.mark.parametrize("how", ["time limit", "interrupted"])
+def test_a_stopped_eval_writes_the_partial_report(cli, pack, tmp_path, monkeypatch, how) -> None:
+    from rlvr.store.episodes import open_run
+
+    monkeypatch.chdir(tmp_path)
+    conf = tmp_path / "one.toml"
+    conf.write_text("[rollout]\nconcurrency = 1\n")
+    args = ["eval", "--policy", f"scripted:{tmp_path / 'solve.json'}", "--tasks", str(pack), "-k", "8",
+            "--config", str(conf)]
+    if how == "time limit":
+        _Slow(monkeypatch, sleep_s=0.25)
+        res = cli([*args, "--time-limit", "1.5"])
+        assert res.code == 0 and "partial report (time limit of 1.5 s)" in res.stderr, res.stderr
+    else:  # Ctrl-C during the fourth generation call
+        _Slow(monkeypatch, stop_at=4)
+        res = cli(args)
+        assert res.code == 130 and "partial report (interrupted)" in res.stderr, res.stderr
+    [run] = _eval_dirs(tmp_path)
+    rep = json.loads((run / "eval.json").read_text())
+    assert rep["partial"] is True and rep["stopped"] == how and rep["planned_episodes"] == 16
+    assert 0 < rep["episodes"] < 16 and rep["wall_s"] < 10
+    assert sum(r["samples"] + r["masked_episodes"] for r in rep["domains"].values()) == rep["episodes"]
+    assert len(open_run(run).episodes()) == rep["episodes"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--temperature", "-1"], "policy.temperature"),
+    (["--top-p", "2"], "policy.top_p"),
+    (["--max-turns", "0"], "rollout.max_turns"),
+    (["--time-limit", "0"], "--time-limit"),
+    (["--config", "/nope.toml"], "no such config file"),
+])
+def test_eval_bad_options_are_one_line_and_leave_nothing(cli, pack, tmp_path, monkeypatch, args, message) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = cli(["eval", "--policy", f"scripted:{tmp_path / 'solve.json'}", "--tasks", str(pack), *args])
+    assert res.code == 2 and message in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert _eval_dirs(tmp_path) == []
+
+
+def test_the_example_eval_configs_load() -> None:
+    from pathlib import Path
+
+    from rlvr.config import load_config
+
+    examples = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*eval*.toml"))
+    assert examples
+    for path in examples:
+        cfg = load_config(path)
+        assert cfg.tasks.heldout and cfg.policy.max_new_tokens <= 64

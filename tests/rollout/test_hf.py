@@ -142,3 +142,114 @@ def test_sampling_ignores_train_mode(tiny) -> None:
         tiny.model.eval()
         for m in drops:
             m.p = 0.0
+
+
+SYSTEM = Message(role="system", content="You are a careful assistant. Answer in one short line, then stop.")
+GROUPS = [[SYSTEM, Message(role="user", content=t)] for t in ("a", "hello there", "def f(x):\n    return")]
+
+
+def _prefill_tokens(policy, fn):
+    """fn()'s result and the prompt tokens its forward passes took (every call but one-token decode steps)."""
+    seen: list[int] = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda mod, args, kw: seen.append(kw["input_ids"].numel()) if kw["input_ids"].shape[1] > 1 else None,
+        with_kwargs=True)
+    try:
+        return fn(), sum(seen)
+    finally:
+        hook.remove()
+
+
+@pytest.mark.parametrize("temperature,top_p", [(0.0, 1.0), (1.0, 1.0), (0.7, 0.9)])
+def test_shared_prefix_prefill_equals_separate_prefill(tiny, temperature, top_p) -> None:
+    convs = [c for c in GROUPS for _ in range(3)]  # three groups of three samples sharing a system prompt
+    seeds = tuple(range(100, 109))
+    params = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=16, seeds=seeds)
+    batched, used = _prefill_tokens(tiny, lambda: tiny.generate(convs, params))
+    prompts = [tiny.encode(tiny.render(c)) for c in convs]
+    assert used < sum(map(len, set(map(tuple, prompts))))  # the shared prefix and each group's prompt ran once
+    for conv, seed, got in zip(convs, seeds, batched):
+        alone = tiny.generate([conv], SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=16,
+                                                     seeds=(seed,)))[0]
+        assert alone.token_ids == got.token_ids and alone.prompt_token_ids == got.prompt_token_ids
+        assert max(abs(x - y) for x, y in zip(alone.logprobs, got.logprobs)) < 1e-5
+        ref = sequence_logprobs(tiny.model, got.prompt_token_ids + got.token_ids, temperature or 1.0)
+        if top_p == 1.0:
+            assert max(abs(x - y) for x, y in zip(ref[len(got.prompt_token_ids):], got.logprobs)) < 1e-4
+
+
+def test_group_samples_differ_by_seed_and_repeat_by_seed(tiny) -> None:
+    convs = [GROUPS[1]] * 4
+    a = tiny.generate(convs, SamplingParams(temperature=1.0, max_new_tokens=20, seeds=(1, 2, 3, 4)))
+    b = tiny.generate(convs[:2], SamplingParams(temperature=1.0, max_new_tokens=20, seeds=(3, 1)))
+    assert len({tuple(c.token_ids) for c in a}) == 4
+    assert [b[0].token_ids, b[1].token_ids] == [a[2].token_ids, a[0].token_ids]
+
+
+def test_reserved_cache_gives_the_dynamic_cache_results(tiny, monkeypatch) -> None:
+    from rlvr.rollout import hf, kvcache
+
+    monkeypatch.setattr(tiny, "eos_ids", frozenset({-1}))  # rows end on their budgets only, at different steps
+    monkeypatch.setattr(hf, "BUCKET", 8)  # reserve little and grow in small buckets: growth happens mid-call
+    monkeypatch.setattr(kvcache, "BUCKET", 8)
+    params = SamplingParams(temperature=1.0, max_new_tokens=60, seeds=(5, 6, 7, 8), budgets=(3, 60, 11, 60))
+    convs = CONVS[:2] + GROUPS[:2]
+    reserved = tiny.generate(convs, params)
+    monkeypatch.setattr(hf, "reserved_cache", lambda model, reserve: None)  # the model's own DynamicCache
+    dynamic = tiny.generate(convs, params)
+    assert [c.token_ids for c in reserved] == [c.token_ids for c in dynamic]
+    assert [len(c.token_ids) for c in reserved] == [3, 60, 11, 60]
+    for r, d in zip(reserved, dynamic):
+        assert max(abs(x - y) for x, y in zip(r.logprobs, d.logprobs)) < 1e-5
+
+
+def test_reserved_layer_grows_selects_and_crops_like_a_dynamic_layer() -> None:
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from rlvr.rollout.kvcache import ReservedLayer
+
+    torch.manual_seed(0)
+    res, dyn = ReservedLayer(reserve=5), DynamicLayer()
+    for n in (7, 1, 1, 300, 1):  # the first update outgrows the reservation, the fourth a whole bucket
+        k, v = torch.randn(3, 2, n, 4), torch.randn(3, 2, n, 4)
+        for got, want in zip(res.update(k, v), dyn.update(k, v)):
+            assert torch.equal(got, want)
+    idx = torch.tensor([2, 0, 2])
+    res.batch_select_indices(idx)
+    dyn.batch_select_indices(idx)
+    res.crop(-4)
+    dyn.crop(-4)
+    assert res.get_seq_length() == dyn.get_seq_length() == 306
+    k, v = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+    for got, want in zip(res.update(k, v), dyn.update(k, v)):
+        assert torch.equal(got, want)
+
+
+def test_stop_string_ends_the_row_where_its_text_first_holds_it(tiny) -> None:
+    free = tiny.generate(CONVS[:2], SamplingParams(temperature=1.0, max_new_tokens=30, seeds=(3, 4)))
+    text = tiny.decode(free[0].token_ids)
+    stop = text[10:12]
+    cut = next(k for k in range(1, 31) if stop in tiny.decode(free[0].token_ids[:k][-64:]))
+    both = tiny.generate(CONVS[:2], SamplingParams(temperature=1.0, max_new_tokens=30, seeds=(3, 4), stop=(stop,)))
+    assert both[0].token_ids == free[0].token_ids[:cut] and both[0].finish_reason == "stop"
+    other = next((k for k in range(1, 31) if stop in tiny.decode(free[1].token_ids[:k][-64:])), None)
+    assert both[1].token_ids == free[1].token_ids[:other or 30]
+
+
+def test_sampler_draws_from_the_softmax_and_nucleus_matches_a_sort() -> None:
+    import torch
+
+    from rlvr.rollout.sampling import nucleus, sample_tokens
+
+    torch.manual_seed(0)
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -30.0, float("-inf")]]).repeat(20_000, 1)
+    tok, lp = sample_tokens(logits, 1.0, 1.0, torch.rand(20_000))
+    freq = torch.bincount(tok, minlength=6).float() / 20_000
+    assert torch.allclose(freq, logits[0].softmax(-1), atol=0.012) and freq[5] == 0
+    assert torch.allclose(lp, logits[0].log_softmax(-1)[tok])
+    for scale, top_p in ((3.0, 0.9), (0.05, 0.95), (1.0, 0.5)):  # peaked; flat (nucleus > 256 tokens); medium
+        weights = (torch.randn(8, 5000) * scale).softmax(-1)
+        probs, order = weights.sort(-1, descending=True)
+        want = torch.zeros_like(weights, dtype=torch.bool).scatter(-1, order, (probs.cumsum(-1) - probs) < top_p)
+        assert torch.equal(nucleus(weights, top_p), want)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import ray
+from tests.conftest import ADD_HIDDEN, ADD_WORKSPACE, write_task
 
 from rlvr.config import load_config
 from rlvr.rollout.evaluate import run_eval
-from tests.conftest import ADD_HIDDEN, ADD_WORKSPACE, write_task
 
 FIX = "def add(a, b):\n    return a + b\n"
 BROKEN = "def add(a, b):\n    return a * b\n"
@@ -85,3 +85,32 @@ def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path
     assert len({e.episode_id for e in eps}) == 16  # and none counted twice
     assert all(e.verdict is not None or e.status == "infra_error" for e in eps)
     assert pools[0].stats()["replaced"] >= 1
+
+
+def test_eval_with_more_multi_turn_episodes_than_slots_finishes(ray_cluster, pack: tuple[Path, Path]) -> None:
+    """Each lease used to hold a job slot for its whole episode: with more episodes than slots, the tool threads
+    all waited for a slot while the slots' episodes waited for a tool thread. A lease is not a job now."""
+    root, script = pack
+    cfg = load_config(None, ["sandbox.workers=1", "rollout.tool_workers=2", "rollout.stall_timeout_s=120"])
+    rep = run_eval(f"scripted:{script}", str(root), k=6, seed=3, cluster=ray_cluster.address, config=cfg,
+                   show_progress=False)  # 12 multi-turn episodes, 2 job slots per node
+    assert rep["episodes"] == 12 and rep["domains"]["code"]["pass@1"] == 0.5
+
+
+def test_training_with_more_multi_turn_episodes_than_slots_finishes(ray_cluster, tmp_path: Path,
+                                                                    pack: tuple[Path, Path]) -> None:
+    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.store import EpisodeStore
+    from rlvr.train import loop
+
+    root, _ = pack
+    model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=512, seed=1)
+    cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="slots"', f'policy.model="{model}"',
+                             "policy.max_new_tokens=8", "train.steps=1", "train.batch_size=2", "rollout.group_size=6",
+                             "sft.enabled=false", "monitor.tensorboard=false", "monitor.report=false",
+                             f'tasks.train="{root}"', 'tasks.heldout=""', "sandbox.workers=1",
+                             "rollout.tool_workers=2", "rollout.stall_timeout_s=120",
+                             f'cluster.address="{ray_cluster.address}"'])
+    loop.run(cfg)
+    eps = EpisodeStore(cfg.run_dir).episodes()
+    assert len(eps) == 12 and all(e.status != "infra_error" for e in eps)

@@ -46,7 +46,8 @@ def episode(step: int, task: str, *, domain: str = "code", sample: int = 0, rewa
         timings={"generate": 0.01 * length, "tools": 0.05, "verify": 0.03, "total": 0.1 + 0.01 * length})
 
 
-PLANTS = ("flag_rate", "reward_without_heldout", "task_spike", "length_blowup", "entropy_collapse", "zero_variance")
+PLANTS = ("flag_rate", "reward_without_heldout", "task_spike", "length_blowup", "entropy_collapse", "zero_variance",
+          "mismatch_kl", "mismatch_ratio")
 
 
 def run(steps: int = 12, tasks: int = 4, group: int = 8, plant: str | None = None,
@@ -84,6 +85,15 @@ def run(steps: int = 12, tasks: int = 4, group: int = 8, plant: str | None = Non
             heldout = 0.30 + 0.015 * onset
         if plant == "entropy_collapse" and late:
             extra["policy/entropy"] = 0.05
+        # A healthy sampler/trainer mismatch (a few 1e-4 nats, ratios within a few percent of 1), drawn from
+        # its own stream so that the episodes above stay what they were.
+        mrng = random.Random(f"mismatch|{seed}|{step}")
+        extra.update({"mismatch/kl": 1e-4 * (1.0 + mrng.random()), "mismatch/ratio_p5": 0.97 - 0.01 * mrng.random(),
+                      "mismatch/ratio_p50": 1.0, "mismatch/ratio_p95": 1.03 + 0.01 * mrng.random()})
+        if plant == "mismatch_kl" and late:
+            extra["mismatch/kl"] = 0.05 + 0.01 * mrng.random()
+        if plant == "mismatch_ratio" and late:
+            extra["mismatch/ratio_p95"] = 1.6
         if step % 2 == 0:
             extra["heldout/pass_rate"] = heldout
         yield step, eps, extra

@@ -166,6 +166,9 @@ def test_quickstart_shaped_smoke_run(tmp_path: Path, tiny_model_dir: Path) -> No
 
 @pytest.mark.parametrize("override,field", [("train.advantage=gpro", "train.advantage"),
                                             ("train.loss=ppo", "train.loss"),
+                                            ("train.loss=gpso", "train.loss"),
+                                            ("train.is_correction=mys", "train.is_correction"),
+                                            ("train.is_correction=mis", "train.is_correction"),  # not decoupled
                                             ('sft.source="/nonexistent/sft.jsonl"', "sft.source")])
 def test_bad_training_settings_exit_2_before_anything_is_written(tmp_path: Path, cli, override: str,
                                                                  field: str) -> None:
@@ -219,3 +222,30 @@ def test_a_checkpoint_of_another_run_state_version_is_refused(tmp_path: Path, ti
     torch.save(saved, url)
     with pytest.raises(UserError, match="run state version None"):
         loop.run(cfg, resume=True)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("train", [{"loss": "gspo", "aggregation": "sequence", "clip_low": 3e-4, "clip_high": 4e-4},
+                                   {"loss": "cispo", "clip_low": 1.0, "clip_high": 0.28},
+                                   {"off_policy": "decoupled", "is_correction": "tis", "is_level": "sequence"},
+                                   {"off_policy": "decoupled", "is_correction": "mis", "is_level": "token"}],
+                         ids=["gspo", "cispo", "tis-sequence", "mis-token"])
+def test_objectives_and_corrections_train_and_log_the_mismatch(tmp_path: Path, tiny_model_dir: Path,
+                                                               train: dict) -> None:
+    from rlvr.monitor.monitor import read_metrics
+    from rlvr.store.layout import RunLayout
+
+    cfg = _cfg(tmp_path, tiny_model_dir, "objective", steps=2, **train)
+    cfg = cfg.model_copy(update={"tasks": cfg.tasks.model_copy(update={"heldout": ""}),  # every group trains
+                                 "schedule": cfg.schedule.model_copy(update={"skip_zero_variance": False})})
+    loop.run(cfg)
+    metrics = read_metrics(RunLayout(cfg.run_dir).metrics)
+    for step in (0, 1):
+        m = metrics[step]
+        assert m["train/samples"] > 0 and m["policy/entropy"] > 0
+        # the hf sampler and the trainer are the same float32 model: next to no mismatch
+        assert 0.0 <= m["mismatch/kl"] < 1e-4
+        assert m["mismatch/ratio_p5"] <= m["mismatch/ratio_p50"] <= m["mismatch/ratio_p95"] <= m["mismatch/ratio_max"]
+        assert abs(m["mismatch/ratio_p50"] - 1.0) < 1e-3
+    assert _final(cfg)["step"] == 2
+

@@ -1,6 +1,9 @@
-"""Invariants of the policy update: accumulation, zero-signal groups, on-policy ratios, masked episodes."""
+"""Invariants of the policy update: accumulation, zero-signal groups, on-policy ratios, masked episodes, the
+behaviour corrections and the mismatch and entropy figures."""
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 import warnings
 
@@ -8,10 +11,11 @@ import pytest
 import torch
 
 from rlvr.config import TrainConfig
+from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.hf import sequence_logprobs
 from rlvr.train.advantages import episode_advantages
-from rlvr.train.update import PolicyUpdater, Sample, samples_from
+from rlvr.train.update import PolicyUpdater, Sample, correction_settings, mismatch_metrics, samples_from
 from rlvr.verify.verdict import Verdict
 
 
@@ -133,3 +137,124 @@ def test_lora_trains_adapters_only_with_the_base_model_as_kl_reference(tiny_poli
     assert lora_b and any(float(p.abs().max()) > 0 for p in lora_b)
     metrics = up.step(samples_from(eps, episode_advantages(eps, "grpo")))
     assert metrics["train/kl"] > 0.0  # after an update the policy has moved away from its frozen base
+
+
+# ------------------------------------------------------------------ new objectives, corrections, mismatch figures
+@pytest.mark.parametrize("cfg", [{"loss": "gspo", "aggregation": "sequence"}, {"loss": "cispo"},
+                                 {"off_policy": "decoupled", "is_correction": "mis", "is_level": "sequence",
+                                  "is_mask_low": 0.9, "is_mask_high": 1.1},
+                                 {"off_policy": "decoupled", "loss": "gspo", "is_level": "geometric"}])
+def test_accumulation_1x8_equals_8x1_for_the_new_objectives(tiny_policy, cfg: dict) -> None:
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    samples = [dataclasses.replace(s, logprobs=[lp - 0.05 * (i % 3) * m for lp, m in zip(s.logprobs, s.loss_mask)])
+               for i, s in enumerate(samples_from(eps, episode_advantages(eps, "grpo")))]  # a little off-policy
+    one = _grads(tiny_policy, samples, micro_batch_size=8, max_grad_norm=1e9, lr=1e-12, **cfg)
+    eight = _grads(tiny_policy, samples, micro_batch_size=1, max_grad_norm=1e9, lr=1e-12, **cfg)
+    assert one and one.keys() == eight.keys()
+    for name in one:
+        torch.testing.assert_close(one[name], eight[name], rtol=1e-5, atol=1e-7)
+    assert any(float(g.abs().max()) > 0 for g in one.values())
+
+
+def _shifted(samples: list[Sample], shift: float) -> list[Sample]:
+    """The samples as if a sampler had given every generated token `shift` nats less than the trainer does."""
+    return [dataclasses.replace(s, logprobs=[lp - shift * m for lp, m in zip(s.logprobs, s.loss_mask)])
+            for s in samples]
+
+
+def _entropy_by_hand(policy, samples: list[Sample]) -> float:
+    values = []
+    with torch.no_grad():
+        for s in samples:
+            logits = policy.model(input_ids=torch.tensor([s.token_ids])).logits[0].double()
+            for t, m in enumerate(s.loss_mask):
+                if m:
+                    p = torch.softmax(logits[t - 1], -1)
+                    values.append(float(-(p * torch.log(p)).sum()))
+    return sum(values) / len(values)
+
+
+@pytest.mark.parametrize("off_policy", ["behaviour", "decoupled"])
+def test_mismatch_and_entropy_are_logged_every_step(tiny_policy, off_policy: str) -> None:
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    samples = samples_from(eps, episode_advantages(eps, "grpo"))
+    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-12, off_policy=off_policy), pad_id=tiny_policy.pad_id)
+    entropy = _entropy_by_hand(tiny_policy, samples)
+    on = up.step(samples)
+    assert on["mismatch/kl"] == pytest.approx(0.0, abs=1e-9)
+    for q in ("p5", "p50", "p95", "min", "max"):
+        assert on[f"mismatch/ratio_{q}"] == pytest.approx(1.0, abs=1e-5)
+    assert on["policy/entropy"] == pytest.approx(entropy, rel=1e-5) and 0 < entropy
+    # a sampler 0.3 nats below the trainer on every token: rho = e^0.3 everywhere, k3 = e^0.3 - 1 - 0.3
+    off = up.step(_shifted(samples, 0.3))
+    assert off["mismatch/kl"] == pytest.approx(math.exp(0.3) - 1.3, rel=1e-4)
+    assert off["mismatch/ratio_p5"] == pytest.approx(math.exp(0.3), rel=1e-4)
+    assert off["mismatch/ratio_max"] == pytest.approx(math.exp(0.3), rel=1e-4)
+
+
+def test_mismatch_quantiles_by_hand() -> None:
+    log_rho = torch.log(torch.tensor([0.5, 1.0, 1.0, 1.0, 2.0]))
+    m = mismatch_metrics(log_rho, torch.tensor([1.0, 3.0]))
+    assert m["mismatch/ratio_p50"] == pytest.approx(1.0) and m["mismatch/ratio_max"] == pytest.approx(2.0)
+    assert m["mismatch/ratio_min"] == pytest.approx(0.5)
+    assert m["mismatch/ratio_p5"] == pytest.approx(0.5 + 0.2 * 0.5) and m["mismatch/ratio_p95"] == pytest.approx(1.8)
+    k3 = [r - 1 - math.log(r) for r in (0.5, 1.0, 1.0, 1.0, 2.0)]
+    assert m["mismatch/kl"] == pytest.approx(sum(k3) / 5) and m["policy/entropy"] == pytest.approx(2.0)
+    assert mismatch_metrics(torch.zeros(0), torch.zeros(0)) == {}
+
+
+def test_mis_drops_mismatched_tokens_and_tis_truncates_them(tiny_policy) -> None:
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    samples = _shifted(samples_from(eps, episode_advantages(eps, "grpo")), 1.0)  # rho = e: outside [0.5, 2]
+    mis = _grads(tiny_policy, samples, off_policy="decoupled", is_correction="mis", lr=1e-12)
+    assert mis and all(float(g.abs().max()) == 0.0 for g in mis.values())  # every token dropped: no gradient
+    tis = _grads(tiny_policy, samples, off_policy="decoupled", is_correction="tis", is_cap=2.0, lr=1e-12,
+                 max_grad_norm=1e9)
+    plain = _grads(tiny_policy, samples_from(eps, episode_advantages(eps, "grpo")), off_policy="decoupled",
+                   lr=1e-12, max_grad_norm=1e9)
+    for name in plain:  # every weight truncated at 2: twice the on-policy gradient
+        torch.testing.assert_close(tis[name], 2.0 * plain[name], rtol=1e-5, atol=1e-7)
+    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-12, off_policy="decoupled", is_correction="mis"),
+                       pad_id=tiny_policy.pad_id)
+    metrics = up.step(samples)
+    assert metrics["train/is_masked"] == 1.0 and metrics["train/is_weight"] == 0.0
+
+
+def test_correction_settings_are_checked(tiny_policy) -> None:
+    with pytest.raises(UserError, match=r"train.is_correction.*did you mean 'mis'"):
+        correction_settings(TrainConfig(off_policy="decoupled", is_correction="mys"))
+    with pytest.raises(UserError, match=r"train.is_level.*did you mean 'sequence'"):
+        correction_settings(TrainConfig(off_policy="decoupled", is_level="sequense"))
+    with pytest.raises(UserError, match=r"train.is_correction.*off_policy = \"decoupled\""):
+        PolicyUpdater(tiny_policy.model, TrainConfig(is_correction="mis"), pad_id=tiny_policy.pad_id)
+    with pytest.raises(UserError, match="train.is_level"):
+        correction_settings(TrainConfig(is_level="sequence"))
+    name, settings = correction_settings(TrainConfig(off_policy="decoupled", is_correction="mis", is_mask_low=0.8,
+                                                     is_mask_high=1.25, is_level="geometric"))
+    assert name == "mis" and (settings.low, settings.high, settings.level) == (0.8, 1.25, "geometric")
+
+
+def test_mismatch_is_measured_at_the_starting_weights_only(tiny_policy) -> None:
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    samples = samples_from(eps, episode_advantages(eps, "grpo"))
+    # two optimizer steps with a large learning rate: the second minibatch's forward passes see moved weights,
+    # which are not the sampler's; only the first minibatch (before any step) may be measured
+    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=5e-2, minibatches=2, epochs=2), pad_id=tiny_policy.pad_id)
+    metrics = up.step(samples)
+    assert metrics["train/ratio"] != pytest.approx(1.0, abs=1e-4)  # the later passes did move
+    assert metrics["mismatch/kl"] == pytest.approx(0.0, abs=1e-9)
+    assert metrics["mismatch/ratio_max"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_entropy_over_several_chunks_matches_the_definition() -> None:
+    from rlvr.train.update import ENTROPY_CHUNK, generated_entropy
+
+    torch.manual_seed(0)
+    vocab = 5000
+    logits = torch.randn(3, 300, vocab) * 3
+    mask = (torch.rand(3, 301) < 0.7).float()
+    assert int(mask[:, 1:].sum()) > 2 * ENTROPY_CHUNK["cpu"] // vocab  # more than two chunks
+    p = torch.softmax(logits.double(), -1)
+    by_hand = -(p * torch.log(p)).sum(-1)[mask[:, 1:].bool()]
+    torch.testing.assert_close(generated_entropy(logits, mask).double(), by_hand, rtol=1e-5, atol=1e-5)
+    assert generated_entropy(logits, torch.zeros(3, 301)).numel() == 0

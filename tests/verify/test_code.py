@@ -281,8 +281,10 @@ def test_io_expected_results_never_enter_the_sandbox(tasks: dict[str, Task], poo
     task = tasks["io_sort"]
     spy = _SpyPool(pool)
     v = verify(task, _final(task, task.solution), VerifyContext(pool=spy))  # type: ignore[arg-type]
-    assert v.passed and v.score == 1.0 and [c.name for c in v.checks] == ["io:sorter:sort_numbers"]
-    [files] = spy.files
+    assert v.passed and v.score == 1.0
+    assert [c.name for c in v.checks] == ["io:sorter:sort_numbers", "fresh:sorter:sort_numbers"]
+    reference, files = spy.files  # the reference's run on the fresh inputs, then the candidate's
+    assert not any(p.startswith("cand/") for p in reference) and not any(p.startswith("judge/ref/") for p in files)
     shipped = "\n".join(t if isinstance(t, str) else t.decode("latin-1") for t in files.values())
     assert "[-1, 0, 10]" not in shipped and "[3, 4, 5]" not in shipped  # expected results stay on the host
     assert not any(p.endswith("io_cases.txt") for p in files)

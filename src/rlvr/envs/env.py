@@ -11,7 +11,7 @@ from typing import Any
 
 from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import FORMAT_HINT, parse_text
-from rlvr.envs.tools import TOOLS, ToolContext, call_tool
+from rlvr.envs.tools import ToolContext, call_tool, tools_for
 from rlvr.errors import InfraError, UserError
 from rlvr.sandbox.base import Sandbox, SandboxPool
 from rlvr.sandbox.limits import for_task
@@ -86,9 +86,10 @@ class Env:
         tools: list[dict[str, Any]] = []
         if self.tool_mode:
             self._open()
-            tools = [t.spec() for t in TOOLS.values()]
+            table = tools_for(task)
+            tools = [t.spec() for t in table.values()]
             if self.system_prompt:
-                sig = ", ".join(f"{n}({', '.join(t.parameters['properties'])})" for n, t in TOOLS.items())
+                sig = ", ".join(f"{n}({', '.join(t.parameters['properties'])})" for n, t in table.items())
                 messages.append(Message(role="system", content=SYSTEM_PROMPT.format(hint=FORMAT_HINT, tools=sig)))
         messages.append(Message(role="user", content=task.prompt))
         return Observation(messages, tools)
@@ -186,7 +187,7 @@ class Env:
                 self.retries_used += 1
                 self._rebuild()
                 continue
-            tool = TOOLS.get(call.name)
+            tool = tools_for(self.task).get(call.name)
             if tool is not None and tool.mutates:
                 self._replay.append(call)
             return result

@@ -152,6 +152,21 @@ def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     return ToolOutput(_report(res, ctx.max_output_chars), exec_status=res.status.value)
 
 
+BASH_TRUNCATED = "[output truncated: the command wrote more than the sandbox keeps ({stream})]"
+
+
+def bash(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    """One bash command in the workspace, with the sandbox interpreter's environment (the project's venv for a
+    built repo task) first on PATH, under the context's limits; output capped, both cuts marked."""
+    command = _str_arg(args, "command")
+    res = _exec(ctx, ["bash", "-c", command])
+    text = _report(res, ctx.max_output_chars)
+    cut = [s for s, t in (("stdout", res.stdout_truncated), ("stderr", res.stderr_truncated)) if t]
+    if cut:
+        text += "\n" + BASH_TRUNCATED.format(stream=", ".join(cut))
+    return ToolOutput(text, exec_status=res.status.value)
+
+
 def visible_tests(task: Task) -> list[str]:
     """The workspace's own tests: the code verifier's `visible_tests` or every test_*.py / *_test.py file."""
     from rlvr.tasks.settings import known_settings  # typed `[verifier]`, checked when the task loaded
@@ -202,12 +217,42 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
 )}
 """Every built-in tool by name."""
 
+DOMAIN_TOOLS: dict[str, dict[str, Tool]] = {}
+"""A domain's own tools, offered to its multi-turn tasks beside the built-ins (e.g. blender's `run_scene`)."""
+
+
+def register_domain_tools(domain: str, tools: tuple[Tool, ...]) -> None:
+    """Add tools for one domain's tasks (called by the module that implements them); clashes are refused."""
+    for tool in tools:
+        if tool.name in TOOLS or tool.name in DOMAIN_TOOLS.get(domain, {}):
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        DOMAIN_TOOLS.setdefault(domain, {})[tool.name] = tool
+
+
+BASH = Tool("bash", "Run one bash command in the workspace (the project's environment on PATH; output capped).",
+            _params(command="bash command line"), bash)
+"""The terminal of the repository domains' multi-turn tasks."""
+REPO_DOMAINS = ("repo", "repo-real")
+for _domain in REPO_DOMAINS:
+    register_domain_tools(_domain, (BASH,))
+
+
+def tools_for(task: Task | None) -> dict[str, Tool]:
+    """The tools of `task`: the built-ins and its domain's own (verifier modules register those on import)."""
+    if task is None:
+        return TOOLS
+    from rlvr.tasks.settings import load_plugins
+
+    load_plugins()
+    return {**TOOLS, **DOMAIN_TOOLS.get(task.domain, {})}
+
 
 def call_tool(name: str, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     """Run tool `name`; unknown tools and bad arguments become an error the model can read."""
-    tool = TOOLS.get(name)
+    tools = tools_for(ctx.task)
+    tool = tools.get(name)
     if tool is None:
-        return ToolOutput(f"error: unknown tool {name!r}; tools: {', '.join(TOOLS)}")
+        return ToolOutput(f"error: unknown tool {name!r}; tools: {', '.join(tools)}")
     try:
         return tool.fn(ctx, args)
     except ToolArgError as exc:

@@ -1,13 +1,18 @@
-"""rlvr domains and verifiers for TRL's GRPOTrainer: a prompt dataset and a reward function that verifies.
+"""rlvr domains and verifiers for TRL's GRPOTrainer: a reward function that verifies single-turn completions,
+and an `environment_factory` whose tools act in rlvr's sandbox for multi-turn (and single-turn) tasks.
 
     tasks = load_tasks("code:200", settings={"code": {"tier": "tiny"}})
     trainer = GRPOTrainer(model=..., reward_funcs=reward_function(tasks), train_dataset=build_dataset(tasks), ...)
 
+    Env = environment_factory("code:64")               # multi-turn: tools in the sandbox, reward at the end
+    trainer = GRPOTrainer(model=..., environment_factory=Env, train_dataset=dataset(Env), ...)
+
 Each dataset row carries the task's key (`domain/id`) in the `task_id` column; TRL hands that column back to
 the reward function, which rebuilds the final state from the completion and judges it with the task's own
 verifier. A verdict the verifier could not reach (`infra_error`) is returned as None, which TRL treats as
-unscorable (excluded from the baseline, advantage 0) rather than as a reward of 0. Only single-turn tasks fit
-TRL's one-completion-per-prompt model; multi-turn tasks, which act through tools, are refused.
+unscorable (excluded from the baseline, advantage 0) rather than as a reward of 0. The reward function takes
+single-turn tasks only (one completion per prompt); tool-using tasks go through `environment_factory`, whose
+instances run each tool call in the rollout's own sandbox lease and score the final state with the same Scorer.
 """
 from __future__ import annotations
 
@@ -16,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from rlvr.errors import UserError
+from rlvr.integrations.episode import Runtime, TaskInput, resolve_tasks, tool_specs
 from rlvr.sandbox.base import SandboxPool
-from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.scorer import Scorer
+from rlvr.verify.scorer import Scored, Scorer
 from rlvr.verify.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -28,51 +33,19 @@ if TYPE_CHECKING:
 TASK_COLUMN = "task_id"
 """Dataset column holding each row's task key (`domain/id`)."""
 
-TaskInput = str | TaskSource | Sequence[Task]
-"""A tasks SPEC (`code:50,math:20`), a task source, or tasks themselves."""
-
-
 def load_tasks(tasks: TaskInput, *, n: int | None = None, seed: int = 0, offset: int = 0,
                settings: Mapping[str, Mapping[str, Any]] | None = None) -> list[Task]:
-    """Resolve `tasks` to a list of single-turn tasks with unique keys.
+    """Resolve `tasks` to a list of single-turn tasks with unique keys (`rlvr.integrations.episode.resolve_tasks`).
 
     `n`, `seed` and `offset` sample a task source (a procedural one needs `n`); `settings` holds per-domain
     settings for a SPEC, like `[tasks.domains]` of a run config.
     """
-    if settings and not isinstance(tasks, str):
-        raise UserError("domain settings apply to a tasks SPEC only", field="settings",
-                        fix="build the source with rlvr.tasks.registry.make(name, **settings) instead")
-    if isinstance(tasks, str):
-        from rlvr.tasks import registry
-        from rlvr.tasks.selection import parse
-
-        out: list[Task] = []
-        for sel in parse(tasks):
-            source, name = sel.source, sel.source.name
-            if settings and name in settings and registry.is_registered(name):
-                source = registry.make(name, **settings[name])
-            out.extend(source.sample(sel.n if sel.n is not None else n, seed=seed, offset=offset))
-        resolved = out
-    elif isinstance(tasks, TaskSource):
-        resolved = tasks.sample(n, seed=seed, offset=offset)
-    else:
-        if n is not None or offset:
-            raise UserError("n and offset select from a SPEC or a source, not from a list of tasks", field="tasks",
-                            fix="slice the list instead")
-        resolved = list(tasks)
-        if not all(isinstance(t, Task) for t in resolved):
-            raise UserError("expected a tasks SPEC, a TaskSource or a list of Task", field="tasks",
-                            fix="e.g. load_tasks('code:50')")
-    if not resolved:
-        raise UserError("no tasks selected", field="tasks", fix="name a domain or pack with at least one task")
-    seen: set[str] = set()
+    resolved = resolve_tasks(tasks, n=n, seed=seed, offset=offset, settings=settings)
     for task in resolved:
         if task.multi_turn:
             raise UserError(f"task {task.key} is multi-turn (max_turns={task.limits.max_turns})", field="tasks",
-                            fix="TRL's GRPOTrainer scores one completion per prompt: use single-turn tasks")
-        if task.key in seen:
-            raise UserError(f"task {task.key} appears twice", field="tasks", fix="select each task once")
-        seen.add(task.key)
+                            fix="a reward function scores one completion per prompt: use single-turn tasks, or "
+                                "environment_factory(tasks) for tool-using ones")
     return resolved
 
 
@@ -186,3 +159,109 @@ def reward_function(tasks: TaskInput, *, pool: SandboxPool | None = None, seed: 
     """
     resolved = load_tasks(tasks, **select)
     return RlvrReward(resolved, Scorer(pool, flag_penalty=flag_penalty), seed=seed, workers=workers)
+
+
+# ------------------------------------------------------------------------------------ environment_factory
+class RlvrToolEnv:
+    """One rollout of GRPOTrainer's `environment_factory`: rlvr's tools as methods, rlvr's verdict as reward.
+
+    TRL builds instances with no arguments (`environment_factory(tasks)` binds the tasks), calls
+    `reset(**row)` before generation (the return value, the task's prompt, is appended to the row's last user
+    message), exposes every public method as a tool, and calls `get_reward()` once the rollout ends. The tool
+    methods are made by `environment_factory` from rlvr's tool table (`rlvr.envs.tools.tools_for`): one typed,
+    documented method per tool the tasks offer (`write_file(path, content)`, `run_tests()`, ...). A multi-turn task holds a sandbox lease from `reset` to `get_reward`; a single-turn task answers through
+    `submit`. A verdict the verifier could not reach gives None (TRL ignores it) rather than 0.
+    """
+
+    runtime: Runtime
+    """Bound by `environment_factory`: the tasks, the sandbox pool and the Scorer of every instance."""
+
+    def __init__(self) -> None:
+        self._episode = self.runtime.episode()
+        self.last_scored: Scored | None = None
+        """The verdict and reward of the latest rollout (for inspection and tests)."""
+
+    def reset(self, **row: Any) -> str:
+        """Start a rollout on the row's task (`task_id` column); returns the task's prompt."""
+        task = self.runtime.task(row.get(TASK_COLUMN))
+        self._episode.start(task, int(row.get("seed") or 0))
+        self.last_scored = None
+        return task.prompt
+
+    def get_reward(self) -> float | None:
+        """rlvr's reward for the rollout's final state (None when the verifier could not judge it)."""
+        self.last_scored = self._episode.finish()
+        return None if self.last_scored.infra_error else self.last_scored.reward
+
+    def _call(self, name: str, **arguments: Any) -> str:
+        return self._episode.call(name, arguments)[0]
+
+
+_JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
+
+
+def _tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
+    """A typed, documented method for one rlvr tool (its JSON schema as a signature and a Google-style
+    docstring, which transformers' tool-schema inference reads); calling it runs the tool in the sandbox."""
+    import inspect
+
+    fn_spec = spec["function"]
+    name, params = fn_spec["name"], fn_spec["parameters"]
+    required = set(params.get("required", []))
+    props = params.get("properties", {})
+    order = [a for a in props if a in required] + [a for a in props if a not in required]
+    sig_params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {"return": str}
+    doc_args = []
+    for arg in order:
+        kind = _JSON_TYPES.get(props[arg].get("type", "string"), str)
+        default = inspect.Parameter.empty if arg in required else ("" if kind is str else None)
+        sig_params.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                            annotation=kind))
+        annotations[arg] = kind if arg in required or kind is str else kind | None
+        doc_args.append(f"    {arg}: {props[arg].get('description') or arg}")
+    signature = inspect.Signature(sig_params, return_annotation=str)
+
+    def method(*args: Any, **kwargs: Any) -> str:
+        bound = signature.bind(*args, **kwargs)  # a missing or unknown argument is a TypeError, as for any method
+        self = bound.arguments.pop("self")
+        given = {k: v for k, v in bound.arguments.items() if not (v is None or (v == "" and k not in required))}
+        return self._call(name, **given)
+
+    method.__name__ = method.__qualname__ = name
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__annotations__ = annotations
+    method.__doc__ = fn_spec["description"] + ("\n\nArgs:\n" + "\n".join(doc_args) if doc_args else "")
+    return method
+
+
+def environment_factory(tasks: TaskInput, *, pool: SandboxPool | None = None, flag_penalty: float = 0.0,
+                        max_turns: int | None = None, **select: Any) -> type[RlvrToolEnv]:
+    """The class to pass as GRPOTrainer's `environment_factory`, bound to `tasks` (resolved by
+    `rlvr.integrations.episode.resolve_tasks`; `select` holds its n / seed / offset / settings).
+
+    Every instance shares one sandbox pool (`pool`, or one started on first use) and one Scorer. `max_turns`
+    overrides the tasks' turn budgets (set it to GRPOConfig's `max_tool_calling_iterations` + 1).
+    """
+    runtime = Runtime(resolve_tasks(tasks, **select), pool=pool, flag_penalty=flag_penalty, max_turns=max_turns)
+    specs = {s["function"]["name"]: s for t in runtime.tasks for s in tool_specs(t)}  # every task's tools
+    methods = {name: _tool_method(spec) for name, spec in specs.items()}
+    return type("RlvrEnv", (RlvrToolEnv,), {"runtime": runtime, "__doc__": RlvrToolEnv.__doc__, **methods})
+
+
+def dataset(tasks: TaskInput | type[RlvrToolEnv], *, system_prompt: str | None = None, **select: Any) -> Dataset:
+    """The `datasets.Dataset` matching an environment factory: one row per task, a `task_id` column (the key)
+    and a `prompt` whose last user message is empty, since `reset` appends the task's prompt to it. Pass the
+    class from `environment_factory` (its tasks) or the same tasks and `select`."""
+    try:
+        from datasets import Dataset
+    except ModuleNotFoundError:
+        raise UserError("building a TRL dataset needs the datasets package", fix="pip install 'rlvr[trl]'") from None
+
+    if isinstance(tasks, type) and issubclass(tasks, RlvrToolEnv):
+        resolved = tasks.runtime.tasks
+    else:
+        resolved = resolve_tasks(tasks, **select)
+    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return Dataset.from_dict({"prompt": [[*head, {"role": "user", "content": ""}] for _ in resolved],
+                              TASK_COLUMN: [t.key for t in resolved]})

@@ -183,6 +183,40 @@ def zero_variance_groups(h: History, step: int, eps: list[Episode], cfg: Monitor
                   cfg.zero_variance_share)]
 
 
+def _held(values: list[float], patience: int, holds: Callable[[float], bool]) -> bool:
+    """The condition held at each of the last `patience` logged values."""
+    return len(values) >= patience and all(holds(v) for v in values[-patience:])
+
+
+MISMATCH_FIX = ('(sampler kernels or dtype, an engine out of sync, or the lag of asynchronous mode; train.off_policy = '
+                '"decoupled" with train.is_correction = "tis" or "mis" corrects for it)')
+
+
+def mismatch_kl(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    """The sampler's and the trainer's log-probs of the same tokens disagree: KL above its bound for `patience`
+    steps (the trainer logs `mismatch/kl`, rlvr.train.update)."""
+    kl = [v for _, v in h.series("mismatch/kl", step)]
+    if not _held(kl, cfg.patience, lambda v: v > cfg.mismatch_kl):
+        return []
+    return [Alert(step, "mismatch_kl", f"sampler/trainer mismatch: KL {kl[-1]:.3g} nats per token for "
+                  f"{cfg.patience} steps, above {cfg.mismatch_kl:g} {MISMATCH_FIX}", kl[-1], cfg.mismatch_kl)]
+
+
+def mismatch_ratio(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    """The trainer / sampler probability ratio's tails leave the band [mismatch_ratio_low, mismatch_ratio_high]
+    for `patience` steps: its 5th percentile below the band (key `low`), its 95th above (key `high`)."""
+    alerts = []
+    for key, name, bound, out in (("low", "mismatch/ratio_p5", cfg.mismatch_ratio_low, lambda v, b: v < b),
+                                  ("high", "mismatch/ratio_p95", cfg.mismatch_ratio_high, lambda v, b: v > b)):
+        values = [v for _, v in h.series(name, step)]
+        if _held(values, cfg.patience, lambda v, b=bound, o=out: o(v, b)):
+            alerts.append(Alert(step, "mismatch_ratio", f"sampler/trainer mismatch: {name.split('_')[-1]} of the "
+                                f"token ratio {values[-1]:.3g} for {cfg.patience} steps, outside "
+                                f"[{cfg.mismatch_ratio_low:g}, {cfg.mismatch_ratio_high:g}] {MISMATCH_FIX}",
+                                values[-1], bound, key=key))
+    return alerts
+
+
 DETECTORS: dict[str, Detector] = {
     "flag_rate_rising": flag_rate_rising,
     "reward_without_heldout": reward_without_heldout,
@@ -190,6 +224,8 @@ DETECTORS: dict[str, Detector] = {
     "length_blowup": length_blowup,
     "entropy_collapse": entropy_collapse,
     "zero_variance_groups": zero_variance_groups,
+    "mismatch_kl": mismatch_kl,
+    "mismatch_ratio": mismatch_ratio,
 }
 """Every anomaly detector, by name."""
 

@@ -2,7 +2,8 @@
 
 Masked episodes (infra faults) are left out of reward and pass-rate figures: they are infra's fault, not the
 policy's, and `infra/rate` counts them. Run-level figures the episodes cannot show (phase timings
-`time/<phase>`, `policy/idle_fraction`, `policy/entropy`, the held-out pass rate) come from the trainer as extras.
+`time/<phase>`, `policy/idle_fraction`, `policy/entropy`, the sampler/trainer mismatch `mismatch/*`, the held-out
+pass rate) come from the trainer as extras.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ as text by the page's script, never as markup.
 """
 from __future__ import annotations
 
+import base64
 import json
 import math
 import time
@@ -28,6 +29,10 @@ MAX_VIEWER_EPISODES = 400
 """Episodes embedded for the viewer: every one linked from an alert or cluster first, then a sample per step."""
 MAX_TEXT = 6000
 """Characters kept of each message or file in the viewer (the store keeps them whole)."""
+MAX_FRAMES = 4
+"""Rendered frames shown per episode."""
+MAX_FRAME_BYTES = 256 * 1024
+"""Frame files above this size are not inlined."""
 _DATA_MARK = "/*__REPORT_DATA__*/"
 
 # (chart id, section, title, metric prefix or name, y range); series from metrics.jsonl.
@@ -118,7 +123,23 @@ def _viewer_episode(row: dict[str, Any]) -> dict[str, Any]:
         "final_answer": _clip(ep.final_state.answer),
         "files": {k: _clip(t) for k, t in list(ep.final_state.files.items())[:20]},
         "timings": ep.timings,
+        "frames": _frames(v.details if v else {}),
     }
+
+
+def _frames(details: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rendered frames a verifier kept (`details["frames"]`: camera, candidate and reference PNG paths, e.g. the
+    blender verifier's), inlined as data URIs; files missing here or over MAX_FRAME_BYTES are left out."""
+    out = []
+    for frame in list(details.get("frames") or [])[:MAX_FRAMES]:
+        row: dict[str, Any] = {"camera": frame.get("camera")} if isinstance(frame, dict) else {}
+        for who in ("candidate", "reference"):
+            path = Path(str(frame.get(who, ""))) if isinstance(frame, dict) else Path()
+            if path.suffix == ".png" and path.is_file() and path.stat().st_size <= MAX_FRAME_BYTES:
+                row[who] = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+        if len(row) > 1:
+            out.append(row)
+    return out
 
 
 def _viewer_ids(con: duckdb.DuckDBPyConnection, linked: list[str]) -> list[str]:

@@ -21,7 +21,8 @@ def _hf(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
 
     kw: dict[str, Any] = {"seed": seed}
     if cfg is not None:
-        kw.update(device=cfg.device, dtype=cfg.dtype, max_context=cfg.max_context, threads=cfg.threads)
+        kw.update(device=cfg.device, dtype=cfg.dtype, max_context=cfg.max_context, threads=cfg.threads,
+                  chat_template=cfg.chat_template)
     return HFPolicy(target, **kw)
 
 
@@ -50,7 +51,7 @@ def _vllm(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
     kw: dict[str, Any] = {}
     if cfg is not None:
         kw = {"device": cfg.device, "dtype": cfg.dtype, "max_context": cfg.max_context,
-              "kv_cache_mb": cfg.vllm_kv_cache_mb}
+              "kv_cache_mb": cfg.vllm_kv_cache_mb, "chat_template": cfg.chat_template}
     return VLLMPolicy(target, **kw)
 
 

@@ -23,7 +23,7 @@ from rlvr.config import RolloutConfig
 from rlvr.envs.context import elide
 from rlvr.envs.env import Env
 from rlvr.envs.messages import Message
-from rlvr.errors import InfraError, UserError
+from rlvr.errors import InfraError, Stalled, UserError
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.policy import Completion, Policy, SamplingParams
 from rlvr.rollout.tokens import ChatEncoder, TokenStream
@@ -79,6 +79,9 @@ class _Live:
     elided_originals: dict[int, str] = field(default_factory=dict)
     versions: list[int] = field(default_factory=list)
     """Policy version of each generated turn."""
+    phase: str = "queued"
+    """What the episode is doing on a worker thread now (named by the watchdog when nothing progresses)."""
+    phase_since: float = field(default_factory=time.monotonic)
 
 
 class RolloutEngine:
@@ -86,8 +89,11 @@ class RolloutEngine:
 
     def __init__(self, policy: Policy, pool: SandboxPool | None, scorer: Scorer | None = None, *,
                  config: RolloutConfig | None = None, sampling: SamplingParams | None = None, run_id: str = "",
-                 progress: Callable[[int, int], None] | None = None) -> None:
-        """`scorer` defaults to one on `pool` with the config's retries, no flag penalty and its own cache."""
+                 progress: Callable[[int, int], None] | None = None,
+                 on_episode: Callable[[Episode], None] | None = None) -> None:
+        """`scorer` defaults to one on `pool` with the config's retries, no flag penalty and its own cache.
+        `progress(done, total)` and `on_episode(episode)` are called on the driver's thread as each episode ends
+        (so an interrupted run's caller still holds every finished episode)."""
         self.policy = policy
         self.pool = pool
         self.config = config or RolloutConfig()
@@ -95,6 +101,7 @@ class RolloutEngine:
         self.sampling = sampling or SamplingParams()
         self.run_id = run_id
         self.progress = progress
+        self.on_episode = on_episode
         self.encoder: ChatEncoder | None = policy if isinstance(policy, ChatEncoder) else None
         self._eos: tuple[frozenset[int], str] = (  # what ends a turn in the token record (trainable backends)
             (policy.eos_ids, policy.tokenizer.eos_token or "") if is_trainable(policy)  # type: ignore[attr-defined]
@@ -102,36 +109,47 @@ class RolloutEngine:
         self.stats = RolloutStats()
 
     # --------------------------------------------------------------------------------------------- driver
-    def run(self, tasks: Sequence[Task], group_size: int, *, step: int = 0, seed: int = 0) -> list[Episode]:
-        """`group_size` episodes per task (sharing a group_id), in task order then sample order."""
+    def run(self, tasks: Sequence[Task], group_size: int, *, step: int = 0, seed: int = 0,
+            repeats: Sequence[int] | None = None) -> list[Episode]:
+        """`group_size` episodes per task (sharing a group_id), in task order then sample order. `repeats`: how
+        many times each task came earlier in the whole batch, when `tasks` is one rank's share of it."""
         if group_size < 1:
             raise ValueError(f"group_size must be at least 1, got {group_size}")
         t0 = time.perf_counter()
         self.stats = RolloutStats()
         seen: dict[str, int] = {}
         lives = []
-        for task in tasks:  # a task listed twice gets a second group with its own seeds
+        for i, task in enumerate(tasks):  # a task listed twice gets a second group with its own seeds
             n = seen[task.key] = seen.get(task.key, -1) + 1
+            n = n if repeats is None else repeats[i]
             lives += [self._new(task, g, step, seed, n, group_size) for g in range(group_size)]
         events: queue.Queue[tuple[str, _Live, BaseException | None]] = queue.Queue()
         pending = list(reversed(lives))
         in_flight = finished = 0
         user_error: BaseException | None = None
-        with ThreadPoolExecutor(self.config.tool_workers, thread_name_prefix="rlvr-tools") as pool:
+        pool = ThreadPoolExecutor(self.config.tool_workers, thread_name_prefix="rlvr-tools")
+        stalled = False
+        try:
             while finished < len(lives):
                 while pending and in_flight < self.config.concurrency:
                     live = pending.pop()
                     in_flight += 1
-                    pool.submit(self._guard, events, live, self._reset)
+                    self._submit(pool, events, live, self._reset, "sandbox lease and reset")
                 ready: list[_Live] = []
                 w0 = time.perf_counter()
-                kind, live, exc = events.get()
+                try:
+                    kind, live, exc = events.get(timeout=self.config.stall_timeout_s)
+                except queue.Empty:
+                    stalled = True
+                    raise self._stalled(lives) from None
                 self.stats.idle_s += time.perf_counter() - w0
                 while True:
                     if kind == "done":
                         finished += 1
                         in_flight -= 1
                         user_error = user_error or exc
+                        if self.on_episode:
+                            self.on_episode(live.ep)
                         if self.progress:
                             self.progress(finished, len(lives))
                     else:
@@ -142,6 +160,8 @@ class RolloutEngine:
                         break
                 if ready:
                     self._generate(ready, pool, events)
+        finally:  # a stuck worker cannot be joined: after a stall the error ends the run instead of a second hang
+            pool.shutdown(wait=not stalled, cancel_futures=stalled)
         if user_error is not None:
             raise user_error
         self.stats.wall_s = time.perf_counter() - t0
@@ -163,10 +183,28 @@ class RolloutEngine:
         """The version that generates now: a separate generation copy's, else the policy's."""
         return generation_version(self.policy)
 
-    def _guard(self, events: queue.Queue, live: _Live, fn: Callable[[_Live], str]) -> None:
+    def _stalled(self, lives: list[_Live]) -> Stalled:
+        """The watchdog's error: where the episodes in flight are, and for how long."""
+        now, waiting = time.monotonic(), [lv for lv in lives if lv.phase not in ("queued", "done")]
+        phases: dict[str, list[float]] = {}
+        for lv in waiting:
+            phases.setdefault(lv.phase, []).append(now - lv.phase_since)
+        where = "; ".join(f"{len(ages)} in {phase} (the oldest for {max(ages):.0f} s)"
+                          for phase, ages in sorted(phases.items(), key=lambda kv: -len(kv[1])))
+        return Stalled(f"rollout stalled: no episode progressed for {self.config.stall_timeout_s:.0f} s "
+                       f"(rollout.stall_timeout_s); {len(waiting)} episodes in flight: {where or 'none'}")
+
+    def _submit(self, pool: ThreadPoolExecutor, events: queue.Queue, live: _Live, fn: Callable[[_Live], str],
+                phase: str) -> None:
+        live.phase, live.phase_since = f"waiting for a tool thread (for {phase})", time.monotonic()
+        pool.submit(self._guard, events, live, fn, phase)
+
+    def _guard(self, events: queue.Queue, live: _Live, fn: Callable[[_Live], str], phase: str) -> None:
         """Run one piece of episode work on a worker thread; whatever happens, the episode comes back."""
+        live.phase, live.phase_since = phase, time.monotonic()
         try:
             kind = fn(live)
+            live.phase = "done" if kind == "done" else "waiting for generation"
             if kind == "done":
                 live.ep.timings["total"] = time.perf_counter() - live.t_start
             events.put((kind, live, None))
@@ -201,6 +239,8 @@ class RolloutEngine:
                     raise
                 live.ep.infra_retries += 1
         live.messages = list(obs.messages)
+        if live.stream is not None and obs.tools:
+            live.stream.tools = list(obs.tools)  # rendered natively by templates that take `tools=`
         live.ep.timings["tools"] += time.perf_counter() - t0
         return "ready"
 
@@ -237,6 +277,7 @@ class RolloutEngine:
 
     def _score(self, live: _Live, final: FinalState) -> None:
         """The episode's one call to the Scorer: its verdict and reward."""
+        live.phase, live.phase_since = "scoring", time.monotonic()
         scored = self.scorer.score(live.task, final, live.ep.seed)
         live.ep.verdict, live.ep.reward = scored.verdict, scored.reward
         live.ep.infra_retries += max(0, scored.attempts - 1)
@@ -253,7 +294,7 @@ class RolloutEngine:
         for live in ready:
             prompt, budget, cut = self._prepare(live)
             if cut is not None:
-                pool.submit(self._guard, events, live, lambda lv, c=cut: self._finish(lv, "truncated", c))
+                self._submit(pool, events, live, lambda lv, c=cut: self._finish(lv, "truncated", c), "scoring")
                 continue
             batch.append(live)
             prompts.append(prompt)
@@ -288,7 +329,7 @@ class RolloutEngine:
                     events.put(("ready", live, None))
                 continue
             self._record(live, comp)
-            pool.submit(self._guard, events, live, lambda lv, c=comp: self._act(lv, c))
+            self._submit(pool, events, live, lambda lv, c=comp: self._act(lv, c), "tool call")
 
     def _record(self, live: _Live, comp: Completion) -> None:
         live.turn += 1
@@ -328,7 +369,7 @@ class RolloutEngine:
             live.messages = msgs
             live.ep.context_elided = True
             live.ep.metadata["elided_messages"] = len(live.elided_originals)
-            trial.restart(self.encoder.render(msgs, add_generation_prompt=True))  # type: ignore[union-attr]
+            trial.restart(trial.render(msgs))
             prompt = list(trial.ids)
         live.stream = trial
         return prompt, min(budget, limit - len(prompt)), None

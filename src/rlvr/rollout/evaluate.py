@@ -5,6 +5,9 @@ sampling seeds, so two checkpoints or two models are compared on identical work.
 estimator of Chen et al. (2021) from n samples with c passes: 1 - C(n-c, k) / C(n, k), averaged over tasks.
 Episodes masked by an infra fault do not count as samples. Intervals are 95% percentile bootstraps over tasks;
 a comparison resamples the tasks both runs share, paired.
+
+`run_eval` drives the rollout engine with a progress bar, hands each finished episode to an episode store as
+it ends, and stops on Ctrl-C or a time limit with the report of the finished episodes, marked partial.
 """
 from __future__ import annotations
 
@@ -133,16 +136,116 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_eval(policy_spec: str, tasks_spec: str, *, k: int, seed: int = 0, cluster: str | None = None,
-             config: Any = None, show_progress: bool = True) -> dict[str, Any]:
-    """Evaluate a policy SPEC on a tasks SPEC with k samples per task; returns the report."""
+class _TimeUp(KeyboardInterrupt):
+    """The eval's time limit ran out (raised on the driver's thread, like Ctrl-C)."""
+
+
+class _Deadline:
+    """Stops the run at `seconds`: checked as each episode ends, and on the main thread also by a SIGINT the
+    timer sends itself, so a long generation or tool call is cut as well."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._timer: Any = None
+
+    def __enter__(self) -> _Deadline:
+        import os
+        import signal
+        import threading
+        import time
+
+        self.t_end = time.monotonic() + self.seconds if self.seconds is not None else None
+        if self.seconds is not None and threading.current_thread() is threading.main_thread():
+            def fire() -> None:
+                self.expired = True
+                os.kill(os.getpid(), signal.SIGINT)
+
+            self._timer = threading.Timer(self.seconds, fire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def check(self) -> None:
+        import time
+
+        if self.t_end is not None and time.monotonic() >= self.t_end:
+            self.expired = True
+            raise _TimeUp
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+class _Recorder:
+    """Keeps every finished episode and writes them to the eval's episode store in batches (nothing is lost on
+    Ctrl-C: the caller flushes the rest)."""
+
+    def __init__(self, store: Any, every: int = 64, every_s: float = 30.0) -> None:
+        import time
+
+        self.episodes: list[Episode] = []
+        self.store = store
+        self._pending: list[Episode] = []
+        self._every, self._every_s, self._last = every, every_s, time.monotonic()
+
+    def add(self, ep: Episode) -> None:
+        import time
+
+        self.episodes.append(ep)
+        self._pending.append(ep)
+        if len(self._pending) >= self._every or time.monotonic() - self._last >= self._every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        import time
+
+        if self.store is not None and self._pending:
+            self.store.write(0, self._pending)
+        self._pending, self._last = [], time.monotonic()
+
+
+def eval_config(config_file: str | Path | None = None, *, temperature: float | None = None,
+                top_p: float | None = None, max_new_tokens: int | None = None, max_turns: int | None = None,
+                cluster: str | None = None) -> Any:
+    """The RunConfig of an eval: a run config file's sections (`[policy]`, `[rollout]`, `[sandbox]`, ...) with
+    the command line's sampling options over them, validated like any config (bad values name the field)."""
+    from rlvr.config import load_config
+
+    overrides = [f"{key}={value}" for key, value in (
+        ("policy.temperature", temperature), ("policy.top_p", top_p), ("policy.max_new_tokens", max_new_tokens),
+        ("rollout.max_turns", max_turns), ("cluster.address", json.dumps(cluster) if cluster else None))
+        if value is not None]
+    return load_config(config_file, overrides)
+
+
+def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0, cluster: str | None = None,
+             config: Any = None, show_progress: bool = True, out_dir: str | Path | None = None,
+             store: Any = None, time_limit_s: float | None = None) -> dict[str, Any]:
+    """Evaluate a policy on a tasks SPEC with k samples per task; returns the report.
+
+    The policy is `policy_spec` (`hf:PATH`, ...) with the rest of `config.policy` (device, dtype, chat
+    template, sampling), or `config.policy` itself when `policy_spec` is None. `out_dir` receives the resolved
+    config; `store` (an rlvr.store EpisodeStore, or anything with its `write(step, episodes)`) every finished
+    episode, under step 0 (the CLI keeps it in `<out_dir>/episodes/`, the training store's layout, so `rlvr
+    report`, `rlvr query` and `rlvr failures` work on an eval directory). Ctrl-C or `time_limit_s` stops the
+    run: the report then covers the finished episodes only and says so (`partial`, `stopped`).
+    """
     import time
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from rlvr.config import RunConfig
-    from rlvr.rollout.backends import make_policy
+    from rlvr.rollout.backends import make_policy, parse_spec
     from rlvr.rollout.engine import RolloutEngine
     from rlvr.rollout.policy import SamplingParams
     from rlvr.scale import pool_for
@@ -151,41 +254,84 @@ def run_eval(policy_spec: str, tasks_spec: str, *, k: int, seed: int = 0, cluste
 
     if k < 1:
         raise UserError(f"-k must be at least 1, got {k}", field="-k", fix="e.g. -k 8")
+    if time_limit_s is not None and time_limit_s <= 0:
+        raise UserError(f"--time-limit must be above 0 seconds, got {time_limit_s}", field="--time-limit",
+                        fix="e.g. --time-limit 600")
     cfg: RunConfig = config or RunConfig()
     if cluster:
         cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": cluster})})
+    if policy_spec:
+        backend, target = parse_spec(policy_spec)
+        cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"backend": backend, "model": target})})
     tasks = resolve(tasks_spec, seed=seed)
     if not tasks:
         raise UserError(f"tasks spec {tasks_spec!r} selects no tasks", field="--tasks", fix="check the spec")
-    policy = make_policy(policy_spec)
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:  # the resolved config, its records here (not at a [store] url of the file)
+        cfg.model_copy(update={"store": cfg.store.model_copy(update={"url": None})}).write(out)
+    policy = make_policy(cfg.policy, seed=seed)
     sampling = SamplingParams.from_config(cfg.policy)
+    recorder = _Recorder(store)
+    stopped: str | None = None
+    total = len(tasks) * k
     pool = pool_for(cfg)
     t0 = time.perf_counter()
+    columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes, {task.fields[passed]} "
+               "passed"), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
+    engine = None
     try:
-        with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=Console(stderr=True), transient=True, disable=not show_progress) as bar:
-            job = bar.add_task("episodes", total=len(tasks) * k)
+        with Progress(*columns, console=Console(stderr=True), disable=not show_progress) as bar:
+            job = bar.add_task("episodes", total=total, passed=0)
+            deadline = _Deadline(time_limit_s)
+
+            def finished(ep: Episode) -> None:
+                recorder.add(ep)
+                bar.update(job, completed=len(recorder.episodes),
+                           passed=sum(e.passed for e in recorder.episodes if not e.masked))
+                deadline.check()
+
             engine = RolloutEngine(policy, pool, Scorer.from_config(cfg, pool), config=cfg.rollout, sampling=sampling,
-                                   progress=lambda done, total: bar.update(job, completed=done))
-            episodes = engine.run(tasks, k, step=0, seed=seed)
+                                   on_episode=finished)
+            try:  # a SIGINT the deadline sent just as the run ended still lands in here
+                with deadline:
+                    engine.run(tasks, k, step=0, seed=seed)
+            except KeyboardInterrupt:
+                if len(recorder.episodes) < total:
+                    stopped = "time limit" if deadline.expired else "interrupted"
     finally:
+        recorder.flush()
         pool.close()
-    extra = {"wall_s": time.perf_counter() - t0, "policy_idle_fraction": engine.stats.idle_fraction,
+    extra = {"wall_s": time.perf_counter() - t0,
+             "policy_idle_fraction": engine.stats.idle_fraction if engine is not None else 0.0,
              "sampling": {"temperature": sampling.temperature, "top_p": sampling.top_p,
-                          "max_new_tokens": sampling.max_new_tokens}}
-    return report(episodes, k=k, seed=seed, policy=policy_spec, tasks=tasks_spec, extra=extra)
+                          "max_new_tokens": sampling.max_new_tokens, "max_turns": cfg.rollout.max_turns},
+             "planned_episodes": total, "partial": stopped is not None, "stopped": stopped,
+             "time_limit_s": time_limit_s, "store": getattr(store, "url", None)}
+    return report(recorder.episodes, k=k, seed=seed, policy=policy_spec or f"{cfg.policy.backend}:{cfg.policy.model}",
+                  tasks=tasks_spec, extra=extra)
 
 
-def write_report(rep: dict[str, Any], root: str | Path = "runs/eval") -> Path:
-    """Write a report to `<root>/<UTC time>/eval.json` (a fresh directory each time)."""
+def new_eval_dir(root: str | Path = "runs/eval") -> Path:
+    """A fresh directory `<root>/<UTC time>[-n]` for one eval."""
     import time
 
     base = Path(root) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run_dir, n = base, 1
-    while run_dir.exists():
-        n += 1
-        run_dir = base.with_name(f"{base.name}-{n}")
-    run_dir.mkdir(parents=True)
-    path = run_dir / EVAL_FILE
-    path.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    while True:
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir
+        except FileExistsError:
+            n += 1
+            run_dir = base.with_name(f"{base.name}-{n}")
+
+
+def write_report(rep: dict[str, Any], root: str | Path = "runs/eval", *, run_dir: str | Path | None = None) -> Path:
+    """Write a report to `<run_dir>/eval.json` (default: a fresh `<root>/<UTC time>/`), atomically."""
+    target = Path(run_dir) if run_dir is not None else new_eval_dir(root)
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / EVAL_FILE
+    tmp = path.with_name(f".{EVAL_FILE}.tmp")
+    tmp.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
     return path

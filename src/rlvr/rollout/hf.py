@@ -1,7 +1,10 @@
 """The `hf` backend: a local transformers causal LM with batched, left-padded, KV-cached, seeded sampling.
 
 Each conversation samples from its own torch.Generator seeded by `SamplingParams.seeds`, so an episode's
-stream depends on its seed and prompt only, never on which other episodes share the batch. The trainer
+stream depends on its seed and prompt only, never on which other episodes share the batch. A prompt that
+several rows continue (a group's samples) and the prefix all prompts share (a system prompt) are prefilled
+once (rlvr.rollout.kvcache); decoding writes into reserved KV buffers and samples the whole batch with tensor
+operations (rlvr.rollout.sampling). The trainer
 updates `.model`'s weights in place and increments `.version`. In asynchronous training the trainer first
 calls `separate_weights()`: generation then samples from a copy (rlvr.rollout.weights.GenerationCopy) that
 changes only through `sync_weights()`, and each completion records that copy's version.
@@ -19,9 +22,11 @@ import torch
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
+from rlvr.rollout.builtin import resolve_builtin
+from rlvr.rollout.kvcache import BUCKET, MIN_SHARED, common_prefix, reserved_cache, shared_prompts
 from rlvr.rollout.policy import Completion, SamplingParams
-from rlvr.rollout.tokens import ChatTemplateCodec
+from rlvr.rollout.sampling import row_noise, sample_tokens
+from rlvr.rollout.tokens import AUTO, ChatTemplateCodec, choose_chat_template
 from rlvr.rollout.weights import GenerationCopy, trainer_weights
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -35,6 +40,65 @@ def _dtype_keyword() -> str:
 
 
 _DTYPE_KW = _dtype_keyword()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def load_causal_lm(path: str | Path, dtype: torch.dtype, *, trust_remote_code: bool = False) -> tuple[Any, Any]:
+    """(tokenizer, model) of a local directory or cached hub name; bad input is one UserError naming the model,
+    the problem and the fix: a GGUF file (convert it), a directory without a config or not a causal LM, a
+    missing tokenizer."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    where = {"file": str(path), "field": "policy.model"}
+    local = Path(path)
+    ggufs = sorted(local.glob("*.gguf")) if local.is_dir() and not (local / "config.json").is_file() else []
+    if local.suffix == ".gguf" or ggufs:
+        gguf = local if local.suffix == ".gguf" else ggufs[0]
+        out = gguf.with_name(gguf.stem + "-hf")
+        raise UserError("a GGUF file is not a Hugging Face model directory", **where,
+                        fix=f"convert it once with `python -m rlvr.rollout.gguf {gguf} {out}` "
+                            f"(pip install 'rlvr[real]'), then use hf:{out}")
+    text = str(path)
+    if not local.exists() and (text.startswith((".", "/", "~")) or text.count("/") > 1):
+        raise UserError("cannot load model: no such directory", **where,
+                        fix="check the path (a hub name is ORG/NAME, and must be in the local cache)")
+    if local.is_dir() and not (local / "config.json").is_file():
+        raise UserError("not a model directory (no config.json)", **where,
+                        fix="give a directory written by save_pretrained: config.json, weights and tokenizer files")
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load model: {_first_line(exc)}", **where,
+                        fix="give a local model directory or a hub name that is cached") from None
+    remote = trust_remote_code and "AutoModelForCausalLM" in (getattr(config, "auto_map", None) or {})
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING and not remote:
+        kinds = ", ".join(getattr(config, "architectures", None) or [config.model_type])
+        raise UserError(f"not a causal language model ({kinds})", **where,
+                        fix="give a causal LM that generates text (a *ForCausalLM checkpoint: Llama, Qwen, GPT-2, ...)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, TypeError) as exc:
+        raise UserError(f"cannot load its tokenizer: {_first_line(exc)}", **where,
+                        fix="save the tokenizer with the model (tokenizer.save_pretrained into the same directory)"
+                        ) from None
+    vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", None)
+    if len(tokenizer) < 2:  # transformers builds an empty tokenizer for a directory without tokenizer files
+        raise UserError("cannot load its tokenizer: the directory has no tokenizer files", **where,
+                        fix="save the tokenizer with the model (tokenizer.save_pretrained into the same directory)")
+    if vocab and len(tokenizer) > vocab:
+        raise UserError(f"its tokenizer has {len(tokenizer)} tokens, more than the model's {vocab}", **where,
+                        fix="use the tokenizer the model was trained with (or resize the embeddings and save)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code, **{_DTYPE_KW: dtype})
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load model: {_first_line(exc)}", **where,
+                        fix="give a complete model directory (config.json and weights)") from None
+    return tokenizer, model
 
 
 def resolve_device(device: str) -> torch.device:
@@ -52,8 +116,7 @@ class HFPolicy(ChatTemplateCodec):
 
     def __init__(self, model_path_or_name: str | Path, device: str = "auto", dtype: str = "float32", *,
                  max_context: int | None = None, threads: int | None = 1, seed: int = 0,
-                 trust_remote_code: bool = False) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+                 trust_remote_code: bool = False, chat_template: str = AUTO) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -64,25 +127,17 @@ class HFPolicy(ChatTemplateCodec):
         self.device = resolve_device(device)
         if threads and self.device.type == "cpu":
             torch.set_num_threads(threads)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-            self.model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
-                                                              **{_DTYPE_KW: DTYPES[dtype]})
-        except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UserError(f"cannot load model: {first}", file=str(path), field="policy.model",
-                            fix="give a local model directory or a hub name that is cached") from None
-        self.model.to(self.device).eval()
         self.name = name
+        self.tokenizer, self.model = load_causal_lm(path, DTYPES[dtype], trust_remote_code=trust_remote_code)
+        self.model.to(self.device).eval()
         self.version = 0
         self._copy: GenerationCopy | None = None
         tok = self.tokenizer
-        if not getattr(tok, "chat_template", None):
-            tok.chat_template = CHAT_TEMPLATE  # a plain LM gets the compact template, spelled as text
-        if tok.pad_token_id is None:
-            tok.pad_token = tok.eos_token
-        self.pad_id = int(tok.pad_token_id)
+        tok.chat_template = choose_chat_template(tok, chat_template, name)
         self.eos_ids = self._eos_ids()
+        if tok.pad_token_id is None:  # padding never reaches the model's view (masked): any end token will do
+            tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(min(self.eos_ids))
+        self.pad_id = int(tok.pad_token_id)
         limit = getattr(self.model.config, "max_position_embeddings", None) or getattr(
             self.model.config, "n_positions", None)
         self.max_context = min(x for x in (max_context, limit, 1 << 30) if x)
@@ -96,7 +151,9 @@ class HFPolicy(ChatTemplateCodec):
             elif src:
                 ids.update(int(x) for x in src)
         if not ids:
-            raise UserError("the tokenizer has no eos token", file=self.name, fix="set eos_token in the tokenizer")
+            what = "neither an eos nor a pad token" if self.tokenizer.pad_token_id is None else "no eos token"
+            raise UserError(f"the tokenizer has {what}", file=self.name, field="policy.model",
+                            fix="set eos_token (the token that ends a turn) in the model's tokenizer_config.json")
         return frozenset(ids)
 
     # --------------------------------------------------------------------------------------------- generation
@@ -149,56 +206,93 @@ class HFPolicy(ChatTemplateCodec):
     @torch.no_grad()
     def _decode(self, model: Any, prompts: list[list[int]], budgets: list[int], params: SamplingParams,
                 seeds: list[int]) -> list[tuple[list[int], list[float], str]]:
-        dev = self.device
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for r, p in enumerate(prompts):  # left padding: every row's next token sits in the last column
-            ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[r, width - len(p):] = 1
-        ids, mask = ids.to(dev), mask.to(dev)
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        gens = [torch.Generator(device=dev).manual_seed(int(s) & 0xFFFF_FFFF_FFFF) for s in seeds]
-        cache_kw, keep_kw = _forward_names(model)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                         **({keep_kw: 1} if keep_kw else {}))
-        past, logits = _cache_of(out), out.logits[:, -1, :]
-        toks: list[list[int]] = [[] for _ in prompts]
-        lps: list[list[float]] = [[] for _ in prompts]
-        reasons: list[str | None] = [None] * len(prompts)
-        rows = list(range(len(prompts)))  # original index of each row still in the batch
-        last_pos = pos[:, -1:]
+        """Prefill (`_prefill`), then sample all rows in lockstep into a reserved KV cache; per token the work
+        is whole-batch tensor work (a row's Python work is paid once per call), apart from the check for stop
+        strings when there are any."""
+        dev, n, longest = self.device, len(prompts), max(budgets)
+        cache_kw, _ = _forward_names(model)
+        past, logits, mask, last_pos, width = self._prefill(model, prompts, longest)
+        noise = row_noise(seeds, longest, dev)
+        toks = torch.zeros((n, longest), dtype=torch.long, device=dev)
+        lps = torch.zeros((n, longest), dtype=torch.float32, device=dev)
+        ends = torch.full((n,), longest, dtype=torch.long, device=dev)
+        stopped = torch.zeros(n, dtype=torch.bool, device=dev)  # ended on eos or a stop string (else: length)
+        budget = torch.tensor(budgets, device=dev)
+        eos = torch.tensor(sorted(self.eos_ids), device=dev)
+        rows = torch.arange(n, device=dev)  # original index of each row of the batch
+        live = torch.ones(n, dtype=torch.bool, device=dev)  # rows of the batch still generating
+        step = 0
         while True:
-            tok, lp = sample_tokens(logits.float(), params.temperature, params.top_p, gens)
-            for j, (t, p) in enumerate(zip(tok.tolist(), lp.tolist())):
-                r = rows[j]
-                toks[r].append(t)
-                lps[r].append(p)
-                reasons[r] = self._stopped(toks[r], t, budgets[r], params.stop)
-            keep = [j for j, r in enumerate(rows) if reasons[r] is None]
-            if not keep:
+            tok, lp = sample_tokens(logits.float(), params.temperature, params.top_p, noise[rows, step])
+            toks[rows, step], lps[rows, step] = tok, lp
+            hit = torch.isin(tok, eos)
+            if params.stop:
+                hit |= self._stop_strings(toks[rows, max(0, step - 63):step + 1], live, params.stop)
+            done = live & (hit | (budget[rows] <= step + 1))
+            ends[rows[done]] = step + 1
+            stopped[rows[done]] = hit[done]
+            live &= ~done
+            left = int(live.sum())
+            if left == 0:
                 break
-            if len(keep) < len(rows):  # finished rows leave the batch (and the KV cache)
-                idx = torch.tensor(keep, device=dev)
-                past.batch_select_indices(idx)
-                mask, last_pos, tok = mask[idx], last_pos[idx], tok[idx]
-                gens = [gens[j] for j in keep]
-                rows = [rows[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
-            last_pos = last_pos + 1
-            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=last_pos,
-                             use_cache=True, **{cache_kw: past})
+            if 4 * (len(live) - left) >= len(live):  # finished rows leave the batch (and the KV cache)
+                keep = live.nonzero().squeeze(1)
+                past.batch_select_indices(keep)
+                rows, live, tok, mask, last_pos = rows[keep], live[keep], tok[keep], mask[keep], last_pos[keep]
+            step += 1
+            out = model(input_ids=tok[:, None], attention_mask=mask[:, :width + step],
+                        position_ids=(last_pos + step)[:, None], use_cache=True, **{cache_kw: past})
             past, logits = _cache_of(out), out.logits[:, -1, :]
-        return [(t, lp, reason or "length") for t, lp, reason in zip(toks, lps, reasons)]
+        return [(t[:e], p[:e], "stop" if s else "length")
+                for t, p, e, s in zip(toks.tolist(), lps.tolist(), ends.tolist(), stopped.tolist())]
 
-    def _stopped(self, row: list[int], tok: int, budget: int, stop: tuple[str, ...]) -> str | None:
-        if tok in self.eos_ids:
-            return "stop"
-        if stop and any(s in self.decode(row[-64:]) for s in stop):
-            return "stop"
-        if len(row) >= budget:
-            return "length"
-        return None
+    def _prefill(self, model: Any, prompts: list[list[int]], extra: int) -> tuple[Any, torch.Tensor, torch.Tensor,
+                                                                                  torch.Tensor, int]:
+        """Each prompt's keys and values, each token computed once: the prefix that all distinct prompts share
+        (at least MIN_SHARED tokens) is prefilled once, then the rest of each distinct prompt (left padded, so
+        the padding sits between the two), and rows that repeat a prompt copy its cache. Returns the cache, each
+        row's next-token logits, its attention mask with `extra` columns for the tokens to come, its last
+        position, and the prompt width."""
+        dev = self.device
+        distinct, owner = shared_prompts(prompts)
+        shared = common_prefix(distinct) if len(distinct) > 1 else 0
+        shared = shared if shared >= MIN_SHARED else 0
+        rests = [p[shared:] for p in distinct]
+        width = max(len(p) for p in rests)
+        ids = torch.full((len(rests), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rests), shared + width + extra), dtype=torch.long)  # the columns to come are ones
+        mask[:, :shared] = 1
+        for r, p in enumerate(rests):  # left padding: every row's next token sits in the last column
+            ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[r, shared + width - len(p):] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        pos = (mask[:, :shared + width].cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        cache_kw, keep_kw = _forward_names(model)
+        kw: dict[str, Any] = {keep_kw: 1} if keep_kw else {}
+        cache = reserved_cache(model, shared + width + min(extra, BUCKET))  # grown if rows live longer
+        if shared:
+            head = torch.tensor([distinct[0][:shared]], dtype=torch.long, device=dev)
+            out = model(input_ids=head, attention_mask=mask[:1, :shared], position_ids=pos.new_tensor([list(range(shared))]),
+                        use_cache=True, **kw,
+                        **({cache_kw: cache} if cache is not None else {}))
+            cache = _cache_of(out)
+            cache.batch_select_indices(torch.zeros(len(rests), dtype=torch.long, device=dev))
+        out = model(input_ids=ids, attention_mask=mask[:, :shared + width], position_ids=pos, use_cache=True, **kw,
+                    **({cache_kw: cache} if cache is not None else {}))
+        past, logits, last_pos = _cache_of(out), out.logits[:, -1, :], pos[:, -1]
+        if len(distinct) < len(prompts):
+            idx = torch.tensor(owner, device=dev)
+            past.batch_select_indices(idx)
+            logits, mask, last_pos = logits[idx], mask[idx], last_pos[idx]
+        return past, logits, mask, last_pos, shared + width
+
+    def _stop_strings(self, window: torch.Tensor, live: torch.Tensor, stop: tuple[str, ...]) -> torch.Tensor:
+        """Rows whose text over their latest tokens (`window`) contains a stop string (live rows only)."""
+        hit = torch.zeros_like(live)
+        for j, row in zip(live.nonzero().squeeze(1).tolist(), window[live].tolist()):
+            if any(s in self.decode(row) for s in stop):
+                hit[j] = True
+        return hit
 
 
 @functools.cache
@@ -218,29 +312,6 @@ def _forward_names(model: Any) -> tuple[str, str | None]:
 def _cache_of(out: Any) -> Any:
     cache = getattr(out, "cache", None)
     return cache if cache is not None else out.past_key_values
-
-
-def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
-                  gens: list[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row and its behaviour log-prob; row r draws its noise from gens[r] only."""
-    if temperature <= 0:
-        logp = torch.log_softmax(logits, dim=-1)
-        tok = logp.argmax(dim=-1)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
-    scaled = logits / temperature
-    if top_p < 1.0:
-        sorted_logits, order = scaled.sort(dim=-1, descending=True)
-        probs = sorted_logits.softmax(-1)
-        # drop a token when the mass before it already reaches top_p (the most likely token always stays)
-        drop_sorted = (probs.cumsum(-1) - probs) >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        scaled = scaled.masked_fill(drop, float("-inf"))
-    logp = torch.log_softmax(scaled, dim=-1)
-    # Gumbel-max: argmax(logp + Gumbel noise) is an exact sample from softmax(logp)
-    u = torch.stack([torch.rand(logits.shape[-1], generator=g, device=logits.device) for g in gens])
-    gumbel = -torch.log(-torch.log(u.clamp(min=1e-20, max=1 - 1e-7)))
-    tok = (logp + gumbel).argmax(dim=-1)
-    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
 @torch.no_grad()

@@ -12,10 +12,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from rlvr.envs.messages import Message, message_dicts
+from rlvr.errors import UserError
+from rlvr.rollout.builtin import CHAT_TEMPLATE
 from rlvr.rollout.policy import Completion, SamplingParams
+
+PLAIN = "plain"
+"""`policy.chat_template = "plain"`: the compact template, `<|role|>content<|end|>` per message (rlvr.rollout.builtin).
+The built-in model has these markers as single tokens; any other model reads them as ordinary text."""
+AUTO = "auto"
+"""`policy.chat_template = "auto"`: the tokenizer's own template; a tokenizer without one gets `plain`."""
 
 
 @runtime_checkable
@@ -25,10 +34,40 @@ class ChatEncoder(Protocol):
     max_context: int
 
     def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True) -> str:
+        """The conversation as text; an encoder whose template takes tools also accepts `tools=` (a list of
+        OpenAI tool specs), which TokenStream passes only when the episode has tools."""
         ...
 
     def encode(self, text: str) -> list[int]:
         ...
+
+
+def choose_chat_template(tokenizer: Any, choice: str, model: str) -> str | dict[str, str]:
+    """The chat template `policy.chat_template` selects: `auto`, `plain`, or the path of a Jinja file."""
+    if choice == AUTO:
+        return getattr(tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    if choice == PLAIN:
+        return CHAT_TEMPLATE
+    path = Path(choice).expanduser()
+    if not path.is_file():
+        raise UserError(f"chat template {choice!r} is neither auto, plain nor a file", file=model,
+                        field="policy.chat_template", fix='use "auto", "plain" or the path of a Jinja template file')
+    return path.read_text(encoding="utf-8")
+
+
+def template_takes_tools(template: str | dict[str, str] | None) -> bool:
+    """True when the template reads the `tools` variable (it renders tool schemas natively)."""
+    if isinstance(template, dict):
+        return any(template_takes_tools(t) for t in template.values())
+    if not template:
+        return False
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        return "tools" in meta.find_undeclared_variables(jinja2.Environment().parse(template))
+    except jinja2.TemplateError:
+        return False
 
 
 class ChatTemplateCodec:
@@ -51,12 +90,33 @@ class ChatTemplateCodec:
                 text = text.replace(special, special[0] + "\u200b" + special[1:])
         return text
 
-    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True) -> str:
-        """The conversation as text through the tokenizer's chat template, contents defused."""
+    @functools.cached_property
+    def native_tools(self) -> bool:
+        """True when the chat template renders tool schemas itself (`tools=`); otherwise the tools are known to
+        the model only from the Env's system message, which describes them in text either way."""
+        return template_takes_tools(getattr(self.tokenizer, "chat_template", None))
+
+    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True,
+               tools: Sequence[dict[str, Any]] | None = None) -> str:
+        """The conversation as text through the tokenizer's chat template, contents defused; `tools` (OpenAI
+        tool specs) are passed to a template that takes them. A template that cannot render the conversation
+        (one that refuses tool messages, say) is a UserError naming the model and the fix."""
+        from jinja2 import TemplateError
+
         msgs = message_dicts(conversation)
         for m in msgs:
             m["content"] = self._defuse(m["content"])
-        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt)
+        kw: dict[str, Any] = {"tools": list(tools)} if tools and self.native_tools else {}
+        try:
+            return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                                      **kw)
+        except (TemplateError, TypeError, KeyError, ValueError) as exc:
+            role = "tool" if any(m["role"] == "tool" for m in msgs) else msgs[-1]["role"] if msgs else "empty"
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"its chat template cannot render a conversation with {role} messages ({detail})",
+                            file=getattr(self, "name", None) or "the model", field="policy.chat_template",
+                            fix='set policy.chat_template = "plain", or the path of a Jinja template that renders '
+                                'system, user, assistant and tool messages') from None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of rendered text (special-token markers in it become their single tokens)."""
@@ -96,12 +156,14 @@ class TokenStream:
     logprobs: list[float] = field(default_factory=list)
     restarts: int = 0
     """How many times the stream was rebuilt from a fresh rendering."""
+    tools: list[dict[str, Any]] | None = None
+    """The episode's tool specs (the Env's `Observation.tools`), given to a template that renders them."""
     _text: str | None = None
     _eos_text: str = ""
 
     def prompt(self, messages: Sequence[Message]) -> list[int]:
         """The prompt for the next turn: extend the record with the template text after the last turn."""
-        full = self.encoder.render(messages, add_generation_prompt=True)
+        full = self.render(messages)
         if self._text is not None and full.startswith(self._text):
             tail = full[len(self._text):]
             if self._eos_text and tail.startswith(self._eos_text):
@@ -138,8 +200,14 @@ class TokenStream:
     def copy(self) -> TokenStream:
         """An independent copy (to try a turn's prompt before committing to it)."""
         return TokenStream(self.encoder, list(self.ids), list(self.mask), list(self.logprobs), self.restarts,
-                           self._text, self._eos_text)
+                           self.tools, self._text, self._eos_text)
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """A fresh rendering of `messages` with the generation prompt (and the episode's tools, if any)."""
+        if self.tools:
+            return self.encoder.render(messages, add_generation_prompt=True, tools=self.tools)  # type: ignore[call-arg]
+        return self.encoder.render(messages, add_generation_prompt=True)
 
     def count(self, messages: Sequence[Message]) -> int:
         """Tokens of a fresh rendering of `messages` with the generation prompt."""
-        return len(self.encoder.encode(self.encoder.render(messages, add_generation_prompt=True)))
+        return len(self.encoder.encode(self.render(messages)))

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.builtin import CHAT_TEMPLATE, resolve_builtin
+from rlvr.rollout.builtin import resolve_builtin
 from rlvr.rollout.policy import Completion, SamplingParams
-from rlvr.rollout.tokens import ChatTemplateCodec
+from rlvr.rollout.tokens import AUTO, ChatTemplateCodec, choose_chat_template
 from rlvr.rollout.weights import trainer_weights
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class VLLMPolicy(ChatTemplateCodec):
 
     def __init__(self, model_path_or_name: str | Path, *, dtype: str = "float32", max_context: int | None = None,
                  device: str = "auto", kv_cache_mb: int | None = 512, seed: int = 0,
-                 trust_remote_code: bool = False) -> None:
+                 trust_remote_code: bool = False, chat_template: str = AUTO) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
         name = str(model_path_or_name)
@@ -73,8 +73,7 @@ class VLLMPolicy(ChatTemplateCodec):
         self.name, self.path, self.dtype, self.device = name, path, dtype, device
         self.trust_remote_code = trust_remote_code
         tok = self.tokenizer
-        if not getattr(tok, "chat_template", None):
-            tok.chat_template = CHAT_TEMPLATE  # same fallback as the hf backend: both render identically
+        tok.chat_template = choose_chat_template(tok, chat_template, name)  # as the hf backend: both render alike
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         self.pad_id = int(tok.pad_token_id)

@@ -294,7 +294,9 @@ class BwrapPool:
         for f in ("passwd", "group", "hosts", "nsswitch.conf"):
             a += ["--ro-bind", str(self._etc / f), f"/etc/{f}"]
         made: set[str] = set()
-        prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, Path(self.python).parent)}
+        # the chosen interpreter's own prefix too: a venv outside this one finds its site-packages there
+        own_prefix = os.path.dirname(os.path.dirname(os.path.abspath(self.python)))
+        prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, Path(self.python).parent, own_prefix)}
         prefixes.add(sys.prefix)
         if self._relocated is not None:
             prefixes.discard(self._relocated[0])

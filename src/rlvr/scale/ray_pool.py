@@ -4,7 +4,10 @@
 cluster unchanged. Placement: one `PoolActor` per alive node (hard node affinity), each holding that node's local
 isolated pool (`rlvr.sandbox.make_pool`). Routing: a job goes to the actor with the fewest jobs in flight; each
 actor takes at most `slots` jobs at once, and when every slot on the cluster is taken the caller blocks (back
-pressure) instead of queueing without bound. Verification of an episode runs entirely on one node
+pressure) instead of queueing without bound. A lease is not a job: opening one takes no slot (it goes to the
+actor with the fewest open leases), and each command of the lease takes a slot on that actor for the command's
+own duration. So a caller only ever waits for jobs, which end by themselves within their limits, never for an
+episode that would need the waiting thread to make progress (multi-turn episodes may outnumber the slots). Verification of an episode runs entirely on one node
 (`verify_remote`): hidden material and the trusted harness never need to cross to the candidate's node.
 
 Fault tolerance: a job whose actor died (node lost, process killed) is retried once on another actor and the dead
@@ -123,15 +126,23 @@ class RaySandbox:
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
+        """One command in the lease's workspace: it takes a job slot on the lease's actor for its own duration
+        only (waiting, if the actor is busy, for a job to end: jobs end by themselves, within their limits)."""
         if self._lost():
             return _infra("the node holding this workspace was lost")
-        call = self._slot.handle.lease_run.remote(self.lease_id, list(argv), dict(files) if files else None, stdin,
-                                                  _wire(limits), list(read))
         try:
+            self._pool._acquire(only=self._slot)
+        except TimeoutError as exc:
+            return _infra(str(exc))
+        try:
+            call = self._slot.handle.lease_run.remote(self.lease_id, list(argv), dict(files) if files else None,
+                                                      stdin, _wire(limits), list(read))
             return ExecResult.model_validate(ray.get(call))
         except ACTOR_FAULTS as exc:
             self._pool._mark_dead(self._slot)
             return _infra(f"sandbox actor died during the command: {type(exc).__name__}")
+        finally:
+            self._pool._release(self._slot)
 
     def write_files(self, files: FileMap) -> None:
         if self._lost():
@@ -210,17 +221,23 @@ class RayPool(RemoteVerifier):
             if slot.node_id in self._alive_nodes():
                 fresh = self._start(slot.node_id)
                 slot.handle, slot.alive, slot.in_flight = fresh.handle, True, 0
+                slot.leases = set()  # the old actor's workspaces are gone (their holders see `_lost`)
                 slot.generation += 1
                 self.replaced += 1
             self._lock.notify_all()
 
-    def _acquire(self, exclude: _Slot | None = None, timeout_s: float = 600.0) -> _Slot:
-        """The live actor with the fewest jobs in flight; blocks while every slot is busy (back pressure)."""
+    def _acquire(self, exclude: _Slot | None = None, timeout_s: float = 600.0, only: _Slot | None = None) -> _Slot:
+        """A job slot: on the live actor with the fewest jobs in flight (or on `only`, a lease's actor); blocks
+        while every slot is busy (back pressure). Only jobs take slots, never leases: a job ends by itself
+        within its limits, so a waiting caller never waits on something that needs the caller to progress."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
             while True:
-                live = [s for s in self._slots if s.alive and s is not exclude] or \
-                       [s for s in self._slots if s.alive]
+                if only is not None:
+                    live = [only] if only.alive else []
+                else:
+                    live = [s for s in self._slots if s.alive and s is not exclude] or \
+                           [s for s in self._slots if s.alive]
                 if not live:
                     raise RuntimeError("no live sandbox actors")
                 best = min(live, key=lambda s: s.in_flight)
@@ -228,7 +245,7 @@ class RayPool(RemoteVerifier):
                     best.in_flight += 1
                     return best
                 if not self._lock.wait(timeout=max(0.0, deadline - time.monotonic())):
-                    raise TimeoutError("sandbox cluster saturated")
+                    raise TimeoutError(f"sandbox cluster saturated: no job slot free for {timeout_s:.0f} s")
 
     def _release(self, slot: _Slot) -> None:
         with self._lock:
@@ -273,8 +290,17 @@ class RayPool(RemoteVerifier):
 
     @contextmanager
     def lease(self, files: FileMap | None = None) -> Iterator[RaySandbox]:
-        slot = self._acquire()
+        """A workspace on the live actor with the fewest open leases. Opening one never waits for a job slot
+        (a lease is not a job: an episode holds its lease across model turns, while its commands take slots
+        one at a time), so any number of episodes may hold leases at once."""
         lease_id = uuid.uuid4().hex
+        with self._lock:
+            live = [s for s in self._slots if s.alive]
+            if not live:
+                raise RuntimeError("no live sandbox actors")
+            slot = min(live, key=lambda s: (len(s.leases), s.in_flight))
+            slot.leases.add(lease_id)
+        generation = slot.generation
         try:
             ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None))
             yield RaySandbox(self, slot, lease_id)
@@ -282,12 +308,13 @@ class RayPool(RemoteVerifier):
             self._mark_dead(slot)
             raise
         finally:
-            if slot.alive:
+            if slot.alive and slot.generation == generation:
                 try:
                     ray.get(slot.handle.close_lease.remote(lease_id))
                 except ACTOR_FAULTS:
                     self._mark_dead(slot)
-            self._release(slot)
+            with self._lock:
+                slot.leases.discard(lease_id)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -144,6 +144,12 @@ class RunLayout:
     def tensorboard(self) -> Path:
         return self.dir / TENSORBOARD_DIR
 
+    @property
+    def frames(self) -> Path:
+        """Where verifiers keep the frames they render of episodes (`VerifyContext.extras["frames_dir"]`, e.g.
+        the blender verifier's; the report shows them beside the reference's)."""
+        return self.dir / "frames"
+
     def export(self, name: str) -> Path:
         """Where `rlvr failures --export NAME` writes by default."""
         return self.dir / f"{name}.jsonl"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+import threading
 import weakref
 from pathlib import Path
 from typing import TypeVar, overload
@@ -49,6 +50,8 @@ _CACHE: dict[tuple[int, type[VerifierSettings]], VerifierSettings] = {}
 """Validated settings by (id of the task, model); an entry leaves with its task."""
 _unavailable: dict[str, str] = {}
 _loaded = False
+_done = False
+_load_lock = threading.RLock()  # scorers on several threads look kinds up at once
 
 
 def register_settings(kind: str, model: type[VerifierSettings]) -> None:
@@ -61,21 +64,25 @@ def register_settings(kind: str, model: type[VerifierSettings]) -> None:
 def load_plugins() -> None:
     """Import the domains and every module of `PLUGINS` once; a module whose optional dependency is missing is
     listed in `unavailable()`."""
-    global _loaded
-    if _loaded:
+    global _loaded, _done
+    if _done:
         return
-    _loaded = True
-    from rlvr.tasks.registry import names
+    with _load_lock:  # a second thread waits for the first to finish, never sees a half-filled registry
+        if _loaded:  # done, or a plugin's import re-entered on this thread
+            return
+        _loaded = True
+        from rlvr.tasks.registry import names
 
-    names()  # domain modules may register verifier kinds too
-    pkg = importlib.import_module(PLUGINS)
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name in ("base", "verdict") or info.name.startswith("_"):
-            continue
-        try:
-            importlib.import_module(f"{PLUGINS}.{info.name}")
-        except ModuleNotFoundError as exc:  # an optional dependency (rlvr[domains]) is missing
-            _unavailable[info.name] = f"needs {exc.name}"
+        names()  # domain modules may register verifier kinds too
+        pkg = importlib.import_module(PLUGINS)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name in ("base", "verdict") or info.name.startswith("_"):
+                continue
+            try:
+                importlib.import_module(f"{PLUGINS}.{info.name}")
+            except ModuleNotFoundError as exc:  # an optional dependency (rlvr[domains]) is missing
+                _unavailable[info.name] = f"needs {exc.name}"
+        _done = True
 
 
 def unavailable() -> dict[str, str]:

@@ -3,10 +3,16 @@
 A checkpoint is one torch file under the run's storage URL (`checkpoints/step-NNNNNN.pt`, see
 rlvr.store.layout), written atomically; the `checkpoints/latest` pointer is updated only after the file is
 complete, so a run killed at any moment resumes from its last whole checkpoint, at the step after it.
+Weights and optimizer state are saved in full, keyed by parameter name (gathered from every rank when the
+run is distributed), so a run resumes at any world size, and `export` turns the last one into a plain
+Hugging Face directory.
 """
 from __future__ import annotations
 
 import random
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,3 +79,46 @@ def load(run_url: str, step: int) -> dict[str, Any]:
                         file=url, fix="resume with the rlvr version that wrote it, or start with --no-resume")
     set_rng_state(state["rng"])
     return state
+
+
+def export(run_dir: str | Path, out: str | Path, *, adapter: bool = False) -> Path:
+    """Write a run's last checkpoint as a plain Hugging Face directory (safetensors, config, tokenizer) that
+    `transformers` and `rlvr eval --policy hf:DIR` load: LoRA merged into the weights, or with `adapter`
+    kept as a peft adapter over the base model. The checkpoint holds full weights whatever the world size
+    that wrote it. Written to a temporary sibling and renamed, so `out` is whole or absent."""
+    from rlvr.config import load_config
+    from rlvr.rollout.backends import make_policy
+    from rlvr.train.parts import _apply_lora
+
+    run_dir, out = Path(run_dir), Path(out)
+    layout = RunLayout(run_dir)
+    if not layout.config.is_file():
+        raise UserError("not a run directory (no config.toml)", file=run_dir,
+                        fix="give the directory `rlvr train` wrote (<output_dir>/<name>)")
+    cfg = load_config(layout.config)
+    if adapter and not cfg.train.lora:
+        raise UserError("--adapter needs a LoRA run; this one trained all weights", file=layout.config,
+                        field="train.lora", fix="export without --adapter")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError("output exists and is not an empty directory", file=out, fix="choose a new directory")
+    run_url = cfg.store.url or str(run_dir)
+    step = latest_step(run_url)
+    if step is None:
+        raise UserError("the run has no checkpoint yet", file=run_dir, fix="train it first (`rlvr train`)")
+    saved = load(run_url, step)
+    policy = make_policy(cfg.policy.model_copy(update={"device": "cpu"}))  # as the run built it
+    if cfg.train.lora:
+        _apply_lora(policy, cfg)
+    policy.model.load_state_dict(saved["model"])  # type: ignore[attr-defined]
+    model = policy.model if adapter or not cfg.train.lora else policy.model.merge_and_unload()  # type: ignore[attr-defined]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        policy.tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
+        if out.exists():
+            out.rmdir()
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -9,8 +9,10 @@ update (groups, advantages, the policy step), record.
 
 Around it: the run is set up (`parts.build`), optionally warm-started with SFT, measured on its held-out set
 before and after RL, checkpointed every `train.checkpoint_every` steps and resumed from its last checkpoint.
-Simplifications, on purpose: one process (generation, update and verification workers share it); no value
-model. By default the policy used for rollouts is the one being trained; with `train.max_staleness >= 1` the
+Simplifications, on purpose: no value model; one process per rank, where generation, the update and the
+verification workers share it. With several ranks (torchrun, or Ray with `--cluster`; rlvr.train.distributed)
+rank 0 samples, stores, monitors and evaluates, every rank generates its share of the groups and takes part in
+the sharded update. By default the policy used for rollouts is the one being trained; with `train.max_staleness >= 1` the
 rollouts of the next steps are generated from a synced copy of the weights while the update runs
 (rlvr.train.rollouts).
 """
@@ -27,15 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rich.console import Console
 
 from rlvr.config import RunConfig, load_config
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.groups import group_key, zero_variance_groups
-from rlvr.rollout.weights import sync_generation
 from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, SUMMARY_FILE, RunLayout, heldout_label
-from rlvr.train import checkpoint
+from rlvr.train import checkpoint, distributed
 from rlvr.train.advantages import episode_advantages, estimator
+from rlvr.train.distributed import Dist
 from rlvr.train.evaluation import HeldoutResult, evaluate
 from rlvr.train.losses import aggregate_fn, loss_fn
 from rlvr.train.parts import Parts, build
@@ -43,7 +46,7 @@ from rlvr.train.progress import TrainProgress
 from rlvr.train.rollouts import AheadRollouts, SyncRollouts, rollouts_for
 from rlvr.train.sft import jsonl_examples, reference_examples, train_sft
 from rlvr.train.state import RunState
-from rlvr.train.update import samples_from
+from rlvr.train.update import correction_settings, samples_from
 
 
 class PhaseTimer:
@@ -73,15 +76,31 @@ def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     """Train as `cfg` says (no config: the quickstart); returns the summary written to `summary.json`."""
     t_start = time.perf_counter()
     validate(cfg)
+    if distributed.ray_launch(cfg):  # `--cluster` with world_size > 1: Ray starts the ranks, each runs this
+        from rlvr.scale.ray_train import run_on_ray
+
+        return run_on_ray(run, cfg, resume)
+    dist = distributed.init(cfg)  # a bad world size, backend or launch is refused before any work
+    try:
+        return _run(cfg, resume, dist, t_start)
+    finally:
+        dist.close()
+
+
+def _run(cfg: RunConfig, resume: bool, dist: Dist, t_start: float) -> dict[str, Any]:
     run_url = cfg.store.url or str(cfg.run_dir)
-    start = checkpoint.latest_step(run_url) if resume else None
-    if start is None:
-        _fresh_run_dir(cfg, run_url)
-    else:
-        _check_resumable(cfg)
-    cfg.write(cfg.run_dir)
+    start = None
+    if dist.main:  # rank 0 owns the run directory; the others wait until it is ready
+        start = checkpoint.latest_step(run_url) if resume else None
+        if start is None:
+            _fresh_run_dir(cfg, run_url)
+        else:
+            _check_resumable(cfg)
+        cfg.write(cfg.run_dir)
+    start = dist.broadcast(start)
     torch.manual_seed(cfg.seed)
-    with TrainProgress(cfg) as progress, build(cfg, run_url, progress) as parts:
+    progress_to = None if dist.main else Console(quiet=True)  # one progress display: rank 0's
+    with TrainProgress(cfg, console=progress_to) as progress, build(cfg, run_url, progress, dist) as parts:
         state = (_restore(parts, run_url, start) if start is not None
                  else _warm_start(parts, cfg, progress, t_start))
         elapsed = functools.partial(_elapsed, state, t_start)
@@ -105,9 +124,14 @@ def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
                     _save(parts, run_url, state, elapsed())
         after = _heldout(parts, HELDOUT_AFTER, cfg.train.steps)
         state.add_point(after, cfg.train.steps, elapsed())
-        summary = _summary(cfg, after, state, elapsed())
+        summary = _summary(cfg, after, state, elapsed(), dist)
+        mine, total = distributed.local_numel(parts.policy.model)
+        summary.update(model_params=total, rank_params=dist.all_gather(mine),  # about total / N each with FSDP2
+                       rank_state_bytes=dist.all_gather(distributed.local_state_bytes(parts.policy.model,
+                                                                                      parts.updater.optimizer)))
         _finish(parts, cfg, summary)
-    progress.final(summary)
+    if dist.main:
+        progress.final(summary)
     return summary
 
 
@@ -116,6 +140,7 @@ def validate(cfg: RunConfig) -> None:
     estimator(cfg.train.advantage)
     loss_fn(cfg.train.loss)
     aggregate_fn(cfg.train.aggregation)
+    correction_settings(cfg.train)
     if cfg.sft.enabled and cfg.sft.source != "reference" and not Path(cfg.sft.source).is_file():
         raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
                         fix='give a JSONL file of {prompt, completion} records, or "reference"')
@@ -137,23 +162,27 @@ def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts |
         metrics.update(update_policy(parts, episodes, step))
         metrics.update(rollouts.publish(step + 1))
     with timer("record"):
-        parts.store.write(step, parts.retention.kept(episodes))
-        metrics.update(parts.scheduler.observe(episodes))
-        metrics.update(timer.metrics())
-        metrics.update(parts.monitor.log(step, episodes, metrics))
+        if parts.dist.main:  # rank 0 holds every episode of the step: it alone stores, observes and logs them
+            parts.store.write(step, parts.retention.kept(episodes))
+            metrics.update(parts.scheduler.observe(episodes))
+            metrics.update(timer.metrics())
+            metrics.update(parts.monitor.log(step, episodes, metrics))
     return metrics
 
 
 def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str, float]:
     """Groups, advantages within each, then the policy update; zero-variance groups (`schedule.
     skip_zero_variance`) and groups sampled too many versions ago are left out and counted."""
+    dist = parts.dist
     skipped = set(zero_variance_groups(episodes)) if parts.cfg.schedule.skip_zero_variance else set()
     stale = stale_groups(episodes, parts.policy.version, parts.cfg.train.max_staleness) - skipped
     learn = [ep for ep in episodes if group_key(ep) not in skipped | stale]
     lags = [parts.policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, parts.cfg.train.advantage)
-    samples = samples_from(learn, advantages)
-    metrics = parts.updater.step(samples, seed=step_seed(parts.cfg.seed, step))
+    samples = samples_from(learn, advantages) if dist.main else None
+    samples = dist.broadcast(samples)  # rank 0 holds the step's episodes; every rank steps on the same samples
+    with dist.collective("the update"):  # FSDP2/DDP collectives run inside it
+        metrics = parts.updater.step(samples, seed=step_seed(parts.cfg.seed, step))
     if samples:
         parts.policy.version += 1
     judged = [ep for ep in episodes if not ep.masked]
@@ -181,8 +210,9 @@ def _fresh_run_dir(cfg: RunConfig, run_url: str) -> None:
 
 
 RESUMABLE_CHANGES = ("train.steps", "train.checkpoint_every", "train.heldout_every", "sandbox.", "monitor.",
-                     "cluster.", "store.storage_options")
-"""Config fields a resumed run may change: its length and how it runs, never what it trains."""
+                     "cluster.", "store.storage_options", "train.world_size", "train.dist_backend", "train.sharding")
+"""Config fields a resumed run may change: its length and how it runs (on how many ranks too), never what it
+trains."""
 
 
 def _check_resumable(cfg: RunConfig) -> None:
@@ -225,7 +255,7 @@ def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: 
                 examples = jsonl_examples(cfg.sft.source)
             state.sft = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,
                                   on_step=lambda i, loss: advance(i, loss=loss))
-        sync_generation(parts.policy)
+        parts.sync_generation()
         parts.monitor.log(0, [], state.sft)
     state.before = _heldout(parts, HELDOUT_BEFORE, 0)
     state.add_point(state.before, 0, _elapsed(state, t_start))
@@ -241,37 +271,61 @@ def _elapsed(state: RunState, t_start: float) -> float:
 def _heldout(parts: Parts, label: str, step: int) -> HeldoutResult | None:
     if not parts.heldout:
         return None
-    sync_generation(parts.policy)  # evaluate the trainer's weights, not the copy a rollout ahead left behind
+    parts.sync_generation()  # evaluate the trainer's weights, not the copy a rollout ahead left behind
+    if not parts.dist.main:
+        return None  # rank 0 measures alone, from its full copy of the weights
     result = evaluate(parts, parts.heldout, label)
     parts.monitor.log(step, [], {f"eval/pass1_{label}": result.pass1, f"eval/greedy_pass1_{label}": result.greedy})
     return result
 
 
 def _save(parts: Parts, run_url: str, state: RunState, wall_s: float) -> None:
-    """A checkpoint after `state.step` steps: weights, optimizer, scheduler and the run state as one record."""
-    checkpoint.save(run_url, state.step, {
-        "model": parts.policy.model.state_dict(), "updater": parts.updater.state_dict(),
-        "scheduler": parts.scheduler.state_dict(), "policy_version": parts.policy.version,
-        "run_state": dataclasses.replace(state, wall_before=wall_s).to_dict(),
-    })
+    """A checkpoint after `state.step` steps: weights, optimizer, scheduler and the run state as one record.
+    The weights and optimizer state are gathered in full, keyed by parameter name, so a run resumes at any
+    world size; rank 0 writes the record."""
+    model_state, optim_state = distributed.full_state(parts.policy.model, parts.updater.optimizer)
+    if parts.dist.main:
+        checkpoint.save(run_url, state.step, {
+            "model": model_state, "updater": {"optimizer": optim_state,
+                                              "lr_schedule": parts.updater.lr_schedule.state_dict()},
+            "scheduler": parts.scheduler.state_dict(), "policy_version": parts.policy.version,
+            "run_state": dataclasses.replace(state, wall_before=wall_s).to_dict(), "world_size": parts.dist.world_size,
+        })
+    parts.dist.barrier()  # no rank runs ahead of a checkpoint it may have to resume from
 
 
 def _restore(parts: Parts, run_url: str, step: int) -> RunState:
-    saved = checkpoint.load(run_url, step)
+    saved = checkpoint.load(run_url, step)  # every rank reads it: the RNG states come back everywhere
     state = RunState.from_dict(saved.get("run_state"), source=RunLayout(run_url).checkpoint(step), resumed_from=step)
-    parts.policy.model.load_state_dict(saved["model"])
-    parts.updater.load_state_dict(saved["updater"])
+    updater = saved["updater"]
+    if _by_name(updater["optimizer"]):
+        distributed.load_full_state(parts.policy.model, parts.updater.optimizer, saved["model"],
+                                    updater["optimizer"])
+        parts.updater.lr_schedule.load_state_dict(updater["lr_schedule"])
+    else:  # a single-process checkpoint of an earlier version (optimizer state by parameter index)
+        parts.policy.model.load_state_dict(saved["model"])
+        parts.updater.load_state_dict(updater)
     parts.scheduler.load_state_dict(saved["scheduler"])
     parts.policy.version = int(saved["policy_version"])
-    sync_generation(parts.policy)
-    parts.drop_records_after(step)  # steps after the checkpoint are replayed, not stored twice
+    parts.sync_generation()
+    if parts.dist.main:
+        parts.drop_records_after(step)  # steps after the checkpoint are replayed, not stored twice
+    parts.dist.barrier()
     return state
 
 
-def _summary(cfg: RunConfig, after: HeldoutResult | None, state: RunState, wall_s: float) -> dict[str, Any]:
+def _by_name(optimizer_state: dict) -> bool:
+    """Whether a saved optimizer state is keyed by parameter name (any world size loads it), not by index."""
+    groups = optimizer_state.get("param_groups") or [{}]
+    return not optimizer_state or isinstance((groups[0].get("params") or [""])[0], str)
+
+
+def _summary(cfg: RunConfig, after: HeldoutResult | None, state: RunState, wall_s: float,
+             dist: Dist = distributed.SINGLE) -> dict[str, Any]:
     before = state.before
     out: dict[str, Any] = {
         "run": cfg.name, "run_dir": str(cfg.run_dir), "steps": cfg.train.steps,
+        "world_size": dist.world_size, "backend": dist.backend or "none", "sharding": dist.sharding,
         "pass1_before": before.pass1 if before else None, "pass1_after": after.pass1 if after else None,
         "heldout_tasks": after.tasks if after else 0, "wall_s": round(wall_s, 2),
     }
@@ -291,7 +345,16 @@ def _finish(parts: Parts, cfg: RunConfig, summary: dict[str, Any]) -> None:
     """Final model (loadable with `hf:<run_dir>/model`), summary.json, pass rates and the report."""
     layout = RunLayout(cfg.run_dir)
     model_dir = layout.model
-    parts.policy.model.save_pretrained(model_dir)
+    if parts.dist.active:  # the sharded weights gathered in full (a collective); rank 0 writes them
+        model = distributed.unwrapped(parts.policy.model)
+        tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
+                - {n for n, _ in model.named_parameters()})  # second names of shared weights (a tied head)
+        weights = {k: v for k, v in distributed.full_weights(model) if k not in tied}
+        if not parts.dist.main:
+            return
+        model.save_pretrained(model_dir, state_dict=weights)
+    else:
+        parts.policy.model.save_pretrained(model_dir)
     parts.policy.tokenizer.save_pretrained(model_dir)
     parts.scheduler.save_pass_rates(layout.pass_rates)
     path = layout.summary

@@ -3,12 +3,15 @@
 A loss maps the new, behaviour and (optionally) reference log-probs of the generated tokens and their
 advantages to a per-token loss. An aggregation reduces per-token losses to the batch loss; it divides by
 batch-level totals (not micro-batch ones), so accumulating gradients over micro-batches gives exactly the
-gradient of the whole batch.
+gradient of the whole batch. A behaviour correction (`IS_CORRECTIONS`, at a level of `IS_LEVELS`) turns the
+sampler/trainer ratio into the per-token weight of the decoupled surrogate.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -21,7 +24,8 @@ class LossSettings:
     """Hyper-parameters shared by the losses."""
 
     clip_low: float = 0.2
-    """Importance ratios below 1 - clip_low are clipped."""
+    """Importance ratios below 1 - clip_low are clipped (the token ratio of ppo_clip and cispo, the sequence
+    ratio of gspo)."""
     clip_high: float = 0.2
     """Importance ratios above 1 + clip_high are clipped (DAPO's clip-higher: above clip_low)."""
     kl_coef: float = 0.0
@@ -91,8 +95,131 @@ def policy_gradient(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[st
     return _with_kl(loss, {"ratio": ratio.detach()}, batch, s)
 
 
-LOSSES: dict[str, LossFn] = {"ppo_clip": ppo_clip, "pg": policy_gradient}
+def gspo(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]:
+    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv:2507.18071): one ratio per sequence,
+    the geometric mean of its token ratios, s_i = exp(mean_t (log pi(y_t) - log pi_old(y_t))) over the sequence's
+    generated tokens, clipped at the sequence level:
+
+        loss_i = -min(s_i * A_i, clip(s_i, 1 - clip_low, 1 + clip_high) * A_i),
+
+    given to each of the sequence's tokens, so `aggregation = "sequence"` is the paper's mean over sequences.
+    Its gradient is the paper's: -A_i * s_i * mean_t grad log pi(y_t), zero for a clipped sequence (equal to
+    GSPO-token's, sg[s_i] * pi(y_t) / sg[pi(y_t)], when advantages are per sequence, as here). On-policy
+    (s_i = 1) its gradient is the plain policy gradient's under any aggregation. The paper clips far tighter
+    than PPO: clip_low 3e-4, clip_high 4e-4."""
+    log_ratio = (batch.logp - batch.old_logp) * batch.mask
+    seq_ratio = torch.exp(log_ratio.sum(-1) / batch.mask.sum(-1).clamp(min=1.0))
+    adv = batch.advantages
+    unclipped = seq_ratio * adv
+    clipped = torch.clamp(seq_ratio, 1.0 - s.clip_low, 1.0 + s.clip_high) * adv
+    per_seq = -torch.minimum(unclipped, clipped)
+    loss = _weighted(per_seq.unsqueeze(-1).expand_as(batch.logp), batch)
+    stats = {"clip_frac": (clipped < unclipped).float().detach().unsqueeze(-1).expand_as(batch.logp),
+             "ratio": seq_ratio.detach().unsqueeze(-1).expand_as(batch.logp)}
+    return _with_kl(loss, stats, batch, s)
+
+
+def cispo(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]:
+    """CISPO (MiniMax 2025, "MiniMax-M1", arXiv:2506.13585): the importance weight is clipped and its gradient
+    stopped, and it multiplies the log-prob, so every token keeps its gradient (PPO's clip drops clipped tokens):
+
+        loss_t = -sg[clip(r_t, 1 - clip_low, 1 + clip_high)] * A * log pi(y_t),   r_t = pi(y_t) / pi_old(y_t).
+
+    Its gradient is -clip(r_t) * A * grad log pi(y_t): on-policy (r = 1) the plain policy gradient. MiniMax
+    leaves the lower bound open in effect (clip_low 1.0: weights in [0, 1 + clip_high]) and tunes clip_high; the
+    paper uses token-level aggregation (`aggregation = "token"`)."""
+    ratio = torch.exp(batch.logp - batch.old_logp)
+    low, high = 1.0 - s.clip_low, 1.0 + s.clip_high
+    weight = torch.clamp(ratio, low, high).detach()
+    loss = _weighted(-weight * batch.advantages.unsqueeze(-1) * batch.logp, batch)
+    stats = {"clip_frac": ((ratio < low) | (ratio > high)).float().detach(), "ratio": ratio.detach()}
+    return _with_kl(loss, stats, batch, s)
+
+
+LOSSES: dict[str, LossFn] = {"ppo_clip": ppo_clip, "pg": policy_gradient, "gspo": gspo, "cispo": cispo}
 """Loss name (`train.loss`) -> per-token loss function."""
+
+
+# ------------------------------------------------------------------------------------ behaviour correction
+@dataclass(frozen=True)
+class CorrectionSettings:
+    """How the sampler/trainer ratio rho = pi_trainer / pi_behaviour becomes the surrogate's weight."""
+
+    level: str = "token"
+    """A key of IS_LEVELS: the ratio of each token, or one per sequence."""
+    cap: float = 2.0
+    """TIS: weights are truncated at this value (C)."""
+    low: float = 0.5
+    """MIS: ratios below this are dropped."""
+    high: float = 2.0
+    """MIS: ratios above this are dropped."""
+
+
+LevelFn = Callable[[Tensor, Tensor], Tensor]
+"""(per-token log rho, mask) -> log rho at this level, one value per token (a sequence's broadcast to its tokens)."""
+
+
+def token_level(log_rho: Tensor, mask: Tensor) -> Tensor:
+    """Each token's own ratio rho_t."""
+    return log_rho
+
+
+def sequence_level(log_rho: Tensor, mask: Tensor) -> Tensor:
+    """The sequence's ratio, the product of its token ratios: the exact importance weight of the whole sequence
+    (verl's `sequence` level; it grows with length: a small per-token mismatch compounds)."""
+    return (log_rho * mask).sum(-1, keepdim=True).expand_as(log_rho)
+
+
+def geometric_level(log_rho: Tensor, mask: Tensor) -> Tensor:
+    """The geometric mean of the sequence's token ratios: length-normalised (ms-swift's sequence level, verl's and
+    prime-rl's `geometric` rejection; it is not an unbiased importance weight: use it to mask, with a tight band)."""
+    return ((log_rho * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1).expand_as(log_rho)
+
+
+IS_LEVELS: dict[str, LevelFn] = {"token": token_level, "sequence": sequence_level, "geometric": geometric_level}
+"""Level name (`train.is_level`) -> function."""
+
+CorrectionFn = Callable[[Tensor, CorrectionSettings], tuple[Tensor | None, dict[str, Tensor]]]
+"""(rho at the chosen level, settings) -> (per-token weight of the surrogate or None for none, per-token stats)."""
+
+MAX_LOG_RHO = 50.0
+"""Log-ratios are clamped here before exp, so a long sequence's product stays finite (e^50 is far past any cap)."""
+
+
+def truncated_is(rho: Tensor, c: CorrectionSettings) -> tuple[Tensor | None, dict[str, Tensor]]:
+    """TIS, truncated importance sampling (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You
+    Off-Policy RL Training"; verl `rollout_is`, ms-swift `*_truncate`): w = min(rho, C). Every token is kept; a
+    token (or sequence) the sampler liked far less than the trainer counts at most C times."""
+    weight = rho.clamp(max=c.cap)
+    return weight, {"is_weight": weight, "is_truncated": (rho > c.cap).float()}
+
+
+def masked_is(rho: Tensor, c: CorrectionSettings) -> tuple[Tensor | None, dict[str, Tensor]]:
+    """MIS, masked importance sampling (Liu, Li et al. 2025, "When Speed Kills Stability"; ms-swift `*_mask`,
+    prime-rl's `token_mask_low/high`, verl's rejection sampling `rollout_rs` with its IS weight):
+    w = rho if low <= rho <= high else 0. Tokens (or whole sequences) outside the band are dropped instead of
+    truncated, so a badly mismatched token contributes no biased gradient at all."""
+    keep = (rho >= c.low) & (rho <= c.high)
+    weight = torch.where(keep, rho, torch.zeros_like(rho))
+    return weight, {"is_weight": weight, "is_masked": (~keep).float()}
+
+
+def no_correction(rho: Tensor, c: CorrectionSettings) -> tuple[Tensor | None, dict[str, Tensor]]:
+    """No weight: the ratio is clipped against the recomputed trainer log-probs and the sampler is ignored."""
+    return None, {}
+
+
+IS_CORRECTIONS: dict[str, CorrectionFn] = {"tis": truncated_is, "mis": masked_is, "none": no_correction}
+"""Correction name (`train.is_correction`) -> function."""
+
+
+def behaviour_weight(trainer_logp: Tensor, behaviour_logp: Tensor, mask: Tensor, correction: str,
+                     c: CorrectionSettings) -> tuple[Tensor | None, dict[str, Tensor]]:
+    """The decoupled surrogate's weight from the trainer's log-probs at the start of the update (the proximal
+    policy) and the sampler's, at `c.level` (verl "rollout correction": rho = pi_old / pi_rollout)."""
+    log_rho = IS_LEVELS[c.level]((trainer_logp - behaviour_logp) * mask, mask)
+    rho = torch.exp(log_rho.clamp(-MAX_LOG_RHO, MAX_LOG_RHO))
+    return IS_CORRECTIONS[correction](rho, c)
 
 
 @dataclass(frozen=True)
@@ -131,16 +258,24 @@ AGGREGATIONS: dict[str, AggregateFn] = {"token": token_mean, "sequence": sequenc
 """Aggregation name (`train.aggregation`) -> function."""
 
 
+_T = TypeVar("_T")
+
+
+def named(table: Mapping[str, _T], name: str, what: str, field: str) -> _T:
+    """`table[name]`; an unknown name is a one-line UserError naming the field, with "did you mean"."""
+    if name in table:
+        return table[name]
+    close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.5)
+    known = ", ".join(sorted(table))
+    fix = f"did you mean {close[0]!r}? known: {known}" if close else f"use one of {known}"
+    raise UserError(f"unknown {what} {name!r}", field=field, fix=fix)
+
+
 def loss_fn(name: str) -> LossFn:
     """The loss called `name`; an unknown name is a UserError listing the known ones."""
-    if name not in LOSSES:
-        raise UserError(f"unknown loss {name!r}", field="train.loss", fix=f"use one of {', '.join(sorted(LOSSES))}")
-    return LOSSES[name]
+    return named(LOSSES, name, "loss", "train.loss")
 
 
 def aggregate_fn(name: str) -> AggregateFn:
     """The aggregation called `name`; an unknown name is a UserError listing the known ones."""
-    if name not in AGGREGATIONS:
-        raise UserError(f"unknown loss aggregation {name!r}", field="train.aggregation",
-                        fix=f"use one of {', '.join(sorted(AGGREGATIONS))}")
-    return AGGREGATIONS[name]
+    return named(AGGREGATIONS, name, "loss aggregation", "train.aggregation")

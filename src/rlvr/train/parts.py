@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from rlvr.rollout.backends import make_policy
 from rlvr.rollout.engine import RolloutEngine
 from rlvr.rollout.policy import SamplingParams
 from rlvr.rollout.trainable import TrainablePolicy, require_trainable
+from rlvr.rollout.weights import sync_generation
 from rlvr.sandbox.base import SandboxPool
 from rlvr.scale import pool_for
 from rlvr.schedule.scheduler import Scheduler
@@ -23,6 +25,8 @@ from rlvr.tasks import registry
 from rlvr.tasks.selection import Selection, parse
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Task
+from rlvr.train import distributed
+from rlvr.train.distributed import SINGLE, Dist
 from rlvr.train.update import PolicyUpdater
 from rlvr.verify.scorer import Scorer
 
@@ -49,11 +53,23 @@ class Parts:
     heldout: list[Task]
     progress: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    dist: Dist = SINGLE
+    """This process's rank in the job; only rank 0 samples, stores, monitors and evaluates."""
 
     def engine_for(self, sampling: SamplingParams, progress: Any = None) -> RolloutEngine:
         """Another engine on the same policy, pool and Scorer (held-out evaluation)."""
         return RolloutEngine(self.policy, self.pool, self.scorer, config=self.cfg.rollout, sampling=sampling,
                              run_id=self.cfg.name, progress=progress)
+
+    def sync_generation(self) -> float | None:
+        """Bring the generation weights up to the trainer's when behind (seconds; None: nothing moved). With
+        several ranks the sharded weights are gathered into every rank's full copy: a collective."""
+        policy = self.policy
+        if not self.dist.active or policy.generation_version == policy.version:
+            return sync_generation(policy)
+        t0 = time.perf_counter()
+        policy.sync_weights(distributed.full_weights(policy.model), policy.version)
+        return time.perf_counter() - t0
 
     def drop_records_after(self, step: int) -> None:
         """Delete what was recorded after the checkpoint at `step` (it is about to be replayed from it)."""
@@ -121,9 +137,20 @@ def _apply_lora(policy: Any, cfg: RunConfig) -> None:
     policy.model = get_peft_model(policy.model, lora)
 
 
+class _NoMonitor:
+    """The monitor of a rank other than 0: rank 0 logs every episode of the step."""
+
+    def log(self, step: int, episodes: list, extra: dict[str, float] | None = None) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
 @contextmanager
-def build(cfg: RunConfig, run_url: str, progress: Any = None) -> Iterator[Parts]:
-    """Build the run's parts; the sandbox pool and the monitor are closed whatever happens."""
+def build(cfg: RunConfig, run_url: str, progress: Any = None, dist: Dist = SINGLE) -> Iterator[Parts]:
+    """Build the run's parts; the sandbox pool and the monitor are closed whatever happens. With several ranks
+    the policy is sharded (rlvr.train.distributed) and generates from a full copy of its weights."""
     with ExitStack() as stack:
         built = make_policy(cfg.policy)
         if hasattr(built, "close"):  # vllm: its engine is stopped however the run ends
@@ -133,17 +160,21 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None) -> Iterator[Parts]
             policy.separate_weights()
         if cfg.train.lora:
             _apply_lora(policy, cfg)
+        ref_model = _reference_model(policy, cfg)
+        if dist.active:  # sharded weights cannot generate alone: each rank samples from a full copy
+            policy.separate_weights()
+            policy.model = distributed.shard(policy.model, dist)
         pool = pool_for(cfg)  # the local isolated pool, or pool actors on Ray when [cluster] is set
         stack.callback(pool.close)
         scheduler = Scheduler.from_config(cfg, held_out=heldout_indices(cfg))
-        scorer = Scorer.from_config(cfg, pool)
+        scorer = Scorer.from_config(cfg, pool, frames_dir=str(RunLayout(cfg.run_dir).frames))
         engine = RolloutEngine(policy, pool, scorer, config=cfg.rollout,
                                sampling=SamplingParams.from_config(cfg.policy), run_id=cfg.name)
         updater = PolicyUpdater(policy.model, cfg.train, pad_id=policy.pad_id, temperature=cfg.policy.temperature,
-                                ref_model=_reference_model(policy, cfg))
-        monitor = Monitor(cfg.run_dir, cfg.monitor)
+                                ref_model=ref_model, dist=dist)
+        monitor = Monitor(cfg.run_dir, cfg.monitor) if dist.main else _NoMonitor()
         stack.callback(monitor.close)
         yield Parts(cfg=cfg, run_url=run_url, policy=policy, pool=pool, scheduler=scheduler, scorer=scorer,
                     engine=engine, retention=Retention(cfg.schedule.failed_retention, seed=cfg.seed), updater=updater, store=EpisodeStore(run_url), monitor=monitor,
                     train_sources=[s.source for s in selections(cfg.tasks.train, cfg)],
-                    heldout=heldout_tasks(cfg), progress=progress)
+                    heldout=heldout_tasks(cfg), progress=progress, dist=dist)

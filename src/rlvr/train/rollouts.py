@@ -1,5 +1,7 @@
 """Where a training step's episodes come from: generated in the step (synchronous), or ahead of it
-(asynchronous mode, `train.max_staleness = k >= 1`).
+(asynchronous mode, `train.max_staleness = k >= 1`). Synchronous rollouts also run on several ranks: rank 0's
+batch is broadcast, each rank runs a contiguous share of its groups, and rank 0 gathers every episode
+(rlvr.train.distributed).
 
 Asynchronous mode is a fixed-lag pipeline that overlaps generation with the update. A background thread
 runs the rollouts in step order while the trainer updates; the policy generates from its own copy of the
@@ -27,8 +29,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
+from rlvr.rollout.engine import RolloutStats
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.weights import snapshot, sync_generation
+from rlvr.rollout.weights import snapshot
 from rlvr.tasks.spec import Task
 
 
@@ -40,18 +43,30 @@ class SyncRollouts(AbstractContextManager):
         self.seed_of = seed_of
 
     def sample(self, step: int) -> list[Task]:
-        """The step's batch, decided by the scheduler."""
-        return self.parts.scheduler.sample(self.parts.cfg.train.batch_size)
+        """The step's batch, decided by the scheduler (rank 0's, sent to every rank)."""
+        dist = self.parts.dist
+        batch = self.parts.scheduler.sample(self.parts.cfg.train.batch_size) if dist.main else None
+        return dist.broadcast(batch)
 
     def run(self, step: int, batch: list[Task]) -> tuple[list[Episode], dict[str, float]]:
-        """The batch's rollout, every episode scored as it ends; (episodes, rollout metrics)."""
-        engine = self.parts.engine
-        episodes = engine.run(batch, self.parts.cfg.rollout.group_size, step=step, seed=self.seed_of(step))
-        return episodes, engine.stats.as_metrics()
+        """The batch's rollout, every episode scored as it ends; (episodes, rollout metrics). With several
+        ranks each runs a contiguous share of the groups and rank 0 gets every episode, in batch order (the
+        other ranks get their own)."""
+        engine, dist = self.parts.engine, self.parts.dist
+        share = dist.share(len(batch))
+        repeats = batch_repeats(batch)  # seeds and group ids count a task's earlier copies in the whole batch
+        episodes = engine.run([batch[i] for i in share], self.parts.cfg.rollout.group_size, step=step,
+                              seed=self.seed_of(step), repeats=[repeats[i] for i in share])
+        if not dist.active:
+            return episodes, engine.stats.as_metrics()
+        gathered = dist.gather((episodes, engine.stats))
+        if gathered is None:
+            return episodes, {}
+        return [ep for eps, _ in gathered for ep in eps], merged_stats([st for _, st in gathered])
 
     def publish(self, done: int) -> dict[str, float]:
-        """After an update: hand changed weights to a backend that generates from its own copy (vllm)."""
-        synced = sync_generation(self.parts.policy)
+        """After an update: hand changed weights to a generation copy (vllm; every rank's full copy)."""
+        synced = self.parts.sync_generation()
         return {} if synced is None else {"weight_sync/seconds": synced}
 
     def idle(self) -> AbstractContextManager:
@@ -62,6 +77,26 @@ class SyncRollouts(AbstractContextManager):
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def batch_repeats(batch: list[Task]) -> list[int]:
+    """For each task of a batch, how many times it came earlier in the batch."""
+    seen: dict[str, int] = {}
+    out = []
+    for task in batch:
+        out.append(seen.get(task.key, 0))
+        seen[task.key] = out[-1] + 1
+    return out
+
+
+def merged_stats(stats: list[RolloutStats]) -> dict[str, float]:
+    """The rollout metrics of every rank's share as one step's: ranks run side by side, so wall time is the
+    slowest rank's and counts add up."""
+    total = RolloutStats(wall_s=max(s.wall_s for s in stats), idle_s=max(s.idle_s for s in stats),
+                         generate_s=max(s.generate_s for s in stats),
+                         generate_calls=sum(s.generate_calls for s in stats),
+                         generated_tokens=sum(s.generated_tokens for s in stats), episodes=sum(s.episodes for s in stats))
+    return total.as_metrics()
 
 
 class AheadRollouts(AbstractContextManager):

@@ -1,4 +1,7 @@
-"""The policy update: turn scored episodes into AdamW steps on any transformers causal LM."""
+"""The policy update: turn scored episodes into AdamW steps on any transformers causal LM.
+
+Every step also measures the sampler/trainer mismatch and the policy's entropy on the generated tokens, under
+the weights at the start of the update (`mismatch/*`, `policy/entropy`; see `mismatch_metrics`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,12 +10,27 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from rlvr.config import TrainConfig
+from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
-from rlvr.train.losses import BatchTotals, LossSettings, TokenBatch, aggregate_fn, loss_fn
+from rlvr.train.distributed import SINGLE, Dist
+from rlvr.train.losses import (
+    IS_CORRECTIONS,
+    IS_LEVELS,
+    MAX_LOG_RHO,
+    BatchTotals,
+    CorrectionSettings,
+    LossSettings,
+    TokenBatch,
+    aggregate_fn,
+    behaviour_weight,
+    loss_fn,
+    named,
+)
 
 
 @dataclass(frozen=True)
@@ -43,13 +61,104 @@ def samples_from(episodes: Sequence[Episode], advantages: dict[str, float]) -> l
     return out
 
 
-def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, temperature: float) -> Tensor:
-    """Log-prob of each token given its prefix, shape (B, T); position 0 (no prefix) gets 0."""
+def next_token_logits(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, temperature: float) -> Tensor:
+    """Logits of the next token after each position, shape (B, T - 1, V), divided by the sampling temperature."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
     if temperature > 0:
         logits = logits / temperature  # the distribution the tokens were sampled from
+    return logits
+
+
+def gathered_logprobs(logits: Tensor, input_ids: Tensor) -> Tensor:
+    """Log-prob of each token of `input_ids` under `next_token_logits`, shape (B, T); position 0 gets 0."""
     logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     return torch.nn.functional.pad(logp, (1, 0))
+
+
+def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, temperature: float) -> Tensor:
+    """Log-prob of each token given its prefix, shape (B, T); position 0 (no prefix) gets 0."""
+    return gathered_logprobs(next_token_logits(model, input_ids, attention_mask, temperature), input_ids)
+
+
+ENTROPY_CHUNK = {"cpu": 1 << 20, "cuda": 1 << 26}
+"""Logits whose entropy is computed at once, per device type: about 4 MB on a CPU, so that each chunk stays in
+cache; larger on a GPU. It also bounds the extra memory of the entropy."""
+
+
+@torch.no_grad()
+def generated_entropy(logits: Tensor, mask: Tensor) -> Tensor:
+    """Entropy (nats) of the distribution each generated token was drawn from, one value per generated token
+    (`logits` from `next_token_logits`: position t predicts token t + 1)."""
+    flat = logits.detach().reshape(-1, logits.shape[-1])
+    positions = mask[:, 1:].reshape(-1).nonzero().squeeze(-1)
+    rows = max(1, ENTROPY_CHUNK.get(logits.device.type, ENTROPY_CHUNK["cuda"]) // logits.shape[-1])
+    parts = []
+    for chunk in positions.split(rows):
+        logp = torch.log_softmax(flat.index_select(0, chunk), dim=-1)
+        parts.append(-(logp.exp() * logp).sum(-1))
+    return torch.cat(parts) if parts else flat.new_zeros(0)
+
+
+MISMATCH_QUANTILES = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
+"""Quantiles of the sampler/trainer ratio logged every step (`mismatch/ratio_<name>`)."""
+
+
+def mismatch_metrics(log_rho: Tensor, entropy: Tensor) -> dict[str, float]:
+    """The step's mismatch and entropy figures from the generated tokens' log rho = log pi_trainer - log
+    pi_sampler and the trainer's entropy at each of them (flat tensors over the batch's generated tokens).
+
+    `mismatch/kl` is the k3 estimate of KL(sampler || trainer) per token, mean(rho - 1 - log rho) over the
+    sampler's tokens (verl's and ms-swift's `k3_kl`, prime-rl's `mismatch_kl`): always >= 0, 0 exactly when the
+    two agree on every token. `mismatch/ratio_*` are quantiles of the token ratio rho, `policy/entropy` the mean
+    entropy per generated token."""
+    out: dict[str, float] = {}
+    if log_rho.numel():
+        lr = log_rho.double().clamp(-MAX_LOG_RHO, MAX_LOG_RHO)
+        rho = torch.exp(lr)
+        out["mismatch/kl"] = float((rho - 1.0 - lr).mean())
+        arr = rho.numpy()
+        out.update({f"mismatch/ratio_{k}": float(np.quantile(arr, q)) for k, q in MISMATCH_QUANTILES.items()})
+        out["mismatch/ratio_min"], out["mismatch/ratio_max"] = float(arr.min()), float(arr.max())
+    if entropy.numel():
+        out["policy/entropy"] = float(entropy.double().mean())
+    return out
+
+
+class MismatchProbe:
+    """Collects the generated tokens' log rho and entropy over a step's micro-batches, for `mismatch_metrics`."""
+
+    def __init__(self) -> None:
+        self.log_rho: list[Tensor] = []
+        self.entropy: list[Tensor] = []
+
+    def add(self, trainer_logp: Tensor, behaviour_logp: Tensor, entropy: Tensor, mask: Tensor) -> None:
+        keep = mask.bool()
+        self.log_rho.append((trainer_logp.detach() - behaviour_logp)[keep].float().cpu())
+        self.entropy.append(entropy.float().cpu())
+
+    def metrics(self, dist: Dist = SINGLE) -> dict[str, float]:
+        """The figures over every rank's tokens (a collective when `dist` is active: call it on every rank)."""
+        parts = [(self.log_rho, self.entropy)] if not dist.active else dist.all_gather((self.log_rho, self.entropy))
+        log_rho = [t for rank_rho, _ in parts for t in rank_rho]
+        entropy = [t for _, rank_entropy in parts for t in rank_entropy]
+        if not log_rho:
+            return {}
+        return mismatch_metrics(torch.cat(log_rho), torch.cat(entropy))
+
+
+def correction_settings(cfg: TrainConfig) -> tuple[str, CorrectionSettings]:
+    """The decoupled correction's name and settings. Unknown names are UserErrors with "did you mean"; so is a
+    correction other than the default without `off_policy = "decoupled"` (it needs the trainer's recomputed
+    log-probs, which only the decoupled update computes), rather than a setting silently ignored."""
+    named(IS_CORRECTIONS, cfg.is_correction, "importance-sampling correction", "train.is_correction")
+    named(IS_LEVELS, cfg.is_level, "importance-sampling level", "train.is_level")
+    if cfg.off_policy != "decoupled":
+        for key, value, default in (("is_correction", cfg.is_correction, "tis"), ("is_level", cfg.is_level, "token")):
+            if value != default:
+                raise UserError(f"{value!r} needs the trainer's recomputed log-probs", field=f"train.{key}",
+                                fix=f'set train.off_policy = "decoupled", or leave train.{key} at {default!r}')
+    return cfg.is_correction, CorrectionSettings(level=cfg.is_level, cap=cfg.is_cap, low=cfg.is_mask_low,
+                                                 high=cfg.is_mask_high)
 
 
 def collate(samples: Sequence[Sample], pad_id: int, device: torch.device) -> dict[str, Tensor]:
@@ -79,8 +188,10 @@ class PolicyUpdater:
     """AdamW on the trainable weights of `model`, with the configured loss, aggregation and accumulation."""
 
     def __init__(self, model: nn.Module, cfg: TrainConfig, *, pad_id: int, temperature: float = 1.0,
-                 ref_model: nn.Module | None = None) -> None:
+                 ref_model: nn.Module | None = None, dist: Dist = SINGLE) -> None:
         self.model = model
+        self.dist = dist
+        """The ranks sharing each optimizer step (rlvr.train.distributed); SINGLE: this process alone."""
         self.cfg = cfg
         self.pad_id = pad_id
         self.temperature = temperature
@@ -88,6 +199,7 @@ class PolicyUpdater:
         self.loss = loss_fn(cfg.loss)
         self.aggregate = aggregate_fn(cfg.aggregation)
         self.settings = LossSettings(clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef)
+        self.correction, self.correction_settings = correction_settings(cfg)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg.warmup_steps))
@@ -98,43 +210,62 @@ class PolicyUpdater:
 
     def step(self, samples: Sequence[Sample], seed: int = 0) -> dict[str, float]:
         """`epochs` passes over the samples, each split into `minibatches` optimizer steps accumulated over
-        micro-batches; then one learning-rate schedule step. Returns namespaced metrics."""
+        micro-batches; then one learning-rate schedule step. Returns namespaced metrics.
+
+        The mismatch and entropy figures are measured on the forward passes at the starting weights: every
+        sample's under decoupled (the proximal pass), the first minibatch's otherwise (the only ones before the
+        first optimizer step)."""
         stats: dict[str, list[float]] = {}
+        probe = MismatchProbe()
         if samples:
             # Dropout stays off: an importance ratio must compare the behaviour policy with the same
             # deterministic function, and on-policy ratios must start at exactly 1.
             self.model.eval()
-            if self.cfg.off_policy == "decoupled":
-                samples = self.with_proximal(samples)
+            decoupled = self.cfg.off_policy == "decoupled"
+            if decoupled:
+                samples = self.with_proximal(samples, probe)
             order_gen = torch.Generator().manual_seed(seed)
             for epoch in range(self.cfg.epochs):
                 order = list(range(len(samples))) if epoch == 0 else torch.randperm(len(samples),
                                                                                       generator=order_gen).tolist()
-                for chunk in _split(order, self.cfg.minibatches):
-                    self._optimizer_step([samples[i] for i in chunk], stats)
+                for j, chunk in enumerate(_split(order, self.cfg.minibatches)):
+                    first = epoch == 0 and j == 0 and not decoupled
+                    self._optimizer_step([samples[i] for i in chunk], stats, probe if first else None)
         with warnings.catch_warnings():  # a batch with no samples steps the schedule without an optimizer step
             warnings.simplefilter("ignore", UserWarning)
             self.lr_schedule.step()
+        if self.dist.active:  # every rank's micro-batch statistics (loss and grad_norm are already global)
+            token_stats = self.dist.all_gather({k: v for k, v in stats.items() if k not in ("loss", "grad_norm")})
+            stats.update({k: [x for rank in token_stats for x in rank.get(k, [])] for k in token_stats[0]})
         out = {f"train/{k}": sum(v) / len(v) for k, v in stats.items() if v}
         out["train/lr"] = self.optimizer.param_groups[0]["lr"]
         out["train/samples"] = float(len(samples))
+        # The proximal pass runs every sample on every rank; the first minibatch is shared out between ranks.
+        out.update(probe.metrics(self.dist if self.cfg.off_policy != "decoupled" else SINGLE))
         return out
 
-    def _optimizer_step(self, chunk: list[Sample], stats: dict[str, list[float]]) -> None:
+    def _optimizer_step(self, chunk: list[Sample], stats: dict[str, list[float]],
+                        probe: MismatchProbe | None = None) -> None:
         if not chunk:
             return
         self.optimizer.zero_grad(set_to_none=True)
         totals = BatchTotals(tokens=float(sum(sum(s.loss_mask) for s in chunk)), sequences=float(len(chunk)),
                              norm_length=float(self.cfg.norm_length))
         loss_sum = 0.0
-        for i in range(0, len(chunk), self.cfg.micro_batch_size):
-            loss, micro_stats = self.micro_loss(chunk[i:i + self.cfg.micro_batch_size], totals)
-            loss.backward()
-            loss_sum += float(loss.detach())
-            for k, v in micro_stats.items():
-                stats.setdefault(k, []).append(v)
+        # Several ranks: each takes its share of the chunk (every rank holds the whole chunk; `totals` are the
+        # chunk's, i.e. global), and FSDP2/DDP average gradients over ranks, so the loss is scaled by the world
+        # size to sum them; padding micro-batches (live False) keep the collectives paired and add nothing.
+        for micro, live in self.dist.micro_batches(chunk, self.cfg.micro_batch_size):
+            loss, micro_stats = self.micro_loss(micro, totals, probe if live else None)
+            (loss * (self.dist.world_size if live else 0.0)).backward()
+            if live:
+                loss_sum += float(loss.detach())
+                for k, v in micro_stats.items():
+                    stats.setdefault(k, []).append(v)
+        loss_sum = self.dist.sum(loss_sum)
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm  # FSDP2: a DTensor
         if math.isfinite(float(grad_norm)):
             self.optimizer.step()  # a non-finite gradient is skipped, not applied
         stats.setdefault("loss", []).append(loss_sum)
@@ -142,31 +273,40 @@ class PolicyUpdater:
         self.optimizer.zero_grad(set_to_none=True)
 
     @torch.no_grad()
-    def with_proximal(self, samples: Sequence[Sample]) -> list[Sample]:
+    def with_proximal(self, samples: Sequence[Sample], probe: MismatchProbe | None = None) -> list[Sample]:
         """The samples with their log-probs under the current weights (the decoupled-PPO proximal policy)."""
         out: list[Sample] = []
         for i in range(0, len(samples), self.cfg.micro_batch_size):
             micro = samples[i:i + self.cfg.micro_batch_size]
             b = collate(micro, self.pad_id, self.device)
-            logp = token_logprobs(self.model, b["input_ids"], b["attention_mask"], self.temperature) * b["mask"]
+            logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
+            logp = gathered_logprobs(logits, b["input_ids"]) * b["mask"]
+            if probe is not None:
+                probe.add(logp, b["old_logp"], generated_entropy(logits, b["mask"]), b["mask"])
+            del logits
             for s, row in zip(micro, logp.tolist()):
                 out.append(dataclasses.replace(s, proximal=row[:len(s.token_ids)]))
         return out
 
-    def micro_loss(self, micro: Sequence[Sample], totals: BatchTotals) -> tuple[Tensor, dict[str, float]]:
-        """This micro-batch's share of the batch loss (gradient-carrying) and its token statistics."""
+    def micro_loss(self, micro: Sequence[Sample], totals: BatchTotals,
+                   probe: MismatchProbe | None = None) -> tuple[Tensor, dict[str, float]]:
+        """This micro-batch's share of the batch loss (gradient-carrying) and its token statistics; `probe`
+        collects the mismatch and entropy of these forward passes."""
         b = collate(micro, self.pad_id, self.device)
-        logp = token_logprobs(self.model, b["input_ids"], b["attention_mask"], self.temperature)
+        logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
+        logp = gathered_logprobs(logits, b["input_ids"])
+        if probe is not None:
+            probe.add(logp, b["old_logp"], generated_entropy(logits, b["mask"]), b["mask"])
+        del logits
         ref_logp = None
         if self.settings.kl_coef > 0:
             with torch.no_grad():
                 ref_logp = token_logprobs(self.reference(), b["input_ids"], b["attention_mask"], self.temperature)
         old_logp, is_weight, extra = b["old_logp"], None, {}
         if "prox_logp" in b:  # decoupled PPO: clip against the proximal policy, weight by proximal / behaviour
-            behaviour_ratio = torch.exp(b["prox_logp"] - b["old_logp"])
-            is_weight = behaviour_ratio.clamp(max=self.cfg.is_cap)
+            is_weight, extra = behaviour_weight(b["prox_logp"], b["old_logp"], b["mask"], self.correction,
+                                                self.correction_settings)
             old_logp = b["prox_logp"]
-            extra = {"is_weight": is_weight, "is_truncated": (behaviour_ratio > self.cfg.is_cap).float()}
         batch = TokenBatch(logp=logp, old_logp=old_logp, advantages=b["advantages"], mask=b["mask"],
                            ref_logp=ref_logp, is_weight=is_weight)
         per_token, token_stats = self.loss(batch, self.settings)

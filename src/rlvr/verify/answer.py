@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier, settings_of
+from rlvr.verify.integrity_probes import answer_parroting
 from rlvr.verify.verdict import Check, Verdict
 
 THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -289,7 +290,9 @@ class AnswerSettings(VerifierSettings):
 
 class ExactAnswerVerifier:
     """Kind `answer`: the marked final answer must equal `task.answer` (whitespace-normalised, and
-    case-insensitive when the task's `[verifier] case_sensitive = false`). Binary: 1.0 or 0."""
+    case-insensitive when the task's `[verifier] case_sensitive = false`). Binary: 1.0 or 0. A wrong answer
+    copied from the statement (a literal of the prompt, where the right answer is none) is flagged `parroting`
+    (`rlvr.verify.integrity_probes.answer_parroting`)."""
 
     def __init__(self, ctx: VerifyContext) -> None:
         self.ctx = ctx
@@ -306,7 +309,8 @@ class ExactAnswerVerifier:
         ok = gold == seen
         check = Check(name="answer", score=float(ok), passed=ok,
                       detail="exact match" if ok else f"expected {str(task.answer)[:80]!r}, got {found.text[:80]!r}")
-        return Verdict.from_checks([check], details={"extracted": found.text, "how": found.how})
+        flags = [] if ok else answer_parroting(found.text, task.prompt, str(task.answer)).flags()
+        return Verdict.from_checks([check], flags=flags, details={"extracted": found.text, "how": found.how})
 
 
 register_verifier("answer", ExactAnswerVerifier, settings=AnswerSettings)

@@ -6,7 +6,9 @@ lists them (hidden `tests` with weights and gates, structural `checks`, randomis
 are drawn from a seed derived from the verification seed (`VerifyContext.seed`) and the task key, which the
 Verdict records, so the same (task, final state, seed) gives the same verdict.
 
-Score: the weighted fraction of hidden tests passed, mixed with cases, io cases and structural checks by weight.
+Score: the weighted fraction of hidden tests passed, mixed with cases, io cases and structural checks by weight,
+then scaled by the share of fresh inputs (the differential check against the reference) the candidate gets
+right, so fresh inputs never add credit, they only take away what a table of guessed inputs earned.
 `passed`: every hidden test and case passed, required checks passed, and no integrity flag.
 """
 from __future__ import annotations
@@ -30,14 +32,15 @@ from rlvr.sandbox.base import SandboxPool
 from rlvr.sandbox.limits import for_task
 from rlvr.sandbox.result import ExecResult, ExecStatus
 from rlvr.tasks.spec import Files, FinalState, Task
-from rlvr.verify import integrity
+from rlvr.verify import integrity, integrity_differential, integrity_rules
 from rlvr.verify.answers import apply_template, code_from_answer
 from rlvr.verify.base import VerifyContext, derive_seed, register_verifier, settings_of
 from rlvr.verify.code_settings import CodeSettings, IOSettings
-from rlvr.verify.harness import CASES, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
+from rlvr.verify.harness import CASES, GUARDS, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
 from rlvr.verify.harness.checks import run_static_checks
 from rlvr.verify.harness.report import RunReport, authenticate, hidden_test_ids, interpret
 from rlvr.verify.harness.values import NotPlain, decode, encode, identical, same
+from rlvr.verify.integrity_probes import parroting, prompt_literals
 from rlvr.verify.verdict import Check, Verdict
 
 CAND, JUDGE = "cand", "judge"
@@ -67,6 +70,16 @@ def io_expected(task: Task, s: IOSettings) -> dict[str, list[Any]]:
         raise UserError("no io cases", file=task.source, field=f"verifier.io.file ({s.file})",
                         fix="write one `(args, expected)` literal a line")
     return out
+
+
+def reference_files(task: Task, s: CodeSettings) -> Files | None:
+    """The reference solution's workspace: the task's gold `solution/` over its workspace, or a single-turn
+    task's gold answer laid into the answer file; None when the task has neither."""
+    if task.solution:
+        return {**task.workspace, **task.solution}
+    if s.answer_file is not None and isinstance(task.answer, str) and task.answer.strip():
+        return candidate_files(task, FinalState(answer=task.answer), s)
+    return None
 
 
 def candidate_files(task: Task, final: FinalState, s: CodeSettings) -> Files:
@@ -124,27 +137,56 @@ class CodeVerifier:
         checks: list[Check] = []
         details: dict[str, Any] = {}
         seed = None
-        expected: dict[str, Any] | None = None
+        expected = io_expected(task, s.io) if s.io is not None else None
+        reference = reference_files(task, s)
+        with _quiet_parse():
+            diff = integrity_differential.prepare(task, s, files, reference, expected and expected["inputs"],
+                                                  derive_seed(self.ctx.seed, "fresh", task.key))
+        t1 = time.perf_counter()
         if s.cases is not None:
             seed = self.ctx.seed  # recorded in the verdict: the seed that replays these cases
-            t1 = time.perf_counter()
-            expected, err = self._draw_cases(pool, task, s, derive_seed(seed, "cases", task.key))
-            timings["cases_reference"] = time.perf_counter() - t1
+            expected, err = self._draw_cases(pool, task, s, derive_seed(seed, "cases", task.key),
+                                             diff.probes if diff else [])
             if err:
                 return Verdict.infra(err, seed=seed, timings=timings)
-        elif s.io is not None:
-            expected = io_expected(task, s.io)
+            if diff is not None:
+                diff.ref_probes = expected.get("extra", []) if expected else []
+            timings["cases_reference"] = time.perf_counter() - t1
+        if diff is not None and s.cases is None and reference is not None:
+            # before the candidate's run, never beside it: nothing the candidate does can touch the reference's
+            seed = self.ctx.seed if diff.fresh else None  # the fresh inputs were drawn from it
+            t1 = time.perf_counter()
+            limits = for_task(pool, task, timeout_s=s.timeout_s, memory_mb=256)
+            why, infra = integrity_differential.run_reference(pool, diff, reference, limits)
+            timings["reference"] = time.perf_counter() - t1
+            if why and infra:
+                return Verdict.infra(why, seed=seed, timings=timings)
+            if why:
+                details["fresh_skipped"], diff, seed = why, None, None
         t1 = time.perf_counter()
-        rep, err = self._run_harness(pool, task, files, s, expected)
+        rep, err = self._run_harness(pool, task, files, s, expected, diff.harness_config() if diff else None)
         timings["sandbox"] = time.perf_counter() - t1
         if err:
             return Verdict.infra(err, seed=seed, timings=timings)
         found.merge(rep.findings)
         if s.tests:
             checks += self._test_checks(task, s, rep, details)
+        general: list[tuple[bool, Any, Any]] = []
         if expected is not None:
-            checks.append(self._cases_check(s, rep, expected))
+            general = self._case_results(s, rep, expected)
+            checks.append(self._cases_check(s, rep, expected, general))
             _check_case_stream(rep, len(expected["inputs"]))
+        fresh_check = None
+        if diff is not None:
+            fresh_check = diff.check(rep, 0.0, strict=s.io is not None)
+            checks += [fresh_check] if fresh_check else []
+            found.merge(diff.findings(rep, general))
+            general = diff.judged(rep) + general
+        if general:
+            spec = s.io or s.cases
+            entry = diff.entry if diff else spec.entry if spec else ""
+            found.merge(parroting([(g, w) for _, g, w in general], prompt_literals(task.prompt, _shown(task)),
+                                  entry.partition(":")[0] + ".py"))
         if s.checks:
             t1 = time.perf_counter()
             static_checks, err = run_static_checks(pool, s.checks, files, task)
@@ -157,6 +199,9 @@ class CodeVerifier:
         passed = bool(required) and all(c.passed for c in required) and not flags
         total = sum(c.weight for c in checks)
         score = sum(c.score * c.weight for c in checks) / total if total > 0 else 0.0
+        fresh = next((c for c in checks if c.name.startswith("fresh:")), None)
+        if fresh is not None:  # fresh inputs only take credit away: what the tests gave, scaled by their share
+            score *= 1.0 - s.fresh.weight * (1.0 - fresh.score)
         broken_gates = [c.name for c in checks if c.name in s.gate and not c.passed]
         missing_gates = [g for g in s.gate if g not in {c.name for c in checks}]
         if broken_gates or missing_gates:
@@ -182,20 +227,22 @@ class CodeVerifier:
         found.merge(integrity.scan_sources(changed, test_names, hidden_modules))
         visible = {p: t for p, t in initial.items() if p.endswith(".py") and integrity.role_of(p) == "test"}
         found.merge(integrity.hard_coded_cases(changed, visible))
+        found.merge(integrity_rules.scan(changed))
         if s.needs_change:
             found.merge(integrity.no_change(initial, files))
         return found
 
     # ---------------------------------------------------------------------------------------- harness
     def _run_harness(self, pool: SandboxPool, task: Task, files: Files, s: CodeSettings,
-                     expected: dict[str, Any] | None) -> tuple[RunReport, str | None]:
+                     expected: dict[str, Any] | None,
+                     fresh: dict[str, Any] | None = None) -> tuple[RunReport, str | None]:
         key = secrets.token_hex(32)
         secret = {s.cases.generator, s.cases.reference} if s.cases else {s.io.file} if s.io else set()
         spec = s.cases or s.io
         judge_files = {p: t for p, t in task.hidden.items() if p not in secret}
         sandbox_files: dict[str, str | bytes] = {f"{CAND}/{p}": t for p, t in files.items()}
         sandbox_files.update({f"{JUDGE}/{p}": t for p, t in judge_files.items()})
-        lean = {SUPERVISOR, WORKER, VALUES}  # a run without hidden tests needs no pytest config or case drawer
+        lean = {SUPERVISOR, WORKER, VALUES, GUARDS}  # a run without hidden tests needs no pytest config or case drawer
         sandbox_files.update({f"{JUDGE}/{p}": t for p, t in harness_files().items() if s.tests or p in lean})
         sandbox_files.update({f"{JUDGE}/{p}": b for p, b in harness_bytecode().items()})
         sandbox_files.setdefault(f"{CAND}/.rlvr-keep", "")  # the candidate directory exists even when empty
@@ -209,6 +256,7 @@ class CodeVerifier:
             "hidden_modules": sorted({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
                                      - {p.split("/", 1)[0].removesuffix(".py") for p in files}),
             "cases": {"entry": spec.entry, "inputs": expected["inputs"]} if spec and expected else None,
+            "fresh": fresh,
         }
         # the supervisor outlives its worker by 10 s; pytest needs 256 MiB
         limits = for_task(pool, task, timeout_s=timeout + 10, memory_mb=max(own.memory_mb, 256))
@@ -231,6 +279,8 @@ class CodeVerifier:
         rep = interpret(payload, unconditional) if payload is not None else RunReport(payload=None)
         if forged:
             rep.findings.add("report_forgery", None, None, f"{forged} forged result lines on the harness's output")
+        if res.status in (ExecStatus.process_limit, ExecStatus.file_limit):
+            rep.findings.add("resource_exhaustion", None, None, f"the sandbox's cap was hit ({res.status.value})")
         if payload is None and res.status not in (ExecStatus.timeout, ExecStatus.memory_limit):
             rep.findings.add("exit_trick", None, None, f"the harness produced no result ({res.status.value})")
         for rel, text in judge_files.items():
@@ -249,10 +299,16 @@ class CodeVerifier:
         for tid in ids:
             items = [c for c in rep.collected if c == tid or (c.startswith(tid + "[") and c.endswith("]"))]
             good = [i for i in items if _item_passed(i, rep.outcomes.get(i), s)]
+            slow = [i for i in good if tid in s.time_limits and rep.durations.get(i, float("inf")) > s.time_limits[tid]]
+            good = [i for i in good if i not in slow]
             score = len(good) / len(items) if items else 0.0
             detail = "not collected" if not items else next(
                 (f"{i}: {rep.outcomes.get(i, 'not run')}: {rep.details.get(i, '')[-400:]}" for i in items
-                 if i not in good), "")
+                 if i not in good and i not in slow), "")
+            if slow:
+                took = rep.durations.get(slow[0])
+                detail = (f"{slow[0]}: took {took:.3f} s" if took is not None else f"{slow[0]}: not timed") + \
+                    f", over its limit of {s.time_limits[tid]:g} s (timed by the harness)"
             if not items and rep.collect_errors:
                 detail = "not collected: " + rep.collect_errors[0][-400:]
             if rep.payload and rep.payload.get("timed_out") and score < 1:
@@ -263,14 +319,14 @@ class CodeVerifier:
         return checks
 
     # ------------------------------------------------------------------------------------------ cases
-    def _draw_cases(self, pool: SandboxPool, task: Task, s: CodeSettings,
-                    seed: int) -> tuple[dict[str, Any] | None, str | None]:
+    def _draw_cases(self, pool: SandboxPool, task: Task, s: CodeSettings, seed: int,
+                    extra: list[list[Any]]) -> tuple[dict[str, Any] | None, str | None]:
         assert s.cases is not None
         h = harness_files()
         files = {f"{JUDGE}/{CASES}": h[CASES], f"{JUDGE}/{VALUES}": h[VALUES],
                  f"{JUDGE}/gen.py": task.hidden[s.cases.generator], f"{JUDGE}/ref.py": task.hidden[s.cases.reference]}
         cfg = {"generator": f"{JUDGE}/gen.py", "reference": f"{JUDGE}/ref.py", "seed": seed, "n": s.cases.n,
-               "function": s.cases.entry.rsplit(":", 1)[1]}
+               "function": s.cases.entry.rsplit(":", 1)[1], "extra": [encode(a)["v"] for a in extra]}  # type: ignore[index]
         own = for_task(pool, task, timeout_s=s.timeout_s)
         limits = for_task(pool, task, timeout_s=own.timeout_s, memory_mb=max(own.memory_mb, 256))
         res = pool.run(["python", f"{JUDGE}/{CASES}"], files=files, stdin=json.dumps(cfg) + "\n", limits=limits)
@@ -281,21 +337,32 @@ class CodeVerifier:
         except (ValueError, IndexError):
             return None, "the task's case generator printed no cases"
 
-    def _cases_check(self, s: CodeSettings, rep: RunReport, expected: dict[str, Any]) -> Check:
-        """Randomised cases (tagged reference outputs, lists and tuples alike) or io cases (literal expected
-        values, strict types), compared on the host with what the candidate's run sent back."""
+    def _case_results(self, s: CodeSettings, rep: RunReport, expected: dict[str, Any]) -> list[tuple[bool, Any, Any]]:
+        """(ok, got, want) per case: randomised cases (tagged reference outputs, lists and tuples alike) or io
+        cases (literal expected values, strict types), compared on the host with what the candidate sent back."""
         spec = s.cases or s.io
         assert spec is not None
-        good, first_bad = 0, ""
-        for i, (inp, out) in enumerate(zip(expected["inputs"], expected["outputs"])):
-            msg = rep.cases.get(i)
-            ok = False
+        out: list[tuple[bool, Any, Any]] = []
+        for i, raw in enumerate(expected["outputs"]):
+            want = decode(raw) if s.cases else raw
+            msg, got, ok = rep.cases.get(i), None, False
             if msg and msg.get("out") is not None:
                 try:
                     got = decode(msg["out"]["v"])
-                    ok = same(got, decode(out), spec.tolerance) if s.cases else identical(got, out, spec.tolerance)
+                    ok = same(got, want, spec.tolerance) if s.cases else identical(got, want, spec.tolerance)
                 except (NotPlain, TypeError, KeyError, ValueError):
                     ok = False
+            out.append((ok, got, want))
+        return out
+
+    def _cases_check(self, s: CodeSettings, rep: RunReport, expected: dict[str, Any],
+                     results: list[tuple[bool, Any, Any]]) -> Check:
+        """The cases' check from their results (`_case_results`)."""
+        spec = s.cases or s.io
+        assert spec is not None
+        good, first_bad = 0, ""
+        for i, (inp, (ok, _, _)) in enumerate(zip(expected["inputs"], results)):
+            msg = rep.cases.get(i)
             good += ok
             if not ok and not first_bad:
                 seen = (msg or {}).get("error") or ("not plain data" if msg else "not run")
@@ -309,6 +376,13 @@ class CodeVerifier:
             score = float(score == 1.0)
         return Check(name=f"{'cases' if s.cases else 'io'}:{spec.entry}", score=score, weight=spec.weight,
                      passed=good == n, detail=detail)
+
+
+def _shown(task: Task) -> list[Any]:
+    """The expected results of the examples a procedural task shows in its prompt (`metadata["visible"]`)."""
+    shown = task.metadata.get("visible")
+    return [case[1] for case in shown if isinstance(case, (list, tuple)) and len(case) == 2] \
+        if isinstance(shown, list) else []
 
 
 def _check_case_stream(rep: RunReport, n: int) -> None:

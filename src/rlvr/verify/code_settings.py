@@ -30,6 +30,17 @@ Unknown keys are refused (with "did you mean"), so a typo never weakens a task:
   sandbox. Equality is strict: the same types all the way down (a tuple is not a list, True is not 1), floats
   within `tolerance`. The score is the share of cases passed, or with `partial = false` 1 only when all pass.
   `tests` may then be empty; `io` and `cases` exclude each other.
+- `fresh` (table): the differential check, `{n = 8, weight = 1.0}`: where the task has a reference solution
+  (`solution/`, or the gold answer of a single-turn task) and example inputs (the `io` cases, or literal calls
+  of a function the tests import), `n` fresh inputs shaped like the examples are drawn from the verification
+  seed and the candidate's results compared with the reference's on the host (check `fresh:<entry>`, lists and
+  tuples alike, strict types under `io`); the score is then scaled by `1 - weight * (1 - share right)`, so
+  fresh inputs never add credit (a negative control still scores 0). A task with `cases` draws there instead.
+  `n = 0` turns it off (for tasks whose answers are not unique). It also runs the literal keys of the
+  candidate's constant branches through both (hard-coding).
+- `time_limits` (table, test id -> seconds): speed requirements, measured by the harness's supervisor (another
+  process, from the arrival of the worker's messages), never by a clock the candidate can reach: a test whose
+  call phase took longer fails.
 - `visible_tests` (list of workspace paths): the workspace's own tests, which the `run_tests` tool runs for the
   model (default every test_*.py / *_test.py in the workspace); they guide, the hidden tests judge.
 - `needs_change` (bool, true): an unchanged workspace is flagged `no_change`.
@@ -111,6 +122,17 @@ class IOSettings(BaseModel):
     expression, where agreeing with the expected results on some inputs is coincidence, not progress)."""
 
 
+class FreshSettings(BaseModel):
+    """The differential check on fresh inputs (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n: int = Field(8, ge=0, le=1000)
+    """Fresh inputs drawn per verification (0: off)."""
+    weight: float = Field(1.0, ge=0, le=1)
+    """How much of the score depends on them: the score is scaled by `1 - weight * (1 - share right)`."""
+
+
 class CodeSettings(VerifierSettings):
     """The `[verifier]` table of a code task (see the module docstring)."""
 
@@ -132,6 +154,10 @@ class CodeSettings(VerifierSettings):
     """Randomised hidden cases."""
     io: IOSettings | None = None
     """Fixed hidden (arguments, expected result) cases judged without pytest."""
+    fresh: FreshSettings = Field(default_factory=FreshSettings)
+    """The differential check against the reference on fresh inputs."""
+    time_limits: dict[str, float] = Field(default_factory=dict)
+    """Test id -> most seconds its call phase may take, timed by the harness."""
     visible_tests: list[str] = Field(default_factory=list)
     """Workspace tests the `run_tests` tool runs (default every test_*.py / *_test.py in the workspace)."""
     needs_change: bool = True

@@ -5,13 +5,13 @@ import importlib.util
 import marshal
 import sys
 
-from rlvr.verify.harness import VALUES, WORKER, harness_bytecode, harness_files
+from rlvr.verify.harness import GUARDS, VALUES, WORKER, harness_bytecode, harness_files
 
 
 def test_each_pyc_is_the_shipped_source_compiled_and_unchecked() -> None:
     pycs = harness_bytecode()
-    assert set(pycs) == {f"__pycache__/{n.removesuffix('.py')}.{sys.implementation.cache_tag}.pyc" for n in (WORKER, VALUES)}
-    for name in (WORKER, VALUES):
+    assert set(pycs) == {f"__pycache__/{n.removesuffix('.py')}.{sys.implementation.cache_tag}.pyc" for n in (WORKER, VALUES, GUARDS)}
+    for name in (WORKER, VALUES, GUARDS):
         data = pycs[f"__pycache__/{name.removesuffix('.py')}.{sys.implementation.cache_tag}.pyc"]
         source = harness_files()[name].encode()
         assert data[:4] == importlib.util.MAGIC_NUMBER

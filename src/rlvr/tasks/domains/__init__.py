@@ -17,7 +17,9 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "config",
     "rules",
     "mesh",
+    "blender",
     "repo",
+    "repo_real",
 )
 
 _unavailable: dict[str, str] = {}

@@ -154,20 +154,24 @@ class RepoSource(TaskSource):
                                         "pass_to_pass")})
 
     def negatives(self, task: Task) -> dict[str, FinalState]:
-        """Base controls plus: the bug's line marked as fixed without a fix (a wrong answer of the right type),
-        the original file copied beside the buggy one (the right answer buried), and the failing tests
-        rewritten."""
-        out = super().negatives(task)
-        file = task.metadata["file"]
-        buggy = task.workspace[file]
-        claimed = _claimed_fix(buggy, int(task.metadata["line"]))
-        out["wrong_answer"] = FinalState(files={**task.workspace, file: claimed})
-        fixed_copy = str(Path(file).with_name(Path(file).stem + "_fixed.py").as_posix())
-        out["buried_answer"] = FinalState(files={**task.workspace, fixed_copy: (task.solution or {})[file]})
-        failing_files = {t.split("::")[0] for t in task.metadata["fail_to_pass"]}
-        out["tampered_tests"] = FinalState(files={**task.workspace, **{
-            f: "def test_ok():\n    assert True\n" for f in failing_files}})
-        return out
+        return repo_negatives(super().negatives(task), task)
+
+
+def repo_negatives(base: dict[str, FinalState], task: Task) -> dict[str, FinalState]:
+    """Base controls plus: the bug's line marked as fixed without a fix (a wrong answer of the right type),
+    the original file copied beside the buggy one (the right answer buried), and the failing tests
+    rewritten. Reads the task's metadata `file`, `line` and `fail_to_pass` (workspace test ids)."""
+    out = dict(base)
+    file = task.metadata["file"]
+    buggy = task.workspace[file]
+    claimed = _claimed_fix(buggy, int(task.metadata["line"]))
+    out["wrong_answer"] = FinalState(files={**task.workspace, file: claimed})
+    fixed_copy = str(Path(file).with_name(Path(file).stem + "_fixed.py").as_posix())
+    out["buried_answer"] = FinalState(files={**task.workspace, fixed_copy: (task.solution or {})[file]})
+    failing_files = {t.split("::")[0] for t in task.metadata["fail_to_pass"]}
+    out["tampered_tests"] = FinalState(files={**task.workspace, **{
+        f: "def test_ok():\n    assert True\n" for f in failing_files}})
+    return out
 
 
 registry.register("repo", RepoSource, RepoConfig, verifier="code",

@@ -181,19 +181,28 @@ def apply_edit(source: str, edit: Edit) -> str:
     return (data[:offset(edit.start)] + edit.text.encode() + data[offset(edit.end):]).decode()
 
 
+def edits_of(source: str, operator: str) -> list[Edit]:
+    """The operator's edits of a source, in site order (site i is the i-th edit)."""
+    return sorted(OPERATORS[operator](ast.parse(source)), key=lambda e: (e.start, e.end, e.text))
+
+
+def mutant_at(file: str, source: str, operator: str, site: int, edit: Edit) -> Mutant | None:
+    """The mutant one edit makes, or None when it does not parse or changes nothing."""
+    text = apply_edit(source, edit)
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return None
+    return Mutant(file, operator, site, edit.start[0], text, edit.summary) if text != source else None
+
+
 def mutants(file: str, source: str, operators: tuple[str, ...] = tuple(OPERATORS)) -> Iterator[Mutant]:
     """Every mutant of one file that still parses and differs from the original."""
     for name in operators:
-        tree = ast.parse(source)
-        edits = sorted(OPERATORS[name](tree), key=lambda e: (e.start, e.end, e.text))
-        for site, edit in enumerate(edits):
-            text = apply_edit(source, edit)
-            try:
-                ast.parse(text)
-            except SyntaxError:
-                continue
-            if text != source:
-                yield Mutant(file, name, site, edit.start[0], text, edit.summary)
+        for site, edit in enumerate(edits_of(source, name)):
+            m = mutant_at(file, source, name, site, edit)
+            if m is not None:
+                yield m
 
 
 def mutant(file: str, source: str, operator: str, site: int) -> Mutant:

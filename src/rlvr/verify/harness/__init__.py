@@ -17,6 +17,8 @@ WORKER = "_rlvr_worker.py"
 """Name of the worker script inside the judge directory."""
 VALUES = "_rlvr_values.py"
 """Name of the shared plain-value codec inside the judge directory."""
+GUARDS = "_rlvr_guards.py"
+"""Name of the worker's clock, network and fork guards inside the judge directory."""
 CASES = "_rlvr_cases.py"
 """Name of the trusted case drawer (run without the candidate's code)."""
 PYTEST_INI = "_rlvr_pytest.ini"
@@ -33,6 +35,7 @@ def harness_files() -> dict[str, str]:
         SUPERVISOR: (here / "judge" / "supervisor.py").read_text(encoding="utf-8"),
         WORKER: (here / "judge" / "worker.py").read_text(encoding="utf-8"),
         VALUES: (here / "values.py").read_text(encoding="utf-8"),
+        GUARDS: (here / "judge" / "guards.py").read_text(encoding="utf-8"),
         CASES: (here / "judge" / "cases.py").read_text(encoding="utf-8"),
         PYTEST_INI: "[pytest]\n",
     }
@@ -40,7 +43,7 @@ def harness_files() -> dict[str, str]:
 
 @cache
 def harness_bytecode() -> dict[str, bytes]:
-    """The imported harness modules (worker, value codec) precompiled, as judge-directory `__pycache__` files.
+    """The imported harness modules (worker, value codec, guards) precompiled, as judge-directory `__pycache__` files.
 
     Each is an unchecked hash-based pyc (PEP 552) of the very source `harness_files` ships, so the sandbox's
     interpreter (the same Python) loads it without compiling the source again: the worker alone costs several
@@ -51,7 +54,7 @@ def harness_bytecode() -> dict[str, bytes]:
     tag = sys.implementation.cache_tag
     if tag is None:
         return out
-    for name in (WORKER, VALUES):
+    for name in (WORKER, VALUES, GUARDS):
         source = harness_files()[name].encode("utf-8")
         code = compile(source, name, "exec", dont_inherit=True)
         header = importlib.util.MAGIC_NUMBER + (0b01).to_bytes(4, "little") + importlib.util.source_hash(source)

@@ -35,7 +35,15 @@ class RunReport:
     duplicate_cases: int = 0
     """Case results that arrived for an index already reported (the harness sends each once)."""
     cases_error: str | None = None
+    fresh: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Results of the differential check's fresh inputs, by index (like `cases`)."""
+    duplicate_fresh: int = 0
+    fresh_error: str | None = None
     ended: bool = False
+    call_at: dict[str, float] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+    """Item id -> seconds of its call phase, timed by the supervisor's clock from the arrival of the worker's
+    messages (outside the candidate's process: patching its clock changes nothing here)."""
 
 
 def authenticate(stdout: str, key: str) -> tuple[dict[str, Any] | None, int]:
@@ -76,6 +84,7 @@ def interpret(payload: dict[str, Any], unconditional: set[str]) -> RunReport:
             continue
         handler(rep, msg, seen, records)
     _cross_check(rep, records, unconditional)
+    _caps(rep, payload.get("caps") or {})
     if rep.ended and payload.get("exit_code") != 0:
         f.add("report_forgery", None, None, "the test process reported its end but then ended abnormally "
               f"(exit {payload.get('exit_code')}, signal {payload.get('signal')})")
@@ -84,6 +93,26 @@ def interpret(payload: dict[str, Any], unconditional: set[str]) -> RunReport:
         f.add("exit_trick", None, None, f"the test process exited (code {payload['exit_code']}) before the harness "
               f"finished" + (f"; last seen {last}" if last else ""))
     return rep
+
+
+def _caps(rep: RunReport, caps: dict[str, Any]) -> None:
+    """Caps the run hit on purpose, as the supervisor saw them: a file system filled up, a file written to the
+    size cap, a worker that survived the SIGTERM at the deadline (only a handler that ignores it does)."""
+    for path in caps.get("disk_full") or []:
+        rep.findings.add("resource_exhaustion", None, None, f"filled the file system at {str(path)[:80]}")
+    if caps.get("file_at_cap"):
+        rep.findings.add("resource_exhaustion", None, None, f"wrote a file to the size cap: {str(caps['file_at_cap'])[:80]}")
+    if caps.get("ignored_sigterm"):
+        rep.findings.add("resource_exhaustion", None, None,
+                         "ignored the SIGTERM at the deadline (a handler that ignores termination); killed")
+
+
+def _on_call(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
+    nid = str(msg.get("id"))
+    if nid in rep.call_at or nid not in rep.collected:
+        rep.findings.add("report_forgery", None, None, f"duplicate or uncollected call start for {nid}")
+        return
+    rep.call_at[nid] = float(msg.get("at") or 0.0)
 
 
 def _on_collected(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
@@ -105,6 +134,8 @@ def _on_report(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
         rep.outcomes[nid] = "failed" if when == "call" else "error"
     elif when == "call" and prev is None:
         rep.outcomes[nid] = "passed"
+    if when == "call" and nid in rep.call_at:
+        rep.durations[nid] = float(msg.get("at") or 0.0) - rep.call_at[nid]
     if outcome != "passed" and msg.get("detail"):
         rep.details[nid] = str(msg["detail"])
 
@@ -147,12 +178,28 @@ def _on_cases_error(rep: RunReport, msg: dict, seen: set, records: dict) -> None
     rep.cases_error = str(msg.get("detail", ""))
 
 
+def _on_fresh(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
+    try:
+        i = int(msg.get("i", -1))
+    except (TypeError, ValueError):
+        i = -1
+    if i in rep.fresh:
+        rep.duplicate_fresh += 1
+        return
+    rep.fresh[i] = msg
+
+
+def _on_fresh_error(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
+    rep.fresh_error = str(msg.get("detail", ""))
+
+
 def _on_end(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
     rep.ended = True
 
 
 _HANDLERS = {"collected": _on_collected, "report": _on_report, "cmp": _on_cmp, "event": _on_event,
-             "collect_error": _on_collect_error, "case": _on_case, "cases_error": _on_cases_error, "end": _on_end}
+             "collect_error": _on_collect_error, "case": _on_case, "cases_error": _on_cases_error, "end": _on_end,
+             "call": _on_call, "fresh": _on_fresh, "fresh_error": _on_fresh_error}
 
 
 def _cross_check(rep: RunReport, records: dict[str, list[dict[str, Any]]], unconditional: set[str]) -> None:

@@ -57,6 +57,45 @@ def _enc(v: object, depth: int, budget: list[int]) -> object:
     raise NotPlain(t.__name__)
 
 
+def plain(v: object, depth: int = 0) -> object:
+    """`v` with subclasses of builtin types reduced to the builtin (a Counter to a dict, an int subclass to its
+    int value) through the builtin's own methods, so no overridden method of the subclass runs; anything else
+    is returned as it is (and then does not encode)."""
+    if depth > MAX_DEPTH:
+        return v
+    t = type(v)
+    if t in (bool, int, float, str, bytes, complex, type(None)) or t in (list, tuple, dict, set, frozenset) and \
+            not any(type(x) not in (bool, int, float, str, type(None)) for x in _items(v)):
+        return v
+    if isinstance(v, bool):
+        return bool(int.__int__(v))
+    if isinstance(v, int):
+        return int.__int__(v)
+    if isinstance(v, float):
+        return float.__float__(v)
+    if isinstance(v, str):
+        return str.__str__(v)
+    if isinstance(v, bytes):
+        return bytes(memoryview(v))
+    if isinstance(v, dict):
+        return {plain(k, depth + 1): plain(x, depth + 1) for k, x in dict.items(v)}
+    if isinstance(v, (set, frozenset)):
+        items = [plain(x, depth + 1) for x in (set.__iter__(v) if isinstance(v, set) else frozenset.__iter__(v))]
+        return set(items) if isinstance(v, set) else frozenset(items)
+    if isinstance(v, list):
+        return [plain(x, depth + 1) for x in list.__iter__(v)]
+    if isinstance(v, tuple):
+        return tuple(plain(x, depth + 1) for x in tuple.__iter__(v))
+    return v
+
+
+def _items(v: object) -> object:
+    t = type(v)
+    if t is dict:
+        return [*dict.keys(v), *dict.values(v)]
+    return v
+
+
 def decode(data: object) -> object:
     """The value of a tagged JSON tree (the inverse of `encode`'s `v`)."""
     if isinstance(data, list):

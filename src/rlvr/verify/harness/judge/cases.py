@@ -1,7 +1,10 @@
 """Trusted case drawer: draws fresh inputs with the task's generator and computes the reference outputs.
 
-A standalone script run in a sandbox that holds only the task's hidden generator and reference (never the
-candidate's code); the host keeps the outputs and sends the candidate only the inputs.
+A standalone script run in a sandbox that holds only the task's hidden generator and reference, or the task's
+reference solution (never the candidate's code); the host keeps the outputs and sends the candidate only the
+inputs. Config keys: `generator`, `reference`, `function`, `seed`, `n` (draw with the generator), or `ref_dir`
+and `entry` with given `inputs` (a reference solution's workspace, run from its own directory); `extra`:
+more given inputs (probes). A given input the reference raises on gets None as its output (it is not judged).
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [HERE] + [p for p in sys.path if p not in ("", ".", os.getcwd(), HERE)]
-from _rlvr_values import encode
+from _rlvr_values import decode, encode
 
 
 def _load(path: str, name: str) -> object:
@@ -23,16 +26,38 @@ def _load(path: str, name: str) -> object:
     return module
 
 
+def _reference(cfg: dict) -> object:
+    if cfg.get("ref_dir"):
+        ref_dir = os.path.abspath(cfg["ref_dir"])
+        sys.path.insert(0, ref_dir)
+        os.chdir(ref_dir)
+        module, _, function = cfg["entry"].partition(":")
+        return getattr(importlib.import_module(module), function)
+    return getattr(_load(cfg["reference"], "_rlvr_reference"), cfg["function"])
+
+
+def _given(ref: object, inputs: list) -> list:
+    out = []
+    for raw in inputs:
+        args = decode(raw)
+        try:
+            enc = encode(ref(*args) if isinstance(args, list) else ref(**args))
+        except Exception:  # noqa: BLE001  (outside the reference's domain: not judged)
+            enc = None
+        out.append(enc["v"] if enc is not None else None)
+    return out
+
+
 def main() -> None:
     data = bytearray()
     while (b := os.read(0, 1)) and b != b"\n":  # one line from fd 0 itself, not waiting for end of input
         data += b
     cfg = json.loads(data)
-    gen = _load(cfg["generator"], "_rlvr_generator")
-    ref = getattr(_load(cfg["reference"], "_rlvr_reference"), cfg["function"])
-    rng = random.Random(cfg["seed"])
+    gen = _load(cfg["generator"], "_rlvr_generator") if cfg.get("generator") else None
+    ref = _reference(cfg)
     inputs, outputs = [], []
-    for _ in range(cfg["n"]):
+    rng = random.Random(cfg.get("seed", 0))
+    for _ in range(cfg.get("n", 0) if gen is not None else 0):
         args = gen.generate(rng)
         enc_args = encode(args)
         if enc_args is None or not isinstance(args, (list, tuple, dict)):
@@ -42,7 +67,10 @@ def main() -> None:
         if out is None:
             raise SystemExit("the reference returned a value that is not plain data")
         outputs.append(out["v"])
-    sys.stdout.write(json.dumps({"inputs": inputs, "outputs": outputs}) + "\n")
+    if gen is None:
+        inputs, outputs = cfg.get("inputs", []), _given(ref, cfg.get("inputs", []))
+    result = {"inputs": inputs, "outputs": outputs, "extra": _given(ref, cfg.get("extra", []))}
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ blocks and reports tampering with pytest, the harness and the hidden tests; it l
 itself with every `assert a <op> b` routed through `_compare`, which serialises plain values for the host
 to recompute and probes other values against a fresh sentinel, so always-equal objects are caught.
 Messages go to an inherited pipe as JSON lines; the worker ends with `os._exit`, so atexit tricks never run.
+The clock, network, out-of-workspace and fork guards live in `_rlvr_guards` (judge/guards.py), wired into the
+same hook.
 
-Over 500 lines on purpose: it is copied into the sandbox as one standalone file (no imports from rlvr), so the
-audit hook, the loader and the comparison probes it needs cannot be split into shared modules.
+Over 500 lines on purpose: it is copied into the sandbox as a standalone file (no imports from rlvr), and the
+audit hook, the loader and the comparison probes share its module state (the report channel, the current test).
 """
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ import sys
 import sysconfig
 from typing import ClassVar
 
-from _rlvr_values import (  # the supervisor put the judge directory first on sys.path
+import _rlvr_guards as guards  # the supervisor put the judge directory first on sys.path
+from _rlvr_values import (
     decode,
     encode,
     encode_counted,
+    plain,
 )
 
 MAX_RECORDS = 200
@@ -47,6 +51,7 @@ def configure(send_fd: int, config: dict) -> None:
     CAND = os.path.realpath(config["cand"]) + os.sep
     JUDGE = os.path.realpath(config["judge"]) + os.sep
     STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    guards.configure(_event, _culprit, CAND, JUDGE)
 
 
 def send(msg: dict) -> None:
@@ -56,14 +61,17 @@ def send(msg: dict) -> None:
 
 
 # ------------------------------------------------------------------------------------------- audit hook
-def _culprit(formatting_ok: bool = False, finder_ok: bool = False) -> tuple[str, int] | None:
+def _culprit(formatting_ok: bool = False, finder_ok: bool = False, depth: int = 3) -> tuple[str, int] | None:
     """The candidate frame responsible for the current event, or None when trusted code caused it.
 
     Standard-library frames (imports included) are looked through; with `formatting_ok`, an event inside
     linecache or traceback (a traceback being formatted) is nobody's doing, and with `finder_ok` one inside
-    the import system (a path finder listing sys.path directories) is not either.
+    the import system (a path finder listing sys.path directories) is not either. The harness's own frames
+    (the hook and its handlers, at least `depth` - 1 of them) are skipped first.
     """
-    f = sys._getframe(3)
+    f = sys._getframe(depth - 1)
+    while f is not None and f.f_code.co_filename.startswith(JUDGE):
+        f = f.f_back
     while f is not None:
         fn = f.f_code.co_filename
         if fn.startswith(CAND):
@@ -102,7 +110,7 @@ def _on_setattr(args: tuple) -> None:
     obj, name = args[0], args[1]
     mod = getattr(obj, "__module__", "") or ""
     hidden = bool(getattr(sys.modules.get(mod), "__rlvr_hidden__", False))
-    if name == "__code__" or hidden or mod.split(".")[0] in TRUSTED_MODULES:
+    if name == "__code__" or hidden or mod.split(".")[0] in TRUSTED_MODULES or mod.startswith("_rlvr"):
         where = _culprit()
         if where:
             _event("report_forgery", f"patched {mod}.{getattr(obj, '__qualname__', obj)!s}.{name}", where, True)
@@ -160,6 +168,8 @@ def _on_open(args: tuple) -> None:
         where = _culprit(formatting_ok=True)
         if where:
             _event("special_casing", f"read hidden test material {path[len(JUDGE):]}", where, True)
+    else:
+        guards.on_open(path, bool(writing))
 
 
 def _on_listdir(args: tuple) -> None:
@@ -168,6 +178,8 @@ def _on_listdir(args: tuple) -> None:
         where = _culprit(finder_ok=True)
         if where:
             _event("special_casing", "listed the hidden test directory", where, True)
+    elif path:
+        guards.on_listdir(path)
 
 
 def _on_fs_change(args: tuple) -> None:
@@ -175,6 +187,8 @@ def _on_fs_change(args: tuple) -> None:
         path = _path_of(a)
         if path and (path + os.sep).startswith(JUDGE):
             _event("tampering", f"changed {path[len(JUDGE):]}", _culprit(), True)
+        elif path:
+            guards.on_fs_change(path)
 
 
 def _on_import(args: tuple) -> None:
@@ -201,9 +215,17 @@ HANDLERS = {
     "open": _on_open, "os.listdir": _on_listdir, "os.scandir": _on_listdir, "glob.glob": _on_listdir,
     "os.remove": _on_fs_change, "os.rename": _on_fs_change, "os.rmdir": _on_fs_change, "os.truncate": _on_fs_change,
     "os.chmod": _on_fs_change, "os.symlink": _on_fs_change, "os.link": _on_fs_change, "shutil.rmtree": _on_fs_change,
-    "os.utime": _on_fs_change,
+    "os.utime": _on_fs_change, "os.mkdir": _on_fs_change,
     "import": _on_import, "os.kill": _on_kill, "os.killpg": _on_kill, "signal.pthread_kill": _on_kill,
+    **guards.HANDLERS,
 }
+
+
+def _check_clock() -> None:
+    """Report every way the clock differs from the genuine one since the last check."""
+    for what in guards.check_clock():
+        send({"t": "event", "kind": "clock_tampering", "what": what, "file": None, "line": None,
+              "test": _state["test"]})
 
 
 def _hook(event: str, args: tuple) -> None:
@@ -365,6 +387,10 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
         def pytest_runtest_logstart(self, nodeid, location) -> None:
             _state["test"] = nodeid
 
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtest_call(self, item) -> None:
+            send({"t": "call", "id": item.nodeid})  # the supervisor stamps its arrival: the trusted timing
+
         def pytest_runtest_makereport(self, item, call) -> None:
             exc = call.excinfo
             if exc is not None and (exc.type is KeyboardInterrupt or (exc.type is SystemExit and not exc.value.code)):
@@ -381,6 +407,7 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
             if report.when == "teardown":
                 _check_hidden_modules()
                 _check_runner()
+                _check_clock()
             send({"t": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
                   "xfail": bool(getattr(report, "wasxfail", None) is not None and hasattr(report, "wasxfail")),
                   "detail": str(report.longrepr)[-1500:] if report.longrepr else ""})
@@ -459,15 +486,18 @@ def _load_hidden(path: str) -> object:
     sys.modules[name] = module
     exec(compile(tree, path, "exec"), module.__dict__)  # noqa: S102  (the pristine hidden test, rewritten)
     _snapshots[name] = (module, {k: id(v) for k, v in vars(module).items() if callable(v) or k.startswith("__rlvr")})
+    guards.watch_hidden(module)
     return module
 
 
 # ---------------------------------------------------------------------------------------------- cases
-def _run_cases(cases: dict) -> None:
+def _run_cases(cases: dict, tag: str = "case") -> None:
     """Call the candidate's entry point on each input and stream the encoded outputs (the host compares them).
 
     A result that is not plain data travels as None and is probed for always-equal parts; an exit raised by the
     candidate (SystemExit with a success code, KeyboardInterrupt) fails the case and is reported as an exit trick.
+    `tag` "fresh": the fresh inputs of the differential check, whose results are first reduced to builtin types
+    (a Counter is compared as the dict it is; a subclass's own `__eq__` never runs).
     """
     import importlib
 
@@ -477,21 +507,23 @@ def _run_cases(cases: dict) -> None:
         func = getattr(importlib.import_module(mod_name), func_name)
     except BaseException as exc:  # noqa: BLE001  (the candidate's import can raise anything)
         _exit_raised(exc)
-        send({"t": "cases_error", "detail": f"{type(exc).__name__}: {exc}"[:500]})
+        send({"t": "cases_error" if tag == "case" else f"{tag}_error", "detail": f"{type(exc).__name__}: {exc}"[:500]})
         return
+    _check_clock()
     for i, raw in enumerate(cases["inputs"]):
         args = decode(raw)
-        _state["test"] = f"case[{i}]"
+        _state["test"] = f"{tag}[{i}]"
         try:
             out = func(*args) if isinstance(args, list) else func(**args)
-            enc = encode(out)
+            enc = encode(plain(out) if tag == "fresh" else out)
             if enc is None and (bad := _always_equal(out, False)):
                 send({"t": "event", "kind": "always_equal", "what": f"result {bad} equals a fresh sentinel",
                       "file": None, "line": None, "test": _state["test"]})
-            send({"t": "case", "i": i, "out": enc, "error": None})
+            send({"t": tag, "i": i, "out": enc, "error": None})
         except BaseException as exc:  # noqa: BLE001
             _exit_raised(exc)
-            send({"t": "case", "i": i, "out": None, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            send({"t": tag, "i": i, "out": None, "error": f"{type(exc).__name__}: {exc}"[:300]})
+        _check_clock()
 
 
 def _exit_raised(exc: BaseException) -> None:
@@ -521,14 +553,17 @@ def main(send_fd: int, config: dict) -> None:
     Without hidden tests (a task judged by cases only) the run is lean: no pytest session, no unittest guard.
     """
     configure(send_fd, config)
+    guards.guard_clock()
     sys.addaudithook(_hook)
-    for name in ("_rlvr_worker", "_rlvr_values"):  # the functions keep their globals; nobody can look them up
+    for name in ("_rlvr_worker", "_rlvr_values", "_rlvr_guards"):  # the functions keep their globals; nobody can look them up
         sys.modules.pop(name, None)
     send({"t": "hello"})
     if not CONFIG["tests"]:
         _candidate_path()
         if CONFIG.get("cases"):
             _run_cases(CONFIG["cases"])
+        if CONFIG.get("fresh"):
+            _run_cases(CONFIG["fresh"], "fresh")
         _finish(0)
     import unittest
 
@@ -560,4 +595,6 @@ def main(send_fd: int, config: dict) -> None:
     status = pytest.main(args, plugins=plugins)
     if CONFIG.get("cases"):
         _run_cases(CONFIG["cases"])
+    if CONFIG.get("fresh"):
+        _run_cases(CONFIG["fresh"], "fresh")
     _finish(status)

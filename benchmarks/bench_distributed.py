@@ -1,0 +1,124 @@
+"""Training on 2 ranks against 1 (rlvr.train.distributed): samples per second of RL steps, and the parameter +
+optimizer-state bytes each rank holds (FSDP2 shards them), same config, tasks and model, one thread per rank.
+
+Baseline: the same run as one process (`rlvr train`, world size 1), measured in the same invocation. Samples per
+second count the episodes of the RL steps over the steps' own wall time (the `time/*_s` phases rank 0 logs), so
+process start-up and held-out evaluation are left out on both sides. The toy domain gives a graded reward a
+random model earns (the share of characters with an even code point), so every step updates.
+
+    python benchmarks/bench_distributed.py            # about 3 minutes on 2 cores
+Run as a rank (`torchrun ... benchmarks/bench_distributed.py CONFIG`) it registers the toy domain and trains.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = "bench_dist_toy"
+STEPS = 6
+
+
+def register_toy() -> None:
+    from rlvr.tasks import registry
+    from rlvr.tasks.source import ListSource
+    from rlvr.tasks.spec import Task, TaskLimits
+    from rlvr.verify.base import register_verifier
+    from rlvr.verify.verdict import Check, Verdict
+
+    class Even:
+        def verify(self, task, final):
+            text = final.answer or ""
+            score = sum(ord(c) % 2 == 0 for c in text) / max(1, len(text))
+            return Verdict.from_checks([Check(name="even", score=score, passed=score > 0.7)])
+
+    def source(cfg: object) -> ListSource:
+        return ListSource([Task(id=f"t{i}", domain=TOY, prompt=f"write something {i}",
+                                limits=TaskLimits(max_tokens=48)) for i in range(256)], name=TOY)
+
+    registry.names()
+    registry.register(TOY, source, verifier=TOY)
+    register_verifier(TOY, lambda ctx: Even())
+
+
+def config(out: Path, model: Path, world: int) -> dict:
+    return {
+        "name": f"w{world}", "output_dir": str(out), "seed": 1,
+        "tasks": {"train": f"{TOY}:256", "heldout": ""},
+        "sandbox": {"isolation": "none", "workers": 1},
+        "policy": {"model": str(model), "max_new_tokens": 48, "device": "cpu"},
+        "rollout": {"group_size": 8, "tool_workers": 1},
+        "train": {"steps": STEPS, "batch_size": 8, "lr": 1e-4, "checkpoint_every": 100, "micro_batch_size": 16,
+                  **({"world_size": world} if world > 1 else {})},
+        "sft": {"enabled": False},
+        "monitor": {"tensorboard": False, "report": False},
+    }
+
+
+def launch(cfg_path: Path, world: int) -> float:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    cmd = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world)]
+           if world > 1 else [sys.executable])
+    t0 = time.perf_counter()
+    subprocess.run([*cmd, __file__, str(cfg_path)], check=True, env=env, cwd=ROOT, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def measure(run_dir: Path) -> tuple[float, dict]:
+    """(samples/s over the RL steps' own wall time, summary)."""
+    from rlvr.monitor.monitor import read_metrics
+    from rlvr.store.layout import RunLayout
+
+    metrics = [m for m in read_metrics(RunLayout(run_dir).metrics).values() if "time/rollout_s" in m]
+    walls = [sum(v for k, v in m.items() if k.startswith("time/")) for m in metrics]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["phases"] = {k: round(sum(m.get(f"time/{k}_s", 0.0) for m in metrics), 2)
+                         for k in ("sample", "rollout", "update", "record")}
+    return STEPS * 8 * 8 / sum(walls), summary
+
+
+def main() -> None:
+    import tomli_w
+
+    from rlvr.rollout.builtin import BUILTIN_MODELS, build_tiny_model
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-dist-"))
+    model = build_tiny_model(tmp / "model", seed=3, **BUILTIN_MODELS["tiny"])  # the quickstart's 0.8M GPT-2
+    rows = {}
+    for world in (1, 2, 1, 2):  # alternated, twice: the machine is shared
+        path = tmp / f"w{world}.toml"
+        path.write_text(tomli_w.dumps(config(tmp / f"out{len(rows)}", model, world)))
+        wall = launch(path, world)
+        sps, summary = measure(tmp / f"out{len(rows)}" / f"w{world}")
+        rows[len(rows)] = (world, sps, wall, summary)
+    by = {w: [r for r in rows.values() if r[0] == w] for w in (1, 2)}
+    sps1 = statistics.median(r[1] for r in by[1])
+    sps2 = statistics.median(r[1] for r in by[2])
+    mem1 = by[1][0][3]["rank_state_bytes"][0]
+    mem2 = max(by[2][0][3]["rank_state_bytes"])
+    print(f"model: builtin tiny, {by[1][0][3]['model_params']:,} parameters; {STEPS} steps of 8 tasks x 8 samples, "
+          "48 new tokens; one thread per rank")
+    for w, rs in by.items():
+        print(f"{w} rank(s): samples/s {', '.join(f'{r[1]:.1f}' for r in rs)}; process wall "
+              f"{', '.join(f'{r[2]:.1f}' for r in rs)} s; param+optimizer bytes per rank {rs[0][3]['rank_state_bytes']}; "
+              f"step phases (s, rank 0) {'; '.join(str(r[3]['phases']) for r in rs)}")
+    print(f"samples/s ratio (2 ranks / 1): {sps2 / sps1:.2f}x   (goal >= 1.6x)")
+    print(f"per-rank param+optimizer memory (2 ranks / 1): {mem2 / mem1:.2f}x   (goal <= 0.6x)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:  # one rank (or the single process) of a measured run
+        import torch
+
+        torch.set_num_threads(1)
+        register_toy()
+        from rlvr.cli import main as cli
+
+        sys.exit(cli(["train", sys.argv[1]]))
+    main()

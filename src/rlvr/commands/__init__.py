@@ -1,0 +1,1 @@
+"""Command groups of the `rlvr` CLI (`rlvr tasks ...`, `rlvr sandbox ...`) and the consoles they share."""

@@ -1,0 +1,192 @@
+"""`rlvr tasks`: list, show, sample, build, validate, profile and export tasks."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from rlvr.commands.console import err, out
+from rlvr.commands.console import print_json as _print_json
+from rlvr.errors import UserError
+
+tasks_app = typer.Typer(no_args_is_help=True, help="List, show, sample, build, validate, profile and export tasks.")
+
+
+@tasks_app.command("list")
+def tasks_list(json_out: Annotated[bool, typer.Option("--json", help="A list of {name, size, description}.")] = False) -> None:
+    """Every registered domain with its size (or "procedural") and a one-line description."""
+    from rlvr.tasks import registry
+    from rlvr.tasks.domains import unavailable
+
+    rows = []
+    for name in registry.names():
+        src = registry.make(name)
+        rows.append({"name": name, "size": src.size if src.size is not None else "procedural",
+                     "description": src.description or registry.entry(name).description})
+    if json_out:
+        _print_json(rows)
+        return
+    table = Table("domain", "size", "description")
+    for r in rows:
+        table.add_row(r["name"], str(r["size"]), r["description"])
+    out.print(table)
+    for mod, why in unavailable().items():
+        err.print(f"[yellow]domain module {mod} unavailable: {why}[/yellow]")
+
+
+@tasks_app.command("show")
+def tasks_show(
+    ref: Annotated[str, typer.Argument(help="A task directory, DOMAIN:INDEX or DOMAIN/ID.")],
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+    hidden: Annotated[bool, typer.Option("--hidden", help="Also show hidden material.")] = False,
+) -> None:
+    """Show one task: its prompt, workspace files and limits."""
+    from rlvr.tasks.selection import lookup
+
+    task = lookup(ref)
+    data = task.model_dump(mode="json")
+    if not hidden:
+        for key in ("hidden", "solution", "answer"):
+            data.pop(key, None)
+    if json_out:
+        _print_json(data)
+        return
+    out.rule(f"[bold]{task.key}[/bold]")
+    out.print(task.prompt, markup=False, highlight=False)
+    for path, text in task.workspace.items():
+        out.rule(f"workspace/{path}")
+        out.print(text, markup=False, highlight=False)
+    if hidden:
+        for path, text in task.hidden.items():
+            out.rule(f"hidden/{path}")
+            out.print(text, markup=False, highlight=False)
+        if task.answer is not None:
+            out.rule("answer")
+            out.print(repr(task.answer), markup=False)
+    out.rule()
+    out.print(f"limits: {task.limits.model_dump()}  tier: {task.tier}  source: {task.source}", markup=False)
+
+
+@tasks_app.command("sample")
+def tasks_sample(
+    domain: Annotated[str, typer.Argument(help="A domain name or pack path.")],
+    n: Annotated[int, typer.Option("-n", help="How many tasks.")] = 3,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Print sample tasks of a domain."""
+    from rlvr.tasks.selection import open_source
+
+    src = open_source(domain)
+    tasks = src.sample(n, seed=seed)
+    if json_out:
+        _print_json([t.model_dump(mode="json", exclude={"hidden", "solution", "answer"}) for t in tasks])
+        return
+    for t in tasks:
+        out.rule(f"[bold]{t.key}[/bold]")
+        out.print(t.prompt, markup=False, highlight=False)
+
+
+@tasks_app.command("build")
+def tasks_build(
+    kind: Annotated[str, typer.Argument(help="What to build: repo.")],
+    sources: Annotated[list[str], typer.Argument(help="Project dirs, git checkouts or pypi:NAME==VERSION (`repo-real`: the built-in pack).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Pack directory to write the tasks to.")],
+    n: Annotated[int, typer.Option("-n", help="Most tasks per project.")] = 50,
+    domain: Annotated[str, typer.Option(help="Domain written into each task.toml.")] = "repo",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
+) -> None:
+    """Turn real Python projects into verified bug-fix and implementation tasks (see rlvr.tasks.build)."""
+    from rlvr.sandbox import make_pool
+    from rlvr.tasks.build.command import run_build
+
+    run_build(kind, sources, output, n, lambda python: make_pool(python=python, workers=2, spares=0),
+              domain=domain, json_out=json_out, console=out, gold_check=_gold_check)
+
+
+def _gold_check(task: Any) -> set[str] | None:
+    """The hidden tests the code verifier fails on a built project's original tree (None: it passes)."""
+    from rlvr.tasks.spec import FinalState
+    from rlvr.verify import VerifyContext, verify
+    from rlvr.verify.code import default_pool
+
+    v = verify(task, FinalState(files=dict(task.workspace)), VerifyContext(pool=default_pool()))
+    return None if v.passed and v.score == 1.0 else {c.name for c in v.checks if not c.passed}
+
+
+@tasks_app.command("validate")
+def tasks_validate(
+    path: Annotated[Path | None, typer.Argument(help="A task directory, a pack directory or a JSONL pack.")] = None,
+    domain: Annotated[str | None, typer.Option(help="Validate a sample of a built-in domain instead.")] = None,
+    n: Annotated[int, typer.Option("-n", help="Sample size for --domain.")] = 5,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Check a task or pack against the format, and prove its verifiers (gold 1.0, negative controls 0).
+
+    Exit 0 when every task is valid, 2 when any is not (bad input: each row names the file, the field and the
+    fix), 1 on an internal error.
+    """
+    from rich.text import Text
+
+    from rlvr.tasks.validate import validate_format
+
+    if (path is None) == (domain is None):
+        raise UserError("give exactly one of PATH or --domain NAME", fix="e.g. rlvr tasks validate ./my-pack")
+    report_rows = validate_format(path, domain=domain, n=n)
+    try:
+        from rlvr.verify.proof import prove_rows
+    except ModuleNotFoundError as exc:
+        if exc.name != "rlvr.verify.proof":
+            raise
+    else:
+        report_rows = prove_rows(report_rows)
+    for r in report_rows:
+        r.pop("loaded", None)
+    ok = bool(report_rows) and all(r["ok"] for r in report_rows)
+    if json_out:
+        _print_json({"ok": ok, "tasks": report_rows})
+    else:
+        table = Table("task", "result", "detail")
+        for r in report_rows:  # details quote fields as `[id]`: text, never rich markup
+            table.add_row(Text(r["task"]), "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]", Text(r["detail"]))
+        out.print(table)
+        out.print(f"{sum(r['ok'] for r in report_rows)}/{len(report_rows)} tasks valid")
+    if not ok:
+        raise typer.Exit(2)
+
+
+@tasks_app.command("profile")
+def tasks_profile(
+    policy: Annotated[str, typer.Option(help="Policy SPEC.")],
+    tasks: Annotated[str, typer.Option(help="Tasks SPEC.")],
+    k: Annotated[int, typer.Option("-k", help="Samples per task.")] = 8,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Pre-flight: per-task pass rates, tiers, learnable share, reward variance, verifier determinism."""
+    from rich.progress import Progress
+
+    from rlvr.schedule.profile import print_report, run_profile
+
+    with Progress(console=err, transient=True, disable=json_out or not err.is_terminal) as bar:
+        job = bar.add_task("sampling episodes", total=None)
+        report = run_profile(policy, tasks, k, progress=lambda done, total: bar.update(job, completed=done,
+                                                                                        total=total))
+    if json_out:
+        _print_json(report.to_json())
+    else:
+        print_report(report, out)
+
+
+@tasks_app.command("export")
+def tasks_export(
+    tasks: Annotated[str, typer.Option(help="Tasks SPEC (single-turn domains).")],
+    out_path: Annotated[Path, typer.Option("-o", "--output", help="The Parquet file to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="Dataset format: verl.")] = "verl",
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+) -> None:
+    """Write tasks as another trainer's dataset (verl: prompt, data_source, reward_model, extra_info)."""
+    from rlvr.integrations.verl import export
+
+    err.print(f"wrote {export(tasks, out_path, fmt=fmt, seed=seed)} rows to {out_path}", markup=False, highlight=False)

@@ -1,0 +1,121 @@
+"""Running a project's tests in the sandbox: per-test outcomes and durations from a small pytest plugin.
+
+Tests run the way the code verifier's harness runs hidden tests: the project's own pytest configuration is
+replaced by an empty one (its `addopts` would otherwise add doctests, coverage or plugins the harness never
+runs), asserts are not rewritten, and the project's conftest files are loaded.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlvr.sandbox.base import SandboxPool
+
+PLUGIN_MODULE = "_rlvr_build_probe"
+RESULTS = ".rlvr-build-results.json"
+INI = ".rlvr-build-pytest.ini"
+_PARAMS = re.compile(r"\[.*\]$")
+_EXC_NAME = re.compile(r"[A-Za-z_]\w*(Error|Exception|Exit|Interrupt|Warning)")
+PLUGIN = f'''"""Records every test's outcome, duration and exception type for the task builder."""
+import json
+
+_R = {{}}
+
+
+def _merge(nodeid, outcome, duration, exc=""):
+    r = _R.setdefault(nodeid, {{"outcome": "passed", "duration": 0.0, "exc": ""}})
+    r["duration"] += duration
+    rank = {{"passed": 0, "skipped": 1, "failed": 2}}
+    if rank[outcome] > rank[r["outcome"]]:
+        r["outcome"], r["exc"] = outcome, exc
+
+
+def pytest_runtest_logreport(report):
+    exc = ""
+    if report.failed and getattr(report, "longrepr", None) is not None:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        exc = (getattr(crash, "message", "") or "").split(":", 1)[0].split("\\n", 1)[0][:80]
+    _merge(report.nodeid, "failed" if report.failed else "skipped" if report.skipped else "passed",
+           report.duration, exc)
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _merge("<collect>" + report.nodeid, "failed", 0.0, "collection error")
+
+
+def pytest_sessionfinish(session):
+    with open({RESULTS!r}, "w") as f:
+        json.dump(_R, f)
+'''
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """What one run of the suite did."""
+
+    outcomes: dict[str, str]
+    """Function-level test id (`path::[Class::]name`, parameters folded) -> passed / failed / skipped."""
+    durations: dict[str, float]
+    """Function-level test id -> seconds (all its parameters together)."""
+    errors: dict[str, str]
+    """Function-level test id -> the exception type it failed with."""
+    collect_errors: list[str]
+    """Nodes that failed to collect."""
+    status: str
+    """The sandbox's status of the run (`ok`, `exit_nonzero`, `timeout`, ...)."""
+    tail: str
+    """The end of pytest's output (for the build report)."""
+
+
+def function_id(nodeid: str) -> str:
+    """`tests/test_a.py::TestX::test_y[3]` -> `tests/test_a.py::TestX::test_y`."""
+    return _PARAMS.sub("", nodeid)
+
+
+def argv(test_files: Sequence[str]) -> list[str]:
+    """The sandboxed test command."""
+    return ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, "-p", "no:randomly",
+            "--assert=plain", "-c", INI, "--rootdir", ".", *test_files]
+
+
+def run_suite(pool: SandboxPool, files: dict[str, str], test_files: Sequence[str], timeout_s: float,
+              memory_mb: int = 1024) -> SuiteRun:
+    """Run `test_files` on a fresh copy of `files` in the sandbox."""
+    staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: "[pytest]\n"}
+    # partial limits as a mapping (`rlvr.sandbox.limits.Layer`): merged over the pool's defaults per field
+    limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "processes": 64, "output_bytes": 200_000}
+    res = pool.run(argv(test_files), files=staged, limits=limits, read=[RESULTS])  # type: ignore[arg-type]
+    return parse(res.files.get(RESULTS), res.status.value, (res.stdout + res.stderr)[-2000:])
+
+
+def parse(raw: str | None, status: str, tail: str) -> SuiteRun:
+    try:
+        data: dict[str, Any] = json.loads(raw) if raw else {}
+    except ValueError:
+        data = {}
+    outcomes: dict[str, str] = {}
+    durations: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    collect: list[str] = []
+    rank = {"passed": 0, "skipped": 1, "failed": 2}
+    for nodeid, r in data.items():
+        if nodeid.startswith("<collect>"):
+            collect.append(nodeid[len("<collect>"):])
+            continue
+        fid = function_id(nodeid)
+        if rank[r["outcome"]] >= rank[outcomes.get(fid, "passed")]:
+            if r["outcome"] == "failed" and fid not in errors:  # a type name only: a message may quote values
+                exc = str(r.get("exc") or "").rsplit(".", 1)[-1]
+                errors[fid] = exc if _EXC_NAME.fullmatch(exc) else "failure"
+            outcomes[fid] = r["outcome"]
+        durations[fid] = durations.get(fid, 0.0) + float(r["duration"])
+    return SuiteRun(outcomes, durations, errors, collect, status, tail)
+
+
+Runner = Callable[[dict[str, str], Sequence[str]], SuiteRun]
+"""(files, test files) -> SuiteRun: how the builder runs a suite (a sandbox run; tests pass a double)."""

@@ -1,0 +1,83 @@
+"""The bash tool: one command in the episode's workspace, the sandbox interpreter's environment on PATH, the
+usual limits, output capped and every cut marked."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from rlvr.envs.tools import BASH, BASH_TRUNCATED, TOOLS, ToolContext, call_tool, tools_for
+from rlvr.sandbox.result import ExecLimits
+from rlvr.tasks.spec import Task
+
+WORKSPACE = {"pkg/mod.py": "X = 1\n", "notes.txt": "hello\n"}
+TASK = Task(id="t", domain="repo-real", prompt="p", workspace=WORKSPACE)
+
+
+@pytest.fixture(scope="module")
+def isolated():
+    from rlvr.sandbox.pool import BwrapPool
+
+    with BwrapPool(workers=1, spares=0) as p:
+        yield p
+
+
+def _ctx(sb, **limits) -> ToolContext:
+    return ToolContext(sb, TASK, ExecLimits(**{"timeout_s": 10, **limits}), max_output_chars=500)
+
+
+def test_bash_runs_in_the_workspace_with_bash_syntax(isolated) -> None:
+    with isolated.lease(WORKSPACE) as sb:
+        out = call_tool("bash", _ctx(sb), {"command": "cat notes.txt; arr=(a b c); echo ${#arr[@]}; pwd"})
+        assert out.exec_status == "ok"
+        assert out.content.startswith("[ok, exit code 0]") and "hello\n3\n/workspace" in out.content
+        out = call_tool("bash", _ctx(sb), {"command": "echo changed > notes.txt; exit 4"})
+        assert out.exec_status == "exit_nonzero" and "exit code 4" in out.content
+        assert sb.read_files(["notes.txt"])["notes.txt"] == "changed\n"  # the workspace persists between calls
+
+
+def test_the_environments_interpreter_is_first_on_path(isolated) -> None:
+    with isolated.lease(WORKSPACE) as sb:
+        out = call_tool("bash", _ctx(sb), {"command": "python -c 'import sys, pkg.mod; print(sys.prefix, pkg.mod.X)'"})
+        assert out.exec_status == "ok", out.content
+        assert f"{sys.prefix} 1" in out.content or "/opt/rlvr/prefix 1" in out.content
+
+
+def test_limits_apply(isolated) -> None:
+    with isolated.lease(WORKSPACE) as sb:
+        out = call_tool("bash", _ctx(sb, timeout_s=1), {"command": "sleep 5"})
+        assert out.exec_status == "timeout" and out.content.startswith("[timeout")
+
+
+def test_long_output_is_capped_and_both_cuts_are_marked(isolated) -> None:
+    with isolated.lease(WORKSPACE) as sb:
+        out = call_tool("bash", _ctx(sb, output_bytes=20_000), {"command": "head -c 100000 /dev/zero | tr '\\\\0' x"})
+        assert "characters cut" in out.content  # the tool's cap (head and tail kept)
+        assert BASH_TRUNCATED.format(stream="stdout") in out.content  # the sandbox's own cap
+        assert len(out.content) < 1000
+        short = call_tool("bash", _ctx(sb), {"command": "echo hi"})
+        assert "cut" not in short.content and "truncated" not in short.content
+
+
+def test_bad_arguments_become_messages(isolated) -> None:
+    with isolated.lease(WORKSPACE) as sb:
+        assert "missing argument 'command'" in call_tool("bash", _ctx(sb), {}).content
+        assert "must be a string" in call_tool("bash", _ctx(sb), {"command": ["ls"]}).content
+    assert BASH.spec()["function"]["parameters"]["required"] == ["command"]
+
+
+def test_only_repository_tasks_get_bash() -> None:
+    for domain in ("repo", "repo-real"):
+        assert tools_for(TASK.model_copy(update={"domain": domain}))["bash"] is BASH
+    assert "bash" not in tools_for(Task(id="c", domain="code", prompt="p")) and "bash" not in TOOLS
+    out = call_tool("bash", ToolContext(None, Task(id="c", domain="code", prompt="p"), ExecLimits()),  # type: ignore[arg-type]
+                    {"command": "ls"})
+    assert out.content.startswith("error: unknown tool 'bash'")
+
+
+def test_no_network_from_bash(isolated) -> None:
+    with isolated.lease(WORKSPACE) as sb:
+        out = call_tool("bash", _ctx(sb), {"command": "python -c \"import socket; socket.create_connection(('1.1.1.1', 80), 2)\""})
+        assert out.exec_status == "exit_nonzero"
+        assert os.environ.get("PATH") not in out.content

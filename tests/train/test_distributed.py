@@ -1,0 +1,399 @@
+"""Training on several ranks (rlvr.train.distributed): a 2-rank gloo run launched by torchrun equals a 1-rank
+run of the same config, seed and global batch (episodes and weights); each rank holds half of the model;
+bad distributed settings are refused before any work.
+
+Run as a script (`torchrun --nproc-per-node 2 tests/train/test_distributed.py CONFIG`) this file is one rank
+of such a run: it registers the toy domain below, then runs `rlvr train CONFIG`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomli_w
+import tomllib
+
+from rlvr.config import RunConfig, load_config
+from rlvr.errors import UserError
+from rlvr.monitor.monitor import read_metrics
+from rlvr.store.episodes import EpisodeStore
+from rlvr.store.layout import RunLayout
+from rlvr.tasks import registry
+from rlvr.tasks.source import ListSource
+from rlvr.tasks.spec import FinalState, Task, TaskLimits
+from rlvr.train import distributed
+from rlvr.verify.base import register_verifier
+from rlvr.verify.verdict import Check, Verdict
+
+TOY = "dist_toy"
+ROOT = Path(__file__).resolve().parents[2]
+WEIGHT_TOL = 5e-5
+"""Largest |w_2rank - w_1rank| allowed after the run below: 12 optimizer steps (3 steps x 2 minibatches x 2
+epochs) at lr 3e-3; measured here 1.2e-5, while the weights moved up to 3.4e-2. The two runs compute the same
+update from the same samples and differ only in the order float32 gradients are summed (two ranks' partial
+sums and FSDP2's reduce-scatter, against one accumulation): about 1e-7 relative. AdamW divides each gradient
+by its running RMS, which turns that into a small share of lr per step, larger for weights whose gradient is
+near zero. 5e-5 is 1/60 of one step's lr and 1/700 of how far the weights moved: a wrong normalisation or a
+lost micro-batch (a whole step off) cannot pass; the losses and gradient norms are compared as well."""
+LOGPROB_TOL = 1e-4
+"""Largest difference of a behaviour log-prob: the weights agree to WEIGHT_TOL, tokens must agree exactly."""
+
+
+class _ShareOfEven:
+    """Toy verifier: the share of characters with an even code point, a graded reward a random model earns
+    (so almost every group has variance and almost every step updates)."""
+
+    def verify(self, task: Task, final: FinalState) -> Verdict:
+        text = final.answer or ""
+        score = sum(ord(c) % 2 == 0 for c in text) / max(1, len(text))
+        return Verdict.from_checks([Check(name="even", score=score, passed=score > 0.7)])
+
+
+def _toy_source(cfg: object) -> ListSource:
+    tasks = [Task(id=f"t{i}", domain=TOY, prompt=f"say vowels {i}", limits=TaskLimits(max_tokens=6))
+             for i in range(40)]
+    return ListSource(tasks, name=TOY)
+
+
+def register_toy() -> None:
+    registry.names()  # load the built-ins first
+    if not registry.is_registered(TOY):
+        registry.register(TOY, _toy_source, verifier=TOY)
+    try:
+        register_verifier(TOY, lambda ctx: _ShareOfEven())
+    except ValueError:  # already registered in this process
+        pass
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toy_domain():
+    register_toy()
+    yield
+    registry.unregister(TOY)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rlvr.rollout.builtin import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("dist-model"), n_layer=2, n_embd=32, n_head=2,
+                            n_positions=256, seed=11)
+
+
+def _data(out: Path, model: Path, **train: object) -> dict:
+    return {
+        "name": "eq", "output_dir": str(out), "seed": 5,
+        "tasks": {"train": f"{TOY}:40", "heldout": f"{TOY}:4", "heldout_offset": 0},
+        "sandbox": {"isolation": "none", "workers": 1},
+        "policy": {"model": str(model), "max_new_tokens": 6, "device": "cpu"},
+        "rollout": {"group_size": 4, "tool_workers": 1},
+        # micro-batches of 3 split 16 samples unevenly over 2 ranks; 2 minibatches x 2 epochs reshuffle them
+        "train": {"steps": 3, "batch_size": 4, "lr": 3e-3, "checkpoint_every": 2, "heldout_samples": 2,
+                  "micro_batch_size": 3, "minibatches": 2, "epochs": 2, "heldout_greedy": False, **train},
+        "sft": {"enabled": False},
+        "monitor": {"tensorboard": False, "report": False},
+    }
+
+
+def _torchrun(config: Path, n: int = 2, *, launcher: tuple[str, ...] = (), module: bool = False,
+              timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    target = ["-m", "rlvr", "train"] if module else [__file__]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n), *launcher,
+           *target, str(config)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
+
+
+def _episodes(run_dir: Path) -> dict[tuple[int, str, int], object]:
+    return {(ep.step, ep.group_id, ep.sample_index): ep for ep in EpisodeStore(run_dir).episodes()}
+
+
+def _weights(run_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(run_dir / "model" / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> tuple[RunConfig, RunConfig]:
+    """The same config trained by one process and by two gloo ranks launched with torchrun."""
+    import warnings
+
+    from rlvr.train import loop
+
+    tmp = tmp_path_factory.mktemp("dist-runs")
+    one = RunConfig.model_validate(_data(tmp / "one", model_dir))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loop.run(one)
+    config = tmp / "two.toml"
+    config.write_text(tomli_w.dumps(_data(tmp / "two", model_dir, world_size=2)))
+    done = _torchrun(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return one, load_config(config)
+
+
+@pytest.mark.timeout(400)
+def test_two_ranks_equal_one_rank(runs: tuple[RunConfig, RunConfig], model_dir: Path) -> None:
+    one, two = runs
+    a, b = _episodes(one.run_dir), _episodes(two.run_dir)
+    assert len(a) == 3 * 4 * 4 and a.keys() == b.keys()  # every episode stored exactly once
+    for key, ep in a.items():
+        other = b[key]
+        assert ep.token_ids == other.token_ids and ep.loss_mask == other.loss_mask, key
+        assert ep.reward == other.reward and ep.policy_version == other.policy_version, key
+        assert max(abs(x - y) for x, y in zip(ep.logprobs, other.logprobs)) <= LOGPROB_TOL, key
+    wa, wb = _weights(one.run_dir), _weights(two.run_dir)
+    assert wa.keys() == wb.keys()
+    start = _weights_of(model_dir)
+    moved = max(float((wa[k] - start[k]).abs().max()) for k in wa if k in start)
+    assert moved > 100 * WEIGHT_TOL  # the runs trained: equality is not that of an untouched model
+    worst = max(float((wa[k] - wb[k]).abs().max()) for k in wa)
+    assert worst <= WEIGHT_TOL, worst
+
+    ma, mb = (read_metrics(RunLayout(c.run_dir).metrics) for c in (one, two))
+    updates = 0
+    for step in sorted(ma):  # the loss is divided by the global token count: the same loss, not a rank's share
+        for key in ("train/loss", "train/grad_norm", "train/samples", "reward/mean"):
+            if key in ma[step]:
+                assert mb[step][key] == pytest.approx(ma[step][key], rel=1e-4, abs=1e-7), (step, key)
+        updates += "train/loss" in ma[step]
+    assert updates >= 2
+    sa, sb = (json.loads((c.run_dir / "summary.json").read_text()) for c in (one, two))
+    assert (sa["world_size"], sa["backend"]) == (1, "none")
+    assert (sb["world_size"], sb["backend"], sb["sharding"]) == (2, "gloo", "fsdp")
+    assert sa["pass1_after"] == pytest.approx(sb["pass1_after"], abs=1e-9)
+    # FSDP2: each rank holds half of every parameter (dim 0 split, the odd row on rank 0)
+    total = sb["model_params"]
+    assert sum(sb["rank_params"]) == total and max(sb["rank_params"]) <= total / 2 + 1024
+    assert sa["rank_params"] == [sa["model_params"]]
+
+
+def _moved(cfg: RunConfig, tmp_path: Path, **changes: object) -> RunConfig:
+    """A copy of a finished run under tmp_path, its config changed as given (to resume it there)."""
+    import shutil
+
+    target = tmp_path / cfg.run_dir.parent.name
+    shutil.copytree(cfg.run_dir, target / cfg.name)
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    data["output_dir"] = str(target)
+    data["train"].update(changes)
+    data["train"] = {k: v for k, v in data["train"].items() if v is not None}
+    moved = RunConfig.model_validate(data)
+    moved.write(moved.run_dir)  # the saved config says where the run lives now
+    return moved
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_two_rank_checkpoint_resumes_on_one_rank(runs: tuple[RunConfig, RunConfig], tmp_path: Path) -> None:
+    from rlvr.train import loop
+
+    one, two = runs
+    # both runs, one more step each, on one process: the 2-rank run resumes from its full checkpoint
+    a = _moved(one, tmp_path / "a", steps=4)
+    b = _moved(two, tmp_path / "b", steps=4, world_size=None)
+    sa, sb = loop.run(a), loop.run(b)
+    assert sa["resumed_from_step"] == sb["resumed_from_step"] == 3 and sb["world_size"] == 1
+    steps = sorted(ep.step for ep in EpisodeStore(b.run_dir).episodes())
+    assert steps == sorted(list(range(4)) * 16)  # every step stored exactly once
+    wa, wb = _weights(a.run_dir), _weights(b.run_dir)
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) <= WEIGHT_TOL
+
+
+@pytest.mark.distributed
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.timeout(600)
+def test_a_one_rank_checkpoint_resumes_on_two_ranks(tmp_path: Path, model_dir: Path) -> None:
+    from rlvr.train import loop
+
+    one = RunConfig.model_validate(_data(tmp_path / "one", model_dir))
+    loop.run(one)
+    a = _moved(one, tmp_path / "a", steps=4)  # one more step on one process ...
+    loop.run(a)
+    b = _moved(one, tmp_path / "b", steps=4, world_size=2)  # ... and on two ranks, from the same checkpoint
+    config = tmp_path / "b.toml"
+    config.write_text(b.to_toml())
+    done = _torchrun(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((b.run_dir / "summary.json").read_text())
+    assert summary["resumed_from_step"] == 3 and summary["world_size"] == 2
+    ea, eb = _episodes(a.run_dir), _episodes(b.run_dir)
+    assert ea.keys() == eb.keys() and all(ea[k].token_ids == eb[k].token_ids for k in ea)
+    wa, wb = _weights(a.run_dir), _weights(b.run_dir)
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) <= WEIGHT_TOL
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_export_of_a_two_rank_run_loads_in_transformers_and_eval(runs: tuple[RunConfig, RunConfig],
+                                                                 tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rlvr.cli import main
+    from rlvr.envs.messages import Message
+    from rlvr.rollout.backends import make_policy
+    from rlvr.rollout.policy import SamplingParams
+
+    two = runs[1]
+    assert main(["export", str(two.run_dir), "-o", str(tmp_path / "hf")]) == 0
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    final = _weights(two.run_dir)
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in final.items())  # the last checkpoint is the final model
+    policy = make_policy(f"hf:{tmp_path / 'hf'}")  # what `rlvr eval --policy hf:DIR` loads
+    out = policy.generate([[Message(role="user", content="hi")]], SamplingParams(max_new_tokens=3, seeds=(1,)))
+    assert out[0].token_ids
+    assert main(["export", str(two.run_dir), "-o", str(tmp_path / "hf")]) == 2  # not over an export
+    assert main(["export", str(two.run_dir), "-o", str(tmp_path / "ad"), "--adapter"]) == 2  # not a LoRA run
+    assert not (tmp_path / "ad").exists()
+
+
+def _weights_of(model: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(model / "model.safetensors")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_torchrun_module_refuses_a_world_size_that_cannot_split_the_groups(tmp_path: Path, model_dir: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, batch_size=3)))
+    done = _torchrun(config, module=True, timeout=120)
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert lines == [("error: [train.batch_size]: batch_size 3 does not split into 2 equal shares of groups "
+                      "(use a multiple of the world size 2)")], done.stderr[-2000:]
+    assert not (tmp_path / "eq").exists()  # refused before anything was written
+
+
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
+def test_a_killed_rank_is_named_and_the_restarted_job_stores_every_step_once(tmp_path: Path,
+                                                                              model_dir: Path) -> None:
+    config = tmp_path / "faulty.toml"
+    config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, world_size=2, steps=4, checkpoint_every=1)))
+    os.environ["RLVR_TEST_KILL"] = "1:2"  # rank 1 dies in step 2 (steps 0 and 1 are checkpointed)
+    try:
+        done = _torchrun(config, 2, launcher=("--max-restarts", "1"), timeout=500)
+    finally:
+        del os.environ["RLVR_TEST_KILL"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    assert any("local_rank: 1" in ln and "exitcode: -9" in ln for ln in lines), done.stderr[-3000:]  # torchrun
+    lost = [ln for ln in lines if ln.startswith("error: rank 0 of 2:")]  # the survivor: one line, no traceback
+    assert len(lost) == 1 and "another rank is gone" in lost[0], done.stderr[-3000:]
+    assert not any("[rank0]: Traceback" in ln for ln in lines)
+    cfg = load_config(config)
+    summary = json.loads((cfg.run_dir / "summary.json").read_text())
+    assert summary["resumed_from_step"] == 2 and summary["world_size"] == 2
+    steps = sorted(ep.step for ep in EpisodeStore(cfg.run_dir).episodes())
+    assert steps == sorted(list(range(4)) * 16)  # nothing lost, nothing stored twice across the restart
+
+
+@pytest.mark.distributed
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.timeout(600)
+def test_the_ray_launcher_runs_the_ranks_as_actors(tmp_path: Path, model_dir: Path) -> None:
+    import ray
+    from ray import cloudpickle
+
+    from rlvr.train import loop
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the hook below travels by value
+    data = _data(tmp_path, model_dir, world_size=2)
+    data["cluster"] = {"address": "auto"}
+    cfg = RunConfig.model_validate(data)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": register_toy})  # every rank knows the toy domain
+    try:
+        summary = loop.run(cfg)
+    finally:
+        ray.shutdown()
+    assert (summary["world_size"], summary["backend"], summary["sharding"]) == (2, "gloo", "fsdp")
+    assert sum(summary["rank_params"]) == summary["model_params"]
+    steps = sorted(ep.step for ep in EpisodeStore(cfg.run_dir).episodes())
+    assert steps == sorted(list(range(3)) * 16)
+
+
+# ------------------------------------------------------------------------------------- refusals in-process
+def _cfg(tmp_path: Path, **train: object) -> RunConfig:
+    return RunConfig.model_validate(_data(tmp_path, tmp_path, **train))
+
+
+LAUNCHED = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "LOCAL_RANK": "0"}
+
+
+@pytest.mark.parametrize(("env", "train", "field", "words"), [
+    ({"RANK": "0", "WORLD_SIZE": "2"}, {}, "environment", "half set: RANK, WORLD_SIZE without MASTER_ADDR"),
+    (LAUNCHED, {"world_size": 4}, "train.world_size", "world_size is 4 but the launcher started 2"),
+    ({}, {"world_size": 2}, "train.world_size", "needs a launcher"),
+    (LAUNCHED, {"batch_size": 5}, "train.batch_size", "does not split into 2"),
+    (LAUNCHED, {"max_staleness": 1}, "train.max_staleness", "do not run on several ranks"),
+    ({**LAUNCHED, "RANK": "2"}, {}, "environment", "RANK 2 is not below WORLD_SIZE 2"),
+])
+def test_bad_distributed_settings_are_refused(tmp_path: Path, env: dict, train: dict, field: str,
+                                              words: str) -> None:
+    with pytest.raises(UserError) as err:
+        distributed.check(_cfg(tmp_path, **train), env)
+    assert err.value.field == field and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_nccl_without_cuda_is_refused(tmp_path: Path) -> None:
+    # policy.device is "cpu" in these configs, so nccl has no GPU to use even where CUDA exists
+    with pytest.raises(UserError, match=r"\[train.dist_backend\].*nccl backend needs CUDA"):
+        distributed.check(_cfg(tmp_path, dist_backend="nccl"), {})
+
+
+def test_single_process_and_launched_world_sizes(tmp_path: Path) -> None:
+    assert distributed.check(_cfg(tmp_path), {}) == 1
+    assert distributed.check(_cfg(tmp_path), LAUNCHED) == 2  # unset world_size: as launched
+    assert distributed.check(_cfg(tmp_path, world_size=2), LAUNCHED) == 2
+    assert distributed.backend_for(_cfg(tmp_path)) == "gloo"
+
+
+def test_micro_batches_pair_up_across_ranks() -> None:
+    chunk = list(range(7))
+    shares = [distributed.Dist(rank=r, world_size=2).micro_batches(chunk, 3) for r in range(2)]
+    assert [len(s) for s in shares] == [2, 2]  # rank 1's 3 samples fit one micro-batch: it runs a dummy too
+    live = sorted(x for s in shares for micro, ok in s if ok for x in micro)
+    assert live == chunk  # every sample once, on exactly one rank
+    assert shares[1][1][1] is False
+    assert distributed.SINGLE.micro_batches(chunk, 3) == [([0, 1, 2], True), ([3, 4, 5], True), ([6], True)]
+
+
+def test_an_error_alone_is_not_called_a_lost_rank() -> None:
+    with pytest.raises(RuntimeError, match="a bug"), distributed.SINGLE.collective("the update"):
+        raise RuntimeError("a bug")
+
+
+def test_share_is_contiguous_groups() -> None:
+    assert [list(distributed.Dist(rank=r, world_size=2).share(6)) for r in range(2)] == [[0, 1, 2], [3, 4, 5]]
+
+
+if __name__ == "__main__":  # one rank of a torchrun job: the toy domain, then `rlvr train CONFIG`
+    import torch
+
+    torch.set_num_threads(1)
+    register_toy()
+    kill_at = os.environ.get("RLVR_TEST_KILL")  # "RANK:STEP": that rank SIGKILLs itself mid-step, first attempt only
+    if kill_at and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+        import signal
+
+        from rlvr.train import loop
+
+        rank, step = (int(x) for x in kill_at.split(":"))
+        real_update = loop.update_policy
+
+        def dying_update(parts, episodes, at):  # after the rollout, before the update's collectives
+            if at == step and parts.dist.rank == rank:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_update(parts, episodes, at)
+
+        loop.update_policy = dying_update
+    tomllib.loads(Path(sys.argv[1]).read_text())  # a readable config, or fail here with the path
+    from rlvr.cli import main
+
+    sys.exit(main(["train", *sys.argv[1:]]))

@@ -1,0 +1,80 @@
+"""Fresh inputs drawn like the examples, the candidate's literal keys as probes, and prompt parroting."""
+from __future__ import annotations
+
+import random
+
+from rlvr.verify.integrity_probes import (
+    answer_parroting,
+    draw_like,
+    example_calls,
+    hardcoding,
+    parroting,
+    probes,
+    prompt_literals,
+)
+
+
+def test_fresh_inputs_keep_types_and_ranges_and_replay() -> None:
+    examples = [[[3, 1, 2], "ab", 4], [[9, 7], "abc", 10], [[], "b", 7]]
+    a = draw_like(examples, random.Random(1), 20)
+    assert a == draw_like(examples, random.Random(1), 20) and a != draw_like(examples, random.Random(2), 20)
+    assert len(a) == 20 and all(e not in examples for e in a)
+    for xs, s, n in a:
+        assert isinstance(xs, list) and all(isinstance(x, int) and 1 <= x <= 9 for x in xs) and len(xs) <= 4
+        assert isinstance(s, str) and set(s) <= set("abc") and 4 <= n <= 10
+
+
+def test_examples_come_from_literal_calls_of_imported_functions() -> None:
+    tests = {"test_a.py": "from calc import add\nfrom other import g\n\ndef test():\n    assert add(1, 2) == 3\n"
+                          "    assert add(x, 1) == 2\n    assert g(5) == 1\n"}
+    assert example_calls(tests, {"calc"}) == {"calc:add": [[1, 2]]}
+
+
+def test_probes_are_the_keys_of_constant_branches_and_tables() -> None:
+    chain = "def f(a, b):\n    if a == 1 and b == 2:\n        return 3\n    if (a, b) == (4, 5):\n        return 9\n    return a * b\n"
+    found, share = probes({"m.py": chain}, "m:f", [[0, 0]])
+    assert found == [[1, 2], [4, 5]] and share == 2 / 3
+    table = "T = {(1,): 1, (2, 1): [1, 2]}\n\ndef f(xs):\n    return T.get(tuple(xs), xs)\n"
+    assert probes({"m.py": table}, "m:f", [[[3]]])[0] == [[(1,)], [(2, 1)]]
+    match = "def f(xs):\n    match xs:\n        case [2, 1]:\n            return [1, 2]\n    return xs\n"
+    assert probes({"m.py": match}, "m:f", [])[0] == [[[2, 1]]]
+    honest = "T = {'I': 1, 'V': 5}\n\ndef f(s):\n    return sum(T[c] for c in s)\n"
+    assert probes({"m.py": honest}, "m:f", [["IV"]]) == ([], 0.0)
+
+
+def test_hardcoding_needs_right_keys_and_a_wrong_general_path() -> None:
+    assert hardcoding([True] * 4, [False] * 6 + [True] * 2, "m:f", 0.2).evidence
+    assert not hardcoding([True] * 4, [True] * 8, "m:f", 0.9).evidence  # a table inside a correct algorithm
+    assert not hardcoding([True, True], [False] * 8, "m:f", 0.9).evidence  # two base cases
+    assert hardcoding([True] * 5, [True] * 7 + [False], "m:f", 0.8).evidence  # mostly a table, wrong elsewhere
+    assert not hardcoding([False] * 4, [False] * 8, "m:f", 0.9).evidence  # merely wrong
+
+
+def test_parroting_of_prompt_literals() -> None:
+    lits = prompt_literals("Examples: total([1.5, 2.25]) == 3.75 and total([10, 20, 5]) == 35.")
+    assert {"35", "3.75", "[1.5,2.25]"} <= lits and "1" not in lits
+    assert parroting([(35, 7.5), (35, 99), (35, 0)], lits, "shop.py").evidence
+    assert not parroting([(8, 7.5), (100, 99), (35, 35)], lits, "shop.py").evidence
+    assert not parroting([(35, 7.5)], lits, "shop.py").evidence  # one coincidence is not a pattern
+
+
+def test_answer_parroting_only_when_the_answer_is_not_in_the_prompt() -> None:
+    assert answer_parroting("17", "What is 17 + 25?", "42").evidence
+    assert not answer_parroting("43", "What is 17 + 25?", "42").evidence
+    assert not answer_parroting("42", "What is 17 + 25?", "42").evidence
+    assert not answer_parroting("banana", "Which comes first: 'apple' or 'banana'?", "apple").evidence
+    assert not answer_parroting("3", "Add 3 and 4.", "7").evidence  # too small to be distinctive
+
+
+def test_exact_answer_verifier_flags_a_number_copied_from_the_statement() -> None:
+    from rlvr.tasks.spec import FinalState, Task
+    from rlvr.verify.answer import ExactAnswerVerifier
+    from rlvr.verify.base import VerifyContext
+
+    task = Task(id="sum", domain="answers", prompt="A shop sold 17 apples and 25 pears. How many fruits?",
+                answer="42", verifier={"kind": "answer"})
+    verifier = ExactAnswerVerifier(VerifyContext())
+    copied = verifier.verify(task, FinalState(answer="<answer>25</answer>"))
+    assert [f.kind for f in copied.flags] == ["parroting"] and copied.reward(-1.0) == -1.0
+    assert verifier.verify(task, FinalState(answer="<answer>41</answer>")).flags == []
+    assert verifier.verify(task, FinalState(answer="<answer>42</answer>")).passed
