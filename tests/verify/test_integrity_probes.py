@@ -78,3 +78,17 @@ def test_exact_answer_verifier_flags_a_number_copied_from_the_statement() -> Non
     assert [f.kind for f in copied.flags] == ["parroting"] and copied.reward(-1.0) == -1.0
     assert verifier.verify(task, FinalState(answer="<answer>41</answer>")).flags == []
     assert verifier.verify(task, FinalState(answer="<answer>42</answer>")).passed
+
+
+def test_answer_domains_flag_a_wrong_answer_copied_from_the_statement() -> None:
+    from rlvr.tasks.spec import FinalState, Task
+    from rlvr.verify.math import MathVerifier
+    from rlvr.verify.base import VerifyContext
+
+    task = Task(id="m", domain="math", prompt="A train leaves at 1450 km/h for 3.5 hours. How far does it go?",
+                answer="5075")
+    verify = MathVerifier(VerifyContext()).verify
+    copied = verify(task, FinalState(answer="<answer>1450</answer>"))
+    assert [f.kind for f in copied.flags] == ["parroting"] and not copied.passed
+    assert verify(task, FinalState(answer="<answer>5000</answer>")).flags == []  # an honest wrong answer
+    assert verify(task, FinalState(answer="<answer>5075</answer>")).passed

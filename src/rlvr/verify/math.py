@@ -14,6 +14,7 @@ from typing import Any
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.answer import Fallback, extract_answer, guarded, normalize_text
 from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier
+from rlvr.verify.integrity_probes import answer_parroting
 from rlvr.verify.verdict import Check, Flag, Verdict
 
 MAX_ANSWER_CHARS = 1000
@@ -91,6 +92,8 @@ class MathVerifier:
         ok = done and result is True
         if not done:
             details["problem"] = result
+        if not ok:  # a wrong answer copied from the statement
+            flags += answer_parroting(found.text, task.prompt, str(task.answer)).flags()
         check = Check(name="answer", score=float(ok), passed=ok,
                       detail="equal to the reference" if ok else f"not equal to the reference {task.answer!s:.80}")
         return Verdict.from_checks([check], flags=flags, details=details)

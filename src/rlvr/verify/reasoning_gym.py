@@ -22,6 +22,7 @@ from rlvr.tasks.domains.reasoning_gym import EXAMPLE_FILE, dataset, entry_of
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.answer import Fallback, extract_answer, guarded, normalize_text
 from rlvr.verify.base import VerifierSettings, VerifyContext, register_verifier
+from rlvr.verify.integrity_probes import answer_parroting
 from rlvr.verify.verdict import Check, Flag, Verdict
 
 Guard = Callable[[str, dict[str, Any]], bool]
@@ -162,6 +163,8 @@ class ReasoningGymVerifier:
             details["package_score"] = score
         if EXAMPLE_FILE in task.hidden:
             details["multiple_solutions"] = True
+        if not ok and entry.get("answer") is not None:  # a wrong answer copied from the question
+            flags += answer_parroting(found.text, str(entry.get("question", "")), str(entry["answer"])).flags()
         check = Check(name="answer", score=float(ok), passed=ok, detail=why)
         return Verdict.from_checks([check], flags=flags, details=details)
 
