@@ -362,14 +362,15 @@ def scan_sources(files: Mapping[str, str], test_names: Iterable[str] = (),
 
 
 # ----------------------------------------------------------------------------- hard-coded test cases
-def _literal(node: ast.AST) -> object:
+def literal(node: ast.AST) -> object:
+    """The value of a literal expression, or NOT_LITERAL (also for hostile ones that blow up the evaluator)."""
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _NOT
+        return NOT_LITERAL
 
 
-_NOT = object()
+NOT_LITERAL = object()
 
 
 def _distinctive(v: object) -> bool:
@@ -408,12 +409,12 @@ def visible_cases(tests: Mapping[str, str]) -> list[tuple[list[object], object, 
                 continue
             for call_side, lit_side in ((node.test.left, node.test.comparators[0]),
                                         (node.test.comparators[0], node.test.left)):
-                expected = _literal(lit_side)
-                if expected is _NOT:
+                expected = literal(lit_side)
+                if expected is NOT_LITERAL:
                     continue
                 for call in (n for n in ast.walk(call_side) if isinstance(n, ast.Call)):
-                    args = [_literal(a) for a in call.args]
-                    if args and all(a is not _NOT for a in args):
+                    args = [literal(a) for a in call.args]
+                    if args and all(a is not NOT_LITERAL for a in args):
                         cases.append((args, expected, path, node.lineno))
     return cases
 
@@ -436,24 +437,24 @@ def hard_coded_cases(candidate: Mapping[str, str], visible_tests: Mapping[str, s
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
                 for side in [node.left, *node.comparators]:
-                    v = _literal(side)
-                    if v is not _NOT:
+                    v = literal(side)
+                    if v is not NOT_LITERAL:
                         compared.setdefault(_key(v), node.lineno)
                         if isinstance(v, (tuple, list, set, frozenset)):
                             for x in v:  # `x in (case1, case2)`
                                 compared.setdefault(_key(x), node.lineno)
             elif isinstance(node, ast.Dict):
                 for k in node.keys:
-                    v = _literal(k) if k is not None else _NOT
+                    v = literal(k) if k is not None else NOT_LITERAL
                     if isinstance(v, tuple):
                         compared.setdefault(_key(v), node.lineno)
             elif isinstance(node, ast.MatchValue | ast.MatchSequence):
-                v = _literal(node.value) if isinstance(node, ast.MatchValue) else _NOT
-                if v is not _NOT:
+                v = literal(node.value) if isinstance(node, ast.MatchValue) else NOT_LITERAL
+                if v is not NOT_LITERAL:
                     compared.setdefault(_key(v), node.lineno)
             if isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.UnaryOp)):
-                v = _literal(node)
-                if v is not _NOT:
+                v = literal(node)
+                if v is not NOT_LITERAL:
                     present.add(_key(v))
         for args, expected, tpath, tline in cases:
             inputs = [a for a in args if _distinctive(a)]

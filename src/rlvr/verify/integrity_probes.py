@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlvr.verify.harness.values import encode, same
-from rlvr.verify.integrity import Findings, role_of
+from rlvr.verify.integrity import NOT_LITERAL as _NOT
+from rlvr.verify.integrity import Findings, literal, role_of
 
 MIN_PROBES = 3
 """Literal keys with constant results, right on the reference, from which a table counts as hard-coding."""
@@ -37,16 +38,6 @@ Args = list[Any]
 
 
 # ------------------------------------------------------------------------------------- examples and entry
-def literal(node: ast.AST) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _NOT
-
-
-_NOT = object()
-
-
 def example_calls(tests: Mapping[str, str], modules: Iterable[str]) -> dict[str, list[Args]]:
     """`module:function` -> literal argument lists of every call the test files make to a function they import
     from one of `modules` (the reference's own modules): the task's examples."""
