@@ -49,15 +49,18 @@ def test_an_sdist_from_the_registry_holds_its_tests(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_runs_the_venv_with_its_own_site_packages() -> None:
-    """Under the checkout (not a relocated /tmp prefix), the venv's prefix is mounted read-only in the sandbox."""
-    from rlvr.sandbox.pool import BwrapPool
+    """The venv's prefix is mounted read-only in the sandbox: where it is under the checkout, or at the relocated
+    prefix when the checkout sits where the sandbox has its own fresh directory (a CI clone under /tmp)."""
+    from rlvr.sandbox.pool import BwrapPool, inner_interpreter
 
     python = env.ensure_env(["pytest"], Path(".rlvr-cache") / "build")  # the builder's own cache
     prefix = python.parent.parent.resolve()
+    _, moved = inner_interpreter(str(python))
+    inside = Path(moved[1]) if moved else prefix
     with BwrapPool(python=str(python), workers=1, spares=0) as pool:
         res = pool.run(["python", "-c", "import sys, pytest; print(sys.prefix); print(pytest.__file__)"])
         assert res.ok, res.stderr
         got_prefix, got_pytest = res.stdout.split()
-        assert Path(got_prefix) == prefix and got_pytest.startswith(str(prefix))
+        assert Path(got_prefix) == inside and got_pytest.startswith(str(inside))  # its own site-packages
         res = pool.run(["bash", "-c", "touch \"$(python -c 'import sys; print(sys.prefix)')/x\""])
         assert not res.ok and not (prefix / "x").exists()  # read-only
