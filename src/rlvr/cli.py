@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,9 @@ from rlvr.commands.console import print_json as _print_json
 from rlvr.commands.sandbox import sandbox_app
 from rlvr.commands.tasks import tasks_app
 from rlvr.errors import RankLost, Stalled, UserError
+
+RANK_LOST_GRACE_S = 3.0
+"""Seconds a surviving rank waits before exiting after a peer died (torchrun polls its workers every 0.1 s)."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="rlvr: reinforcement-learning post-training with verifiable rewards.")
@@ -304,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.stdout.flush()
         sys.stderr.flush()
+        if isinstance(exc, RankLost):  # let the launcher (which polls its workers) see the dead rank fail first,
+            time.sleep(RANK_LOST_GRACE_S)  # so its report names that rank, not this survivor
         os._exit(1)
     except typer.Exit as exc:
         return exc.exit_code
