@@ -109,10 +109,10 @@ def tasks_build(
 def _gold_check(task: Any) -> set[str] | None:
     """The hidden tests the code verifier fails on a built project's original tree (None: it passes)."""
     from rlvr.tasks.spec import FinalState
-    from rlvr.verify import VerifyContext, verify
     from rlvr.verify.code import default_pool
+    from rlvr.verify.scorer import Scorer
 
-    v = verify(task, FinalState(files=dict(task.workspace)), VerifyContext(pool=default_pool()))
+    v = Scorer(default_pool(), retries=0, cache=False).score(task, FinalState(files=dict(task.workspace))).verdict
     return None if v.passed and v.score == 1.0 else {c.name for c in v.checks if not c.passed}
 
 

@@ -149,19 +149,7 @@ class Scorer:
         penalty when flagged, else the score."""
         return 0.0 if verdict.infra_error is not None else verdict.reward(self.flag_penalty)
 
-    def context(self, seed: int) -> VerifyContext:
-        """The context a local verification gets (the remote one is built from the same seed and extras)."""
-        return VerifyContext(pool=self.pool, seed=seed, extras=dict(self.extras))
-
     def _verify_once(self, task: Task, final: FinalState, seed: int) -> Verdict:
         if self.remote is not None:
             return self.remote.verify_remote(task, final, seed, self.extras)
-        return verify(task, final, self.context(seed))
-
-    def stats(self) -> dict[str, float]:
-        """`verify/cache_*` metrics of this Scorer so far."""
-        if self.cache is None:
-            return {}
-        total = self.cache.hits + self.cache.misses
-        return {"verify/cache_hits": float(self.cache.hits), "verify/cache_size": float(len(self.cache)),
-                "verify/cache_hit_rate": self.cache.hits / total if total else 0.0}
+        return verify(task, final, VerifyContext(pool=self.pool, seed=seed, extras=dict(self.extras)))
