@@ -134,7 +134,7 @@ test-blender: setup blender
 # test-repo-real proves a sample of REPO_REAL_VALIDATE tasks (8-17 s each on 2 shared cores: six verifications;
 # REPO_REAL_VALIDATE=1000 proves all 320, 45-90 minutes); from scratch 10-17 minutes (build about 5, sample 5-11).
 REPO_REAL_PACK ?= .rlvr-cache/repo-real/pack
-REPO_REAL_N ?= 80
+REPO_REAL_N ?= 64
 REPO_REAL_VALIDATE ?= 40
 .PHONY: repo-real test-repo-real
 repo-real: setup

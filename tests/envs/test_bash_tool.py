@@ -81,3 +81,32 @@ def test_no_network_from_bash(isolated) -> None:
         out = call_tool("bash", _ctx(sb), {"command": "python -c \"import socket; socket.create_connection(('1.1.1.1', 80), 2)\""})
         assert out.exec_status == "exit_nonzero"
         assert os.environ.get("PATH") not in out.content
+
+
+def test_a_src_layouts_import_roots_are_on_pythonpath_for_every_tool(isolated) -> None:
+    files = {"src/pkg/__init__.py": "", "src/pkg/mod.py": "X = 2\n",
+             "tests/test_mod.py": "from pkg.mod import X\n\n\ndef test_x():\n    assert X == 2\n"}
+    task = Task(id="s", domain="repo-real", prompt="p", workspace=files,
+                hidden={"test_h.py": "def test_h():\n    pass\n"},
+                verifier={"kind": "code", "tests": ["test_h.py"], "import_roots": ["src"]})
+    plain = task.model_copy(update={"verifier": {"kind": "code", "tests": ["test_h.py"]}})
+    with isolated.lease(files) as sb:
+        ctx = ToolContext(sb, task, ExecLimits(timeout_s=20), max_output_chars=2000)
+        out = call_tool("bash", ctx, {"command": "cd tests && python -c 'import pkg.mod as m; print(m.__file__, m.X)'"})
+        assert out.exec_status == "ok" and "/src/pkg/mod.py 2" in out.content, out.content
+        out = call_tool("run_tests", ctx, {})
+        assert out.exec_status == "ok" and "1 passed" in out.content, out.content
+        bare = ToolContext(sb, plain, ExecLimits(timeout_s=20), max_output_chars=2000)
+        out = call_tool("bash", bare, {"command": "python -c 'import pkg.mod'"})
+        assert out.exec_status == "exit_nonzero" and "ModuleNotFoundError" in out.content  # roots only when declared
+
+
+@pytest.mark.parametrize("root", ["../x", "/abs", ".", "a/../b", ""])
+def test_import_roots_outside_the_workspace_are_refused(root) -> None:
+    from rlvr.errors import UserError
+    from rlvr.tasks.settings import checked
+
+    task = Task(id="r", domain="repo", prompt="p", workspace={"a.py": ""}, hidden={"test_h.py": ""},
+                verifier={"kind": "code", "tests": ["test_h.py"], "import_roots": [root]})
+    with pytest.raises(UserError, match="import_roots"):
+        checked(task)

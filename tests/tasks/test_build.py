@@ -239,3 +239,29 @@ def test_files_the_verifiers_harness_fails_on_the_original_are_not_judged(tmp_pa
     rep = build([str(proj)], tmp_path / "pack2", factory, n=2, cache=tmp_path / "cache", show_progress=False,
                 gold_check=lambda task: {"x"})
     assert rep.projects[0].skipped == "the original does not pass under the verifier's harness" and rep.tasks == 0
+
+
+def test_a_src_layout_project_is_built_and_judged_from_the_workspaces_src(tmp_path, factory, no_env) -> None:
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.verify import VerifyContext, verify
+
+    proj = tmp_path / "srcproj"
+    make_project(proj)
+    (proj / "src").mkdir()
+    (proj / "calc").rename(proj / "src" / "calc")
+    rep = build([str(proj)], tmp_path / "pack", factory, n=3, cache=tmp_path / "cache", show_progress=False)
+    p = rep.projects[0]
+    assert p.skipped == "" and p.roots == ["src"] and p.tests_kept == 3 and rep.tasks == 3, p
+    with BwrapPool(workers=1, spares=0) as pool:
+        ctx = VerifyContext(pool=pool)
+        for d in sorted((tmp_path / "pack").iterdir()):
+            t = load_task_dir(d)
+            assert t.verifier["import_roots"] == ["src"] and set(t.solution) <= {"src/calc/core.py"}
+            gold = verify(t, FinalState(files={**t.workspace, **(t.solution or {})}), ctx)
+            assert gold.score == 1.0 and gold.passed, gold
+            untouched = verify(t, FinalState(files=dict(t.workspace)), ctx)
+            assert untouched.score == 0.0 and not untouched.passed
+        # the fix must be made where the project keeps its code: a fixed copy beside src/ is not what is imported
+        t = load_task_dir(sorted((tmp_path / "pack").iterdir())[0])
+        moved = {**t.workspace, **{k.removeprefix("src/"): v for k, v in (t.solution or {}).items()}}
+        assert verify(t, FinalState(files=moved), ctx).score == 0.0

@@ -20,6 +20,19 @@ def test_requirements_come_from_the_project(tmp_path: Path) -> None:
     assert env.requirements(tmp_path / "nothing-here") == ["pytest"]
 
 
+def test_setup_cfg_extras_and_tox_deps_are_test_requirements(tmp_path: Path) -> None:
+    (tmp_path / "setup.cfg").write_text(
+        "[options]\ninstall_requires =\n    six>=1.10\n[options.extras_require]\n"
+        "testing =\n    freezegun\n    pytest-cov\ndocs =\n    sphinx\n")
+    (tmp_path / "tox.ini").write_text(
+        "[tox]\nenvlist = py3\n[testenv]\ndeps =\n    -rrequirements.txt\n    {env:EXTRA:}\n"
+        "    hypothesis; python_version >= '3.8'  # markers stay\n    mock\ncommands = pytest\n")
+    assert env.requirements(tmp_path) == ["freezegun", "hypothesis; python_version >= '3.8'", "mock", "pytest",
+                                          "six>=1.10"]
+    (tmp_path / "tox.ini").write_text("[testenv\nbroken")  # an unreadable file is not a requirement
+    assert "mock" not in env.requirements(tmp_path)
+
+
 def test_the_key_is_a_hash_of_what_is_installed() -> None:
     assert env.env_key(["pytest", "a"]) == env.env_key(["a", "pytest"]) != env.env_key(["pytest"])
 

@@ -44,3 +44,18 @@ def test_the_built_in_pack_is_not_rebuilt_when_its_stamp_matches(tmp_path: Path,
         raise AssertionError("a cached pack must not start a sandbox")
     run_build("repo", ["repo-real"], pack, 5, no_pool)
     assert "up to date: 17 tasks" in capsys.readouterr().out
+
+
+def test_a_stale_built_in_pack_is_replaced_whole(tmp_path: Path, monkeypatch, factory, no_env) -> None:  # noqa: F811
+    from rlvr.tasks.domains import repo_real
+
+    proj = make_project(tmp_path / "calc")
+    monkeypatch.setattr(repo_real, "PROJECTS", (str(proj),))
+    pack = tmp_path / "pack"
+    (pack / "old-task-of-another-build").mkdir(parents=True)
+    (pack / STAMP).write_text(json.dumps({"want": {"projects": ["pypi:gone==1"], "n": 9}, "tasks": 1}))
+    run_build("repo", ["repo-real"], pack, 2, factory, json_out=True)
+    names = sorted(p.name for p in pack.iterdir())
+    assert "old-task-of-another-build" not in names and STAMP in names and len(names) == 3, names
+    assert json.loads((pack / STAMP).read_text())["want"] == {"projects": [str(proj)], "n": 2}
+    assert not any(p.name.endswith(".building") for p in tmp_path.iterdir())

@@ -71,9 +71,33 @@ def cap(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
 
 
+def import_roots(task: Task) -> list[str]:
+    """The workspace directories the task's code is imported from besides the root (the code verifier's
+    `import_roots`, e.g. `src` for a src layout)."""
+    from rlvr.errors import UserError
+    from rlvr.tasks.settings import known_settings  # typed `[verifier]`, checked when the task loaded
+
+    try:
+        settings = known_settings(task)
+    except UserError:  # a task made in code and never loaded: its table is reported where it is judged
+        return []
+    return [str(r).strip("/") for r in getattr(settings, "import_roots", None) or []]
+
+
+def with_import_roots(argv: list[str], roots: list[str]) -> list[str]:
+    """`argv` run with the workspace's import roots first on PYTHONPATH (resolved against the directory the
+    command starts in, the workspace, so a later `cd` keeps them)."""
+    if not roots:
+        return argv
+    path = ":".join(f"$PWD/{shlex.quote(r)}" for r in roots)
+    return ["sh", "-c", f'PYTHONPATH="{path}${{PYTHONPATH:+:$PYTHONPATH}}" exec "$@"', "sh", *argv]
+
+
 def _exec(ctx: ToolContext, argv: list[str], request: Layer = None) -> ExecResult:
     """Run one command of a tool under the context's limits, tightened by the tool's own `request` (the last
-    layer of `rlvr.sandbox.limits.resolve`); an infra fault raises InfraError."""
+    layer of `rlvr.sandbox.limits.resolve`), with the task's import roots on PYTHONPATH; an infra fault raises
+    InfraError."""
+    argv = with_import_roots(argv, import_roots(ctx.task))
     res = ctx.sandbox.run(argv, limits=ctx.limits if request is None else resolve(ctx.limits, request=request))
     if res.infra_error:
         raise InfraError(res.error or "sandbox infra error")

@@ -250,7 +250,7 @@ class CodeVerifier:
         timeout = own.timeout_s
         hidden_tests = {p: task.hidden[p] for p in s.tests}
         config = {
-            "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout,
+            "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout, "roots": s.import_roots,
             "pre_import": sorted(_shadowable(hidden_tests, task.workspace)),
             "conftests": sorted(p for p in judge_files if p.rsplit("/", 1)[-1] == "conftest.py"),
             "hidden_modules": sorted({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}

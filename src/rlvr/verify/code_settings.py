@@ -43,6 +43,9 @@ Unknown keys are refused (with "did you mean"), so a typo never weakens a task:
   call phase took longer fails.
 - `visible_tests` (list of workspace paths): the workspace's own tests, which the `run_tests` tool runs for the
   model (default every test_*.py / *_test.py in the workspace); they guide, the hidden tests judge.
+- `import_roots` (list of workspace directories): where the candidate's code is imported from besides the
+  workspace's root, e.g. `["src"]` for a project with a src layout. The hidden tests import from them, and so do
+  the commands of the task's tools (`run_tests`, `run`, `bash`: `PYTHONPATH` names them).
 - `needs_change` (bool, true): an unchanged workspace is flagged `no_change`.
 - `read_only` (list of globs): workspace files the candidate must not change, beside `Task.protected`.
 - `answer_file` (path) and `answer_template` (str, "{answer}"): for single-turn tasks, the answer's first fenced
@@ -160,6 +163,8 @@ class CodeSettings(VerifierSettings):
     """Test id -> most seconds its call phase may take, timed by the harness."""
     visible_tests: list[str] = Field(default_factory=list)
     """Workspace tests the `run_tests` tool runs (default every test_*.py / *_test.py in the workspace)."""
+    import_roots: list[str] = Field(default_factory=list)
+    """Workspace directories the candidate's code is imported from besides the root (`src` for a src layout)."""
     needs_change: bool = True
     """Flag an unchanged workspace."""
     read_only: list[str] = Field(default_factory=list)
@@ -189,6 +194,11 @@ class CodeSettings(VerifierSettings):
             if name not in task.workspace and not any(p.startswith(name + "/") for p in task.workspace):
                 raise UserError(f"{path!r} is not in the workspace", file=where, field="verifier.visible_tests",
                                 fix="put it under workspace/ or fix the path")
+        for root in self.import_roots:
+            parts = root.strip("/").split("/")
+            if root.startswith("/") or not root.strip("/") or any(p in ("", ".", "..") for p in parts):
+                raise UserError(f"{root!r} is not a workspace directory", file=where, field="verifier.import_roots",
+                                fix="name a directory relative to the workspace, such as \"src\"")
         if not self.tests and self.cases is None and self.io is None:
             raise UserError("a code task needs hidden tests or cases", file=where, field="verifier.tests",
                             fix="add hidden/test_*.py")

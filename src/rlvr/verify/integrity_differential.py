@@ -42,6 +42,8 @@ class Differential:
     ref_probes: list[Any] = field(default_factory=list)
     keyed_share: float = 0.0
     """Keyed constants among the entry function's ways to return (see `integrity_probes.probes`)."""
+    roots: list[str] = field(default_factory=list)
+    """The task's import roots (`CodeSettings.import_roots`): where the reference's modules are imported from."""
 
     def harness_config(self) -> dict[str, Any] | None:
         inputs = [encode(a)["v"] for a in [*self.fresh, *self.probes]]  # type: ignore[index]
@@ -104,7 +106,7 @@ def prepare(task: Task, s: CodeSettings, files: Files, reference: Files | None, 
         entry = s.cases.entry
         examples = _examples(task, s, reference or files).get(entry, [])
         probes, share = probes_mod.probes(files, entry, examples)
-        return Differential(entry, [], probes, keyed_share=share) if probes else None
+        return Differential(entry, [], probes, keyed_share=share, roots=s.import_roots) if probes else None
     calls = _examples(task, s, reference or {})
     if s.io is not None:
         entry = s.io.entry
@@ -118,11 +120,17 @@ def prepare(task: Task, s: CodeSettings, files: Files, reference: Files | None, 
         return None
     fresh = probes_mod.draw_like(examples, random.Random(seed), s.fresh.n)
     probes, share = probes_mod.probes(files, entry, examples)
-    return Differential(entry, fresh, probes, keyed_share=share)
+    return Differential(entry, fresh, probes, keyed_share=share, roots=s.import_roots)
 
 
 def _examples(task: Task, s: CodeSettings, reference: Files) -> dict[str, list[list[Any]]]:
-    modules = {p.removesuffix(".py").replace("/", ".") for p in reference if p.endswith(".py") and role_of(p) == "code"}
+    def module(path: str) -> str:
+        for root in s.import_roots:  # src/pkg/mod.py is pkg.mod in a src layout
+            if path.startswith(root.strip("/") + "/"):
+                path = path[len(root.strip("/")) + 1:]
+                break
+        return path.removesuffix(".py").replace("/", ".")
+    modules = {module(p) for p in reference if p.endswith(".py") and role_of(p) == "code"}
     tests = {p: t for p, t in task.workspace.items() if p.endswith(".py") and role_of(p) == "test"}
     tests.update({p: task.hidden[p] for p in s.tests if p in task.hidden})
     return probes_mod.example_calls(tests, modules)
@@ -135,7 +143,7 @@ def run_reference(pool: SandboxPool, diff: Differential, reference: Files,
     h = harness_files()
     files: dict[str, str | bytes] = {f"judge/{CASES}": h[CASES], f"judge/{VALUES}": h[VALUES]}
     files.update({f"{REF_DIR}/{p}": t for p, t in reference.items()})
-    cfg = {"ref_dir": REF_DIR, "entry": diff.entry, "inputs": [encode(a)["v"] for a in diff.fresh],  # type: ignore[index]
+    cfg = {"ref_dir": REF_DIR, "roots": diff.roots, "entry": diff.entry, "inputs": [encode(a)["v"] for a in diff.fresh],  # type: ignore[index]
            "extra": [encode(a)["v"] for a in diff.probes]}  # type: ignore[index]
     res = pool.run(["python", f"judge/{CASES}"], files=files, stdin=json.dumps(cfg) + "\n", limits=limits)
     if not res.ok:

@@ -3,8 +3,9 @@
 Per project: read its files, make its environment, run its suite twice in the sandbox and keep the tests that
 pass both times within `slow_s` (a test file joins the hidden tests only when every test in it is kept), then
 screen candidates from the generators in turn, keeping one only when at least one kept test fails and the rest
-pass, until `n` are kept. A project that cannot take part (no tests, a C extension, a src layout, dependencies
-that do not install, tests that fail before any change) is skipped with its reason in the report.
+pass, until `n` are kept. A project that cannot take part (no tests, a C extension, dependencies that do not
+install, tests that fail before any change) is skipped with its reason in the report. A src layout's `src/` is an
+import root of its tasks (`import_roots`), so the tests and the tools import the workspace's copy.
 """
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ class ProjectReport:
     """Tests that pass under plain pytest but not under the verifier's harness (their files are not judged)."""
     skips: list[str] = field(default_factory=list)
     """Tests of the judged files skipped in both runs (the verifier allows their skip)."""
+    roots: list[str] = field(default_factory=list)
+    """The project's import roots (`src` of a src layout; [] when its code is at the root)."""
 
 
 @dataclass
@@ -129,9 +132,14 @@ def _skip_reason(files: dict[str, str], native: list[str]) -> str:
         return "no tests (no test_*.py or *_test.py file)"
     if native:
         return f"needs a C compiler ({native[0]})"
-    if any(r.startswith("src/") and r.endswith("/__init__.py") for r in files):
-        return "src layout (the tests would import an installed copy, not the workspace's)"
     return ""
+
+
+def import_roots(files: dict[str, str]) -> list[str]:
+    """`["src"]` for a src layout (a package or module under src/), else [] (the code is at the root)."""
+    src = any(r.startswith("src/") and r.endswith(".py") and not is_test_material(r) and r.count("/") <= 2
+              for r in files)
+    return ["src"] if src else []
 
 
 def build(sources: list[str], out: Path, pool_factory: PoolFactory, n: int = 100, cache: Path | None = None,
@@ -176,8 +184,9 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
     rep.env = envs.env_key(reqs)
     python = envs.ensure_env(reqs, cache)
     test_files = sorted(r for r in files if is_test_file(r))
+    rep.roots = roots = import_roots(files)
     with pool_factory(str(python)) as pool:
-        first, second = (run_suite(pool, files, test_files, timeout_s=600.0) for _ in range(2))
+        first, second = (run_suite(pool, files, test_files, timeout_s=600.0, roots=roots) for _ in range(2))
         verified, kept_ids = _stable(first, second, rep, slow_s)
         if verified and gold_check is not None:
             verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check)
@@ -193,7 +202,8 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
         with ThreadPoolExecutor(2) as workers:
             batch_iter = _batches(streams, 4)
             for batch in batch_iter:
-                runs = list(workers.map(lambda c: run_suite(pool, {**files, **c.changes}, verified, budget), batch))
+                runs = list(workers.map(lambda c: run_suite(pool, {**files, **c.changes}, verified, budget,
+                                                            roots=roots), batch))
                 for cand, run in zip(batch, runs):
                     if kept >= n:  # the rest of the last batch is neither tried nor kept in the report
                         break
@@ -239,7 +249,7 @@ def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: se
         return Task(id="probe", domain=domain, prompt="probe", workspace=files,
                     hidden={_hidden(r): t for r, t in files.items() if is_test_material(r)},
                     verifier={"tests": [_hidden(f) for f in tests], "timeout_s": 120, "needs_change": False,
-                              "allowed_skips": [_hidden(t) for t in rep.skips]},
+                              "allowed_skips": [_hidden(t) for t in rep.skips], "import_roots": rep.roots},
                     protected=CODE_PROTECTED_DEFAULT)
     good = []
     for f in verified:
@@ -309,7 +319,9 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
             f"difficulty = {0.6 if cand.generator == 'implement' else 0.5}",
             f"protected = {json.dumps(list(CODE_PROTECTED_DEFAULT))}", "", "[verifier]",
             f"tests = {json.dumps([_hidden(f) for f in verified])}", f"gate = {json.dumps([_hidden(t) for t in sorted(kept_ids)])}",
-            f"allowed_skips = {json.dumps([_hidden(t) for t in rep.skips])}", "timeout_s = 120", "", "[verifier.weights]", *(f"{json.dumps(k)} = {v}" for k, v in weights.items()),
+            f"allowed_skips = {json.dumps([_hidden(t) for t in rep.skips])}", "timeout_s = 120",
+            *([f"import_roots = {json.dumps(rep.roots)}"] if rep.roots else []),
+            "", "[verifier.weights]", *(f"{json.dumps(k)} = {v}" for k, v in weights.items()),
             "", "[limits]", "max_turns = 20", "max_tokens = 8192", "wall_s = 900", "exec_timeout_s = 120", "",
             "[metadata]", *(f"{k} = {json.dumps(v)}" for k, v in meta.items())]
     layout = {"workspace": {**files, **cand.changes},

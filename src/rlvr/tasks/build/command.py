@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from rich.console import Console
@@ -51,8 +52,14 @@ def _built_in(out: Path, n: int, pool_factory: PoolFactory, json_out: bool, cons
     if stamp.is_file() and json.loads(stamp.read_text()).get("want") == want:
         console.print(f"repo-real pack up to date: {json.loads(stamp.read_text())['tasks']} tasks in {out}")
         return BuildReport(out=out)
-    stamp.unlink(missing_ok=True)
-    report = run_build("repo", list(PROJECTS), out, n, pool_factory, domain="repo-real", json_out=json_out,
+    # built beside the old pack and swapped in whole: no task of another build stays, nothing is half-written
+    building = out.parent / f".{out.name}.building"
+    shutil.rmtree(building, ignore_errors=True)
+    report = run_build("repo", list(PROJECTS), building, n, pool_factory, domain="repo-real", json_out=json_out,
                        console=console, cache=out.parent / "build", gold_check=gold_check)
-    stamp.write_text(json.dumps({"want": want, "tasks": report.tasks, "report": report.to_json()}, indent=1))
+    (building / STAMP).write_text(json.dumps({"want": want, "tasks": report.tasks, "report": report.to_json()},
+                                             indent=1))
+    shutil.rmtree(out, ignore_errors=True)
+    building.rename(out)
+    report.out = out
     return report

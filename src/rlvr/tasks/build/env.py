@@ -20,8 +20,8 @@ BASE_REQUIREMENTS = ("pytest",)
 
 
 def requirements(root: Path) -> list[str]:
-    """pytest plus the test dependencies the project declares (pyproject extras and dependency groups,
-    requirements-test files, and its runtime dependencies)."""
+    """pytest plus the test dependencies the project declares (pyproject extras and dependency groups, setup.cfg
+    extras, tox.ini's testenv deps, requirements-test files, and its runtime dependencies)."""
     reqs: list[str] = list(BASE_REQUIREMENTS)
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
@@ -34,6 +34,7 @@ def requirements(root: Path) -> list[str]:
         for extra in TEST_EXTRAS:
             reqs += [str(r) for r in project.get("optional-dependencies", {}).get(extra, [])]
             reqs += [str(r) for r in data.get("dependency-groups", {}).get(extra, []) if isinstance(r, str)]
+    reqs += _cfg_requirements(root)
     for name in ("requirements-test.txt", "requirements-tests.txt", "test-requirements.txt",
                  "requirements/test.txt", "requirements/tests.txt"):
         f = root / name
@@ -41,6 +42,29 @@ def requirements(root: Path) -> list[str]:
             reqs += [ln.split("#")[0].strip() for ln in f.read_text().splitlines()
                      if ln.strip() and not ln.lstrip().startswith(("#", "-"))]
     return sorted(dict.fromkeys(r for r in reqs if r and not r.startswith(("coverage", "pytest-cov"))))
+
+
+def _cfg_requirements(root: Path) -> list[str]:
+    """setup.cfg's `install_requires` and test extras, and tox.ini's `[testenv] deps` (substitutions, `-r` and
+    `-e` lines left out)."""
+    import configparser
+
+    out: list[str] = []
+    for name, entries in (("setup.cfg", [("options", "install_requires"),
+                                         *(("options.extras_require", e) for e in TEST_EXTRAS)]),
+                          ("tox.ini", [("testenv", "deps")])):
+        f = root / name
+        if not f.is_file():
+            continue
+        cfg = configparser.ConfigParser(interpolation=None)
+        try:
+            cfg.read_string(f.read_text(encoding="utf-8"))
+        except (configparser.Error, UnicodeDecodeError):
+            continue
+        for section, key in entries:
+            value = cfg.get(section, key, fallback="")
+            out += [ln.split("#")[0].strip() for ln in value.splitlines()]
+    return [r for r in out if r and not r.startswith(("-", "{", ".")) and "{" not in r]
 
 
 def env_key(reqs: list[str]) -> str:

@@ -84,9 +84,11 @@ def argv(test_files: Sequence[str]) -> list[str]:
 
 
 def run_suite(pool: SandboxPool, files: dict[str, str], test_files: Sequence[str], timeout_s: float,
-              memory_mb: int = 1024) -> SuiteRun:
-    """Run `test_files` on a fresh copy of `files` in the sandbox."""
-    staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: "[pytest]\n"}
+              memory_mb: int = 1024, roots: Sequence[str] = ()) -> SuiteRun:
+    """Run `test_files` on a fresh copy of `files` in the sandbox, the workspace's import `roots` (`src` of a
+    src layout) on sys.path as the verifier puts them."""
+    ini = "[pytest]\n" + (f"pythonpath = {' '.join(roots)}\n" if roots else "")
+    staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: ini}
     # partial limits as a mapping (`rlvr.sandbox.limits.Layer`): merged over the pool's defaults per field
     limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "processes": 64, "output_bytes": 200_000}
     res = pool.run(argv(test_files), files=staged, limits=limits, read=[RESULTS])  # type: ignore[arg-type]

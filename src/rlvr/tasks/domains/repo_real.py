@@ -22,9 +22,10 @@ from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import FinalState, Task
 
 PROJECTS: tuple[str, ...] = ("pypi:inflection==0.5.1", "pypi:toolz==1.0.0", "pypi:parse==1.20.2",
-                             "pypi:xmltodict==0.14.2")
-"""The pinned projects (all MIT or BSD licensed, pure Python, test suites in their sdists)."""
-PER_PROJECT = 80
+                             "pypi:xmltodict==0.14.2", "pypi:cachetools==5.5.0")
+"""The pinned projects (all MIT or BSD licensed, pure Python, test suites in their sdists; cachetools has a src
+layout)."""
+PER_PROJECT = 64
 """Most tasks kept per project (the pack holds up to len(PROJECTS) * PER_PROJECT)."""
 STAMP = ".built.json"
 

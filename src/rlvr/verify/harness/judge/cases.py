@@ -29,7 +29,7 @@ def _load(path: str, name: str) -> object:
 def _reference(cfg: dict) -> object:
     if cfg.get("ref_dir"):
         ref_dir = os.path.abspath(cfg["ref_dir"])
-        sys.path.insert(0, ref_dir)
+        sys.path[0:0] = [ref_dir] + [os.path.join(ref_dir, r) for r in cfg.get("roots", [])]
         os.chdir(ref_dir)
         module, _, function = cfg["entry"].partition(":")
         return getattr(importlib.import_module(module), function)

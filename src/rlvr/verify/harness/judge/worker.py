@@ -533,11 +533,14 @@ def _exit_raised(exc: BaseException) -> None:
 
 
 def _candidate_path() -> None:
-    """The candidate's directory on sys.path just before site-packages (it cannot shadow the stdlib)."""
+    """The candidate's directory, then its import roots (`src` of a src layout), on sys.path just before
+    site-packages (they cannot shadow the stdlib)."""
     cand = CAND.rstrip(os.sep)
-    sys.path[:] = [p for p in sys.path if p not in ("", ".", cand) and os.path.realpath(p or ".") != cand]
+    dirs = [cand] + [os.path.join(cand, r) for r in CONFIG.get("roots", [])]
+    real = {os.path.realpath(d) for d in dirs}
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", *dirs) and os.path.realpath(p or ".") not in real]
     site = next((i for i, p in enumerate(sys.path) if "site-packages" in p or "dist-packages" in p), len(sys.path))
-    sys.path.insert(site, cand)
+    sys.path[site:site] = dirs
 
 
 def _finish(status: int) -> None:
