@@ -1,8 +1,11 @@
 """The repo-real pack: how long it took to build, what one verification costs beside the project's own test
-command on the same files, how many candidates each generator kept, and pass@1 of the scripted gold policy
-(must be 100 %) and of a policy that submits the broken tree untouched (the floor).
+command on the same files, how many candidates each generator kept, pass@1 of the scripted gold policy (must be
+100 %) through `rlvr eval` (the env, its tools and the verifier, as a model's episode goes), and of a weak
+baseline (the builtin tiny model, through `rlvr eval` likewise) and of the untouched broken tree (the floor).
 
-Needs the built pack (`make repo-real`). `python benchmarks/bench_repo_real.py [N]` (N sampled tasks, default 6).
+Needs the built pack (`make repo-real`).
+`python benchmarks/bench_repo_real.py [--sample N] [--gold M] [--weak W]`: N tasks timed (default 6), M tasks
+for the gold policy (default 0 = every task), W for the weak baseline (default 40).
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def own_command_s(task, test_files: list[str]) -> float:
-    """The project's own test command (plain pytest in a subprocess, no sandbox) on the gold files."""
+    """The project's own test command (plain pytest in a subprocess, no sandbox) on the gold files (a src
+    layout's import roots on PYTHONPATH, as the project's own configuration would put them)."""
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:
         for rel, text in {**task.workspace, **(task.solution or {})}.items():
             (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -27,11 +31,44 @@ def own_command_s(task, test_files: list[str]) -> float:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_files], cwd=tmp,
                        capture_output=True, check=False,
-                       env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+                       env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                            "PYTHONPATH": ":".join(str(Path(tmp) / r) for r in task.verifier.get("import_roots", []))})
         return time.perf_counter() - t0
 
 
-def main(n: int) -> None:
+def gold_script(tasks) -> dict:
+    """A `scripted:` policy file that writes each task's solution files with `write_file` and submits. Tasks are
+    matched by their prompt; tasks with the same prompt get the union of their solutions (each is the original
+    file, so writing them all restores every one of those tasks)."""
+    by_prompt: dict[str, dict[str, str]] = {}
+    for task in tasks:
+        by_prompt.setdefault(task.prompt, {}).update(task.solution or {})
+    return {"match": [{"prompt_contains": prompt, "turns": [
+        {"content": "", "tool_calls": [{"name": "write_file", "arguments": {"path": p, "content": t}}
+                                       for p, t in sorted(files.items())]},
+        {"content": "", "tool_calls": [{"name": "submit", "arguments": {}}]}]}
+        for prompt, files in by_prompt.items()]}
+
+
+def rlvr_eval(policy: str, n: int, *extra: str) -> tuple[dict, float]:
+    """`rlvr eval --json` on `repo-real:n` (0: every task): (its report, wall seconds)."""
+    spec = "repo-real" if n == 0 else f"repo-real:{n}"
+    with tempfile.TemporaryDirectory(prefix="rlvr-bench-eval-") as out:
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "rlvr", "eval", "--policy", policy, "--tasks", spec, "-k", "1",
+                              "--json", "--output-dir", out, *extra], capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        sys.exit(f"rlvr eval --policy {policy} failed: {res.stderr.strip()[-500:]}")
+    return json.loads(res.stdout), wall
+
+
+def _pass1(report: dict) -> tuple[float, int, list]:
+    d = report["domains"]["repo-real"]
+    return d["pass@1"], d["n"], d.get("pass@1_ci", [])
+
+
+def main(n: int, gold_n: int, weak_n: int) -> None:
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.tasks import registry
     from rlvr.tasks.domains import load_builtin
@@ -84,6 +121,31 @@ def main(n: int) -> None:
     if gold_ok != len(sample):
         sys.exit("gold pass@1 is below 100 %")
 
+    tasks = [src.get(i) for i in range(src.size)]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(gold_script(tasks), f)
+    try:
+        report, wall = rlvr_eval(f"scripted:{f.name}", gold_n)
+    finally:
+        os.unlink(f.name)
+    gold_p1, gold_judged, _ = _pass1(report)
+    print(f"scripted gold policy through rlvr eval: pass@1 {gold_p1:.1%} on {gold_judged} tasks ({wall:.0f} s)")
+    if weak_n:
+        report, wall = rlvr_eval("builtin:tiny", weak_n)
+        p1, judged, ci = _pass1(report)
+        print(f"weak baseline, builtin:tiny through rlvr eval: pass@1 {p1:.1%} {ci} on {judged} tasks ({wall:.0f} s)")
+    if gold_n == 0 and gold_judged != src.size:
+        print(f"note: {src.size - gold_judged} tasks were not judged by the gold run (infra faults)")
+    if gold_p1 != 1.0:
+        sys.exit("the scripted gold policy's pass@1 is below 100 %")
+
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 6)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=6)
+    ap.add_argument("--gold", type=int, default=0)
+    ap.add_argument("--weak", type=int, default=40)
+    a = ap.parse_args()
+    main(a.sample, a.gold, a.weak)

@@ -11,7 +11,7 @@ from tests.tasks.test_build import factory, make_project, no_env  # noqa: F401  
 from rlvr.errors import UserError
 from rlvr.tasks import registry
 from rlvr.tasks.build.command import run_build
-from rlvr.tasks.domains.repo_real import PROJECTS, STAMP
+from rlvr.tasks.domains.repo_real import BUILD_VERSION, PROJECTS, STAMP
 
 
 def test_a_missing_pack_says_how_to_build_it(tmp_path: Path) -> None:
@@ -38,7 +38,8 @@ def test_tasks_of_a_built_pack_load_with_the_repo_controls(tmp_path, factory, no
 def test_the_built_in_pack_is_not_rebuilt_when_its_stamp_matches(tmp_path: Path, capsys) -> None:
     pack = tmp_path / "pack"
     pack.mkdir()
-    (pack / STAMP).write_text(json.dumps({"want": {"projects": list(PROJECTS), "n": 5}, "tasks": 17}))
+    (pack / STAMP).write_text(json.dumps({"want": {"projects": list(PROJECTS), "n": 5, "builder": BUILD_VERSION},
+                                          "tasks": 17}))
 
     def no_pool(python: str):
         raise AssertionError("a cached pack must not start a sandbox")
@@ -57,5 +58,6 @@ def test_a_stale_built_in_pack_is_replaced_whole(tmp_path: Path, monkeypatch, fa
     run_build("repo", ["repo-real"], pack, 2, factory, json_out=True)
     names = sorted(p.name for p in pack.iterdir())
     assert "old-task-of-another-build" not in names and STAMP in names and len(names) == 3, names
-    assert json.loads((pack / STAMP).read_text())["want"] == {"projects": [str(proj)], "n": 2}
+    assert json.loads((pack / STAMP).read_text())["want"] == {"projects": [str(proj)], "n": 2,
+                                                              "builder": BUILD_VERSION}
     assert not any(p.name.endswith(".building") for p in tmp_path.iterdir())

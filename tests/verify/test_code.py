@@ -346,3 +346,44 @@ def test_candidate_syntax_warnings_stay_out_of_the_host_output(pool: SandboxPool
         v = verify(task, FinalState(answer="1if True else 2"), _ctx(pool))
     assert v.infra_error is None and not v.passed
     assert not [w for w in seen if issubclass(w.category, SyntaxWarning)]
+
+
+HIDDEN_PACKAGE = {
+    "hidden_tests/tests/__init__.py": (
+        "from calc import add\n\n\nclass AddMixin:\n    def test_add(self):\n        assert add(2, 3) == 5\n"),
+    "hidden_tests/tests/helpers.py": "def pairs():\n    return [(1, 1, 2), (0, 4, 4)]\n",
+    "hidden_tests/tests/test_calc.py": (
+        "import unittest\n\nfrom . import AddMixin\nfrom .helpers import pairs\nfrom calc import add\n\n\n"
+        "class TestAdd(AddMixin, unittest.TestCase):\n    def test_pairs(self):\n"
+        "        for a, b, want in pairs():\n            assert add(a, b) == want\n"),
+}
+
+
+@pytest.mark.parametrize("body, score, flagged", [
+    ("def add(a, b):\n    return a + b\n", 1.0, False),
+    ("def add(a, b):\n    return a - b\n", 0.0, False),
+    ("class Eq:\n    def __eq__(self, o):\n        return True\n\n\ndef add(a, b):\n    return Eq()\n", 0.0, True),
+])
+def test_hidden_tests_in_a_package_import_their_siblings_relatively(pool, body, score, flagged) -> None:
+    """A project's tests that import from their own package (`from . import Mixin`, `from .helpers import f`) run
+    under the harness, the package's `__init__.py` asserts rewritten like the test module's (an always-equal
+    result is caught in the mixin's test too)."""
+    task = Task(id="pkg", domain="repo", prompt="p", workspace={"calc.py": "def add(a, b):\n    return 0\n"},
+                hidden=HIDDEN_PACKAGE, verifier={"tests": ["hidden_tests/tests/test_calc.py"]})
+    v = verify(task, FinalState(files={"calc.py": body}), _ctx(pool))
+    assert v.infra_error is None and v.score == score, [(c.name, c.detail[:200]) for c in v.checks]
+    assert {c.name.rsplit("::", 1)[-1] for c in v.checks if c.name.startswith("hidden")} == {"test_add", "test_pairs"}
+    assert bool(v.flags) == flagged, v.flags
+
+
+def test_a_src_layout_package_wins_over_an_installed_one_of_the_same_name(pool) -> None:
+    """`import_roots`: the hidden tests import the workspace's src/typer, not the typer installed beside the
+    harness (the installed copy is neither pre-imported nor first on the path)."""
+    task = Task(id="srcpkg", domain="repo", prompt="p",
+                workspace={"src/typer/__init__.py": "WHERE = 'nowhere'\n"},
+                hidden={"tests/test_where.py": "import typer\n\n\ndef test_where():\n    assert typer.WHERE == 'workspace'\n"},
+                verifier={"tests": ["tests/test_where.py"], "import_roots": ["src"]})
+    good = verify(task, FinalState(files={"src/typer/__init__.py": "WHERE = 'workspace'\n"}), _ctx(pool))
+    assert good.score == 1.0 and good.passed, [(c.name, c.detail[:300]) for c in good.checks]
+    bad = verify(task, FinalState(files=dict(task.workspace)), _ctx(pool))
+    assert bad.score == 0.0

@@ -38,7 +38,7 @@ from rlvr.verify.base import VerifyContext, derive_seed, register_verifier, sett
 from rlvr.verify.code_settings import CodeSettings, IOSettings
 from rlvr.verify.harness import CASES, GUARDS, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
 from rlvr.verify.harness.checks import run_static_checks
-from rlvr.verify.harness.report import RunReport, authenticate, hidden_test_ids, interpret
+from rlvr.verify.harness.report import PARAMS, RunReport, authenticate, hidden_test_ids, interpret
 from rlvr.verify.harness.values import NotPlain, decode, encode, identical, same
 from rlvr.verify.integrity_probes import parroting, prompt_literals
 from rlvr.verify.verdict import Check, Verdict
@@ -251,7 +251,7 @@ class CodeVerifier:
         hidden_tests = {p: task.hidden[p] for p in s.tests}
         config = {
             "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout, "roots": s.import_roots,
-            "pre_import": sorted(_shadowable(hidden_tests, task.workspace)),
+            "pre_import": sorted(_shadowable(hidden_tests, task.workspace, s.import_roots)),
             "conftests": sorted(p for p in judge_files if p.rsplit("/", 1)[-1] == "conftest.py"),
             "hidden_modules": sorted({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
                                      - {p.split("/", 1)[0].removesuffix(".py") for p in files}),
@@ -291,7 +291,9 @@ class CodeVerifier:
 
     def _test_checks(self, task: Task, s: CodeSettings, rep: RunReport, details: dict[str, Any]) -> list[Check]:
         ids, _ = hidden_test_ids({p: task.hidden[p] for p in s.tests})
-        for extra in s.weights:
+        # beside the tests read from the files: weighted ids, and every item the run collected from the hidden
+        # files (a test a class inherits from a mixin in another module is known only once collected)
+        for extra in [*s.weights, *(PARAMS.sub("", c) for c in rep.collected)]:
             if extra not in ids:
                 ids.append(extra)
         total_w = sum(s.weights.get(i, 1.0) for i in ids) or 1.0
@@ -424,11 +426,15 @@ def _required(s: CodeSettings, c: Check) -> bool:
     return any(sc.kind == kind and sc.is_required for sc in s.checks)
 
 
-def _shadowable(hidden_tests: Files, initial: Files) -> set[str]:
-    """Top-level modules the hidden tests import from outside the workspace (stdlib or installed)."""
+def _shadowable(hidden_tests: Files, initial: Files, roots: list[str] | None = None) -> set[str]:
+    """Top-level modules the hidden tests import from outside the workspace (stdlib or installed); a module under
+    one of the workspace's import `roots` (src/pkg of a src layout) is the workspace's own."""
     import ast
 
+    prefixes = tuple(r.strip("/") + "/" for r in roots or [])
     provided = {p.split("/", 1)[0].removesuffix(".py") for p in initial}
+    provided |= {p[len(pre):].split("/", 1)[0].removesuffix(".py") for p in initial for pre in prefixes
+                 if p.startswith(pre)}
     names: set[str] = set()
     for text in hidden_tests.values():
         try:

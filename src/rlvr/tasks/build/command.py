@@ -45,9 +45,9 @@ def _built_in(out: Path, n: int, pool_factory: PoolFactory, json_out: bool, cons
               gold_check: GoldCheck | None) -> BuildReport:
     """The repo-real pack from its pinned projects, rebuilt only when the pins or `n` changed (a stamp in the
     pack records what it was built from and its build report)."""
-    from rlvr.tasks.domains.repo_real import PROJECTS, STAMP
+    from rlvr.tasks.domains.repo_real import BUILD_VERSION, PROJECTS, STAMP
 
-    want = {"projects": list(PROJECTS), "n": n}
+    want = {"projects": list(PROJECTS), "n": n, "builder": BUILD_VERSION}
     stamp = out / STAMP
     if stamp.is_file() and json.loads(stamp.read_text()).get("want") == want:
         console.print(f"repo-real pack up to date: {json.loads(stamp.read_text())['tasks']} tasks in {out}")

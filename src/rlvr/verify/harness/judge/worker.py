@@ -472,15 +472,43 @@ def _check_hidden_modules() -> None:
             _snapshots.pop(name)
 
 
+def _hidden_parents(name: str, path: str) -> None:
+    """Make the packages above a hidden module importable under their hidden names, so its relative imports
+    (`from . import Mixin`, `from .helpers import f`) resolve inside the judge directory: a directory with an
+    `__init__.py` is loaded like a hidden module (asserts rewritten), one without is a bare namespace."""
+    import types
+
+    parent, _, _ = name.rpartition(".")
+    directory = os.path.dirname(path)
+    if not parent or parent in sys.modules or not (directory + os.sep).startswith(JUDGE):
+        return
+    init = os.path.join(directory, "__init__.py")
+    if os.path.isfile(init):
+        _load_hidden(init)
+        return
+    _hidden_parents(parent, directory)
+    package = types.ModuleType(parent)
+    package.__path__ = [directory]
+    package.__rlvr_hidden__ = True
+    sys.modules[parent] = package
+
+
 def _load_hidden(path: str) -> object:
-    """Import a hidden test module from the pristine file, with its asserts rewritten."""
+    """Import a hidden test module (or the package `__init__.py` above one) from the pristine file, with its
+    asserts rewritten."""
     import importlib.util
 
+    package = os.path.basename(path) == "__init__.py"
     name = "__rlvr_hidden__" + os.path.relpath(path, JUDGE).replace(os.sep, ".").removesuffix(".py")
+    name = name.removesuffix(".__init__") if package else name
+    if package and name in sys.modules:
+        return sys.modules[name]
+    _hidden_parents(name, os.path.dirname(path) if package else path)
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), filename=path)
     tree = ast.fix_missing_locations(_AssertRewriter().visit(tree))
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(
+        name, path, submodule_search_locations=[os.path.dirname(path)] if package else None)
     module = importlib.util.module_from_spec(spec)
     module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_hidden__=True)
     sys.modules[name] = module
