@@ -265,3 +265,12 @@ def test_a_src_layout_project_is_built_and_judged_from_the_workspaces_src(tmp_pa
         t = load_task_dir(sorted((tmp_path / "pack").iterdir())[0])
         moved = {**t.workspace, **{k.removeprefix("src/"): v for k, v in (t.solution or {}).items()}}
         assert verify(t, FinalState(files=moved), ctx).score == 0.0
+
+
+def test_a_project_whose_tests_need_more_than_the_verifiers_interpreter_says_so(tmp_path, factory, no_env) -> None:
+    proj = make_project(tmp_path / "deps", extra={
+        "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n[project.optional-dependencies]\ntest = ["hypothesis"]\n'})
+    rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False,
+                gold_check=lambda task: {"x"})
+    assert rep.projects[0].skipped.startswith("the original does not pass under the verifier's harness")
+    assert "hypothesis" in rep.projects[0].skipped and rep.tasks == 0

@@ -190,6 +190,10 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
         verified, kept_ids = _stable(first, second, rep, slow_s)
         if verified and gold_check is not None:
             verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check)
+            extra = [r for r in reqs if r not in envs.BASE_REQUIREMENTS]
+            if rep.skipped and extra:  # the verifier runs the sandbox's own interpreter, not the project's venv
+                rep.skipped += (f" (its interpreter must have the project's test requirements: "
+                                f"{', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''})")
         if not verified:
             rep.skipped = rep.skipped or (f"tests fail before any change (no test file passes whole; "
                                           f"{rep.tests_kept} of {rep.tests_found} tests pass)")
