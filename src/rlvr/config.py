@@ -212,6 +212,10 @@ class TrainConfig(Section):
     sharding: Literal["fsdp", "ddp"] = "fsdp"
     """How several ranks hold the policy: fsdp (FSDP2 per transformer block: each rank about 1/N of parameters,
     gradients and optimizer state) or ddp (a full replica per rank, gradients all-reduced)."""
+    mixed_precision: Literal["no", "bf16"] = "no"
+    """bf16: the update's forward and backward passes compute in bfloat16 while the weights, the optimizer state
+    and the gradient reduction stay float32 (FSDP2's MixedPrecisionPolicy; one rank or DDP: autocast). Needs
+    `policy.dtype = "float32"`."""
 
 
 class SFTConfig(Section):

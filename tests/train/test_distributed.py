@@ -1,6 +1,8 @@
 """Training on several ranks (rlvr.train.distributed): a 2-rank gloo run launched by torchrun equals a 1-rank
-run of the same config, seed and global batch (episodes and weights); each rank holds half of the model;
-bad distributed settings are refused before any work.
+run of the same config, seed and global batch (episodes and weights); each rank holds half of the model and
+writes only its own shards of a checkpoint, which resumes exactly on 2 ranks and on 1; bf16 mixed precision
+computes in bf16 from float32 shards; LoRA with a KL penalty trains under DDP and FSDP2; bad distributed
+settings are refused before any work.
 
 Run as a script (`torchrun --nproc-per-node 2 tests/train/test_distributed.py CONFIG`) this file is one rank
 of such a run: it registers the toy domain below, then runs `rlvr train CONFIG`.
@@ -100,8 +102,8 @@ def _data(out: Path, model: Path, **train: object) -> dict:
 
 
 def _torchrun(config: Path, n: int = 2, *, launcher: tuple[str, ...] = (), module: bool = False,
-              timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+              timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     target = ["-m", "rlvr", "train"] if module else [__file__]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n), *launcher,
            *target, str(config)]
@@ -173,6 +175,69 @@ def test_two_ranks_equal_one_rank(runs: tuple[RunConfig, RunConfig], model_dir: 
     assert sa["rank_params"] == [sa["model_params"]]
 
 
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.timeout(400)
+def test_bf16_under_fsdp2_computes_in_bf16_from_float32_shards(runs: tuple[RunConfig, RunConfig], tmp_path: Path,
+                                                              model_dir: Path) -> None:
+    import math
+
+    config = tmp_path / "bf16.toml"
+    config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, world_size=2, mixed_precision="bf16")))
+    done = _torchrun(config, env={"RLVR_TEST_PROBE": str(tmp_path / "probe")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in range(2):
+        probe = json.loads((tmp_path / "probe" / f"rank-{rank}.json").read_text())
+        assert probe["computed"] == ["torch.bfloat16 -> torch.bfloat16"], probe  # gathered weights, activations
+        assert probe["params"] == probe["optimizer"] == ["DTensor torch.float32"], probe  # the shards stepped
+        assert probe["local"] <= probe["total"] / 2 + 1024, probe
+    fp32, bf16 = (read_metrics(RunLayout(c.run_dir).metrics) for c in (runs[1], load_config(config)))
+    losses = [m["train/loss"] for m in bf16.values() if "train/loss" in m]
+    assert len(losses) >= 2 and all(math.isfinite(x) for x in losses)
+    # the first step trains on the same episodes (sampled from the float32 generation copy) as the float32 run:
+    # bf16 rounding (3 significant digits) changes its figures a little, not what they are
+    for key in ("train/loss", "train/grad_norm"):
+        assert bf16[0][key] == pytest.approx(fp32[0][key], rel=2e-2), key
+        assert bf16[0][key] != fp32[0][key], key  # and it did compute in another precision
+
+
+LORA_KL = {"lora": True, "lora_rank": 4, "kl_coef": 0.1, "steps": 2}
+"""LoRA with a KL penalty: the reference is the policy itself with its adapters switched off."""
+
+
+@pytest.fixture(scope="module")
+def lora_kl_one(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> RunConfig:
+    """LORA_KL trained by one process."""
+    import warnings
+
+    from rlvr.train import loop
+
+    cfg = RunConfig.model_validate(_data(tmp_path_factory.mktemp("lora-kl"), model_dir, **LORA_KL))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loop.run(cfg)
+    return cfg
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+def test_lora_with_a_kl_penalty_trains_on_two_ranks(lora_kl_one: RunConfig, tmp_path: Path, model_dir: Path,
+                                                     sharding: str) -> None:
+    config = tmp_path / "lora.toml"
+    config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, world_size=2, sharding=sharding, **LORA_KL)))
+    done = _torchrun(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    one, two = (read_metrics(RunLayout(c.run_dir).metrics) for c in (lora_kl_one, load_config(config)))
+    assert two[1]["train/kl"] > 0 and one[1]["train/kl"] > 0  # the adapters moved the policy off its base
+    # the loss (penalty included) and gradient of each step as one process computes them, the second after an
+    # update that the penalty's gradient took part in (train/kl itself is a mean of per-micro-batch means,
+    # which differ with how the ranks split the micro-batches)
+    for step in (0, 1):
+        for key in ("train/loss", "train/grad_norm"):
+            assert two[step][key] == pytest.approx(one[step][key], rel=1e-4, abs=1e-7), (step, key)
+    assert sorted(ep.step for ep in EpisodeStore(load_config(config).run_dir).episodes()) == [0] * 16 + [1] * 16
+
+
 def _moved(cfg: RunConfig, tmp_path: Path, **changes: object) -> RunConfig:
     """A copy of a finished run under tmp_path, its config changed as given (to resume it there)."""
     import shutil
@@ -188,16 +253,76 @@ def _moved(cfg: RunConfig, tmp_path: Path, **changes: object) -> RunConfig:
     return moved
 
 
+def _elements_by_file(folder: Path) -> dict[str, int]:
+    """Tensor elements each file of a sharded checkpoint holds, from its metadata."""
+    import math
+
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
+
+    meta = FileSystemReader(str(folder)).read_metadata()
+    out: dict[str, int] = {}
+    for fqn, item in meta.state_dict_metadata.items():
+        for chunk in item.chunks if isinstance(item, TensorStorageMetadata) else []:
+            name = meta.storage_data[MetadataIndex(fqn, chunk.offsets)].relative_path
+            out[name] = out.get(name, 0) + math.prod(chunk.sizes)
+    return out
+
+
+def test_each_rank_writes_only_its_own_shards(runs: tuple[RunConfig, RunConfig]) -> None:
+    import torch
+
+    two = runs[1]
+    folder = two.run_dir / "checkpoints" / "step-000003.dcp"  # the last one: after 3 steps
+    assert sorted(p.name for p in folder.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp", "run.pt"]
+    assert not list(folder.parent.glob("*.pt"))  # no one-file checkpoint beside it
+    elements = _elements_by_file(folder)
+    total = sum(elements.values())
+    params = json.loads((two.run_dir / "summary.json").read_text())["model_params"]
+    assert total >= 3 * params  # the weights and AdamW's two moments, each element written once
+    assert all(0.45 * total <= n <= 0.55 * total for n in elements.values()), elements  # half each
+    sizes = {p.name: p.stat().st_size for p in folder.glob("*.distcp")}
+    assert all(n <= 0.6 * sum(sizes.values()) for n in sizes.values()), sizes
+    state = torch.load(folder / "run.pt", weights_only=False)  # rank 0's record: no weights, no optimizer state
+    assert "model" not in state and set(state["updater"]) == {"lr_schedule"} and state["optimizer_saved"]
+    assert len(state["rng"]) == 2 and state["step"] == 3 and state["world_size"] == 2
+    assert (folder.parent / "latest").read_text() == "3"
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.timeout(400)
+def test_a_sharded_checkpoint_resumes_exactly_on_two_ranks(runs: tuple[RunConfig, RunConfig],
+                                                           tmp_path: Path) -> None:
+    import torch
+
+    two = runs[1]
+    b = _moved(two, tmp_path / "b")  # the same run, from its checkpoint after 2 steps, on 2 ranks again
+    (b.run_dir / "checkpoints" / "latest").write_text("2")
+    config = tmp_path / "b.toml"
+    config.write_text(b.to_toml())
+    done = _torchrun(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((b.run_dir / "summary.json").read_text())
+    assert summary["resumed_from_step"] == 2 and summary["world_size"] == 2
+    ea, eb = _episodes(two.run_dir), _episodes(b.run_dir)
+    assert ea.keys() == eb.keys() and {k[0] for k in eb} == {0, 1, 2}
+    assert all(ea[k].token_ids == eb[k].token_ids and ea[k].logprobs == eb[k].logprobs for k in ea)  # exactly
+    wa, wb = _weights(two.run_dir), _weights(b.run_dir)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_a_two_rank_checkpoint_resumes_on_one_rank(runs: tuple[RunConfig, RunConfig], tmp_path: Path) -> None:
     from rlvr.train import loop
 
     one, two = runs
-    # both runs, one more step each, on one process: the 2-rank run resumes from its full checkpoint
+    # both runs, one more step each, on one process: the 2-rank run resumes from its sharded checkpoint
     a = _moved(one, tmp_path / "a", steps=4)
     b = _moved(two, tmp_path / "b", steps=4, world_size=None)
+    assert (b.run_dir / "checkpoints" / "step-000003.dcp" / ".metadata").is_file()
     sa, sb = loop.run(a), loop.run(b)
     assert sa["resumed_from_step"] == sb["resumed_from_step"] == 3 and sb["world_size"] == 1
+    assert (b.run_dir / "checkpoints" / "step-000004.pt").is_file()  # one process writes the one-file form
     steps = sorted(ep.step for ep in EpisodeStore(b.run_dir).episodes())
     assert steps == sorted(list(range(4)) * 16)  # every step stored exactly once
     wa, wb = _weights(a.run_dir), _weights(b.run_dir)
@@ -239,6 +364,7 @@ def test_export_of_a_two_rank_run_loads_in_transformers_and_eval(runs: tuple[Run
     from rlvr.rollout.policy import SamplingParams
 
     two = runs[1]
+    assert (two.run_dir / "checkpoints" / "step-000003.dcp").is_dir()  # read from the shards by one process
     assert main(["export", str(two.run_dir), "-o", str(tmp_path / "hf")]) == 0
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
     final = _weights(two.run_dir)
@@ -373,11 +499,42 @@ def test_share_is_contiguous_groups() -> None:
     assert [list(distributed.Dist(rank=r, world_size=2).share(6)) for r in range(2)] == [[0, 1, 2], [3, 4, 5]]
 
 
+def _install_probe(out: Path) -> None:
+    """Record in `out/rank-K.json` what the sharded policy's first block computes in during the update (weights
+    and output of its MLP projection) and, at the end of the run, how this rank holds parameters and optimizer
+    state."""
+    from rlvr.train import loop
+
+    computed: set[str] = set()
+    real_shard, real_finish = distributed.shard, loop._finish
+
+    def shard(model, dist, *args):
+        model = real_shard(model, dist, *args)
+        proj = distributed.transformer_blocks(model)[0].mlp.c_fc
+        proj.register_forward_hook(lambda mod, a, y: computed.add(f"{mod.weight.dtype} -> {y.dtype}"))
+        return model
+
+    def finish(parts, cfg, summary):
+        params = list(distributed.unwrapped(parts.policy.model).parameters())
+        state = [v for st in parts.updater.optimizer.state.values() for v in st.values() if v.dim()]
+        record = {"computed": sorted(computed),
+                  "params": sorted({f"{type(p).__name__} {p.dtype}" for p in params}),
+                  "optimizer": sorted({f"{type(v).__name__} {v.dtype}" for v in state}),
+                  "local": sum(p.to_local().numel() for p in params), "total": sum(p.numel() for p in params)}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"rank-{parts.dist.rank}.json").write_text(json.dumps(record))
+        return real_finish(parts, cfg, summary)
+
+    distributed.shard, loop._finish = shard, finish
+
+
 if __name__ == "__main__":  # one rank of a torchrun job: the toy domain, then `rlvr train CONFIG`
     import torch
 
     torch.set_num_threads(1)
     register_toy()
+    if os.environ.get("RLVR_TEST_PROBE"):  # a directory: each rank records the precision it trained in
+        _install_probe(Path(os.environ["RLVR_TEST_PROBE"]))
     kill_at = os.environ.get("RLVR_TEST_KILL")  # "RANK:STEP": that rank SIGKILLs itself mid-step, first attempt only
     if kill_at and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
         import signal

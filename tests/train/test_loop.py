@@ -179,6 +179,16 @@ def test_bad_training_settings_exit_2_before_anything_is_written(tmp_path: Path,
 
 
 
+def test_bf16_mixed_precision_over_weights_not_in_float32_is_refused() -> None:
+    from rlvr.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        loop.validate(RunConfig.model_validate({"policy": {"dtype": "bfloat16"}, "train": {"mixed_precision": "bf16"}}))
+    assert err.value.field == "train.mixed_precision" and "policy.dtype" in str(err.value)
+    assert "\n" not in str(err.value)
+    loop.validate(RunConfig.model_validate({"train": {"mixed_precision": "bf16"}}))  # float32 weights: fine
+
+
 def test_default_heldout_follows_the_procedural_training_domains() -> None:
     from rlvr.train.parts import heldout_tasks
 

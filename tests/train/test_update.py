@@ -2,6 +2,7 @@
 behaviour corrections and the mismatch and entropy figures."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import random
@@ -137,6 +138,28 @@ def test_lora_trains_adapters_only_with_the_base_model_as_kl_reference(tiny_poli
     assert lora_b and any(float(p.abs().max()) > 0 for p in lora_b)
     metrics = up.step(samples_from(eps, episode_advantages(eps, "grpo")))
     assert metrics["train/kl"] > 0.0  # after an update the policy has moved away from its frozen base
+
+
+@pytest.mark.parametrize("precision", ["no", "bf16"])
+def test_bf16_autocasts_the_forward_and_keeps_float32_weights_and_state(tiny_policy, precision: str) -> None:
+    model = tiny_policy.model
+    ref = copy.deepcopy(model).eval()  # the KL reference: a separate model, autocast as well
+    seen: set[torch.dtype] = set()  # what the first block's MLP projection computes in
+    ref_seen: set[torch.dtype] = set()
+    hook = model.transformer.h[0].mlp.c_fc.register_forward_hook(lambda mod, args, out: seen.add(out.dtype))
+    ref.transformer.h[0].mlp.c_fc.register_forward_hook(lambda mod, args, out: ref_seen.add(out.dtype))
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    before = set(seen)  # the behaviour log-probs above: float32, outside the update
+    seen.clear()
+    up = PolicyUpdater(model, TrainConfig(lr=1e-2, kl_coef=0.1, mixed_precision=precision),
+                       pad_id=tiny_policy.pad_id, ref_model=ref)
+    losses = [up.step(samples_from(eps, episode_advantages(eps, "grpo")))["train/loss"] for _ in range(3)]
+    hook.remove()
+    want = torch.bfloat16 if precision == "bf16" else torch.float32
+    assert before == {torch.float32} and seen == ref_seen == {want}
+    assert all(math.isfinite(x) for x in losses) and len(set(losses)) > 1  # it trained
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert {v.dtype for st in up.optimizer.state.values() for v in st.values() if v.dim()} == {torch.float32}
 
 
 # ------------------------------------------------------------------ new objectives, corrections, mismatch figures

@@ -4,12 +4,13 @@
         config.toml  summary.json  pass_rates.json  metrics.jsonl  alerts.jsonl  report.html
         model/  tensorboard/  <export>.jsonl
     <records>/                  the run directory, or `[store] url` when set (any fsspec URL)
-        checkpoints/step-000012.pt  checkpoints/latest
+        checkpoints/step-000012.pt  checkpoints/latest      one rank: one torch file
+        checkpoints/step-000012.dcp/.metadata  __<rank>_0.distcp  run.pt      several: each rank's shards
         episodes/step=00000012/part-<unix-ns>-<random>.parquet
         heldout/<label>/episodes/step=00000000/...      label: before, step-<n>, after
 
-Step numbers count steps done: the checkpoint `step-000012.pt` and the held-out label `step-12` are taken
-after 12 steps, while the episode partition `step=00000012` holds the episodes of the 13th (index 12).
+Step numbers count steps done: the checkpoint `step-000012.pt` (or `.dcp`) and the held-out label `step-12` are
+taken after 12 steps, while the episode partition `step=00000012` holds the episodes of the 13th (index 12).
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ TENSORBOARD_DIR = "tensorboard"
 CHECKPOINTS_DIR = "checkpoints"
 LATEST_FILE = "latest"
 """The step of the last complete checkpoint, as decimal text (written after the checkpoint itself)."""
+SHARDED_STATE_FILE = "run.pt"
+"""Beside a sharded checkpoint's tensors: what is not a weight or optimizer tensor (step, RNG states, ...)."""
 EPISODES_DIR = "episodes"
 HELDOUT_DIR = "heldout"
 RECORD_DIRS = (CHECKPOINTS_DIR, EPISODES_DIR, HELDOUT_DIR)
@@ -47,7 +50,7 @@ HELDOUT_BEFORE = "before"
 HELDOUT_AFTER = "after"
 
 _STEP_DIR = re.compile(r"step=([0-9]+)")
-_CHECKPOINT = re.compile(r"step-([0-9]+)\.pt")
+_CHECKPOINT = re.compile(r"step-([0-9]+)\.(?:pt|dcp)")
 _HELDOUT_STEP = re.compile(r"step-([0-9]+)")
 
 
@@ -56,9 +59,10 @@ def step_dir(step: int) -> str:
     return f"step={step:08d}"
 
 
-def checkpoint_name(step: int) -> str:
-    """The checkpoint file after `step` steps: `step-000042.pt`."""
-    return f"step-{step:06d}.pt"
+def checkpoint_name(step: int, sharded: bool = False) -> str:
+    """The checkpoint after `step` steps: the file `step-000042.pt`, or the folder of a sharded one
+    (torch.distributed.checkpoint) `step-000042.dcp`."""
+    return f"step-{step:06d}.{'dcp' if sharded else 'pt'}"
 
 
 def heldout_label(step: int) -> str:
@@ -77,7 +81,8 @@ def parse_step_dir(name: str) -> int | None:
 
 
 def parse_checkpoint_name(name: str) -> int | None:
-    """The step of a checkpoint file's name; None for any other name (the `latest` pointer, temporaries)."""
+    """The step of a checkpoint's name (file or sharded folder); None for any other name (the `latest` pointer,
+    temporaries)."""
     return _parse(_CHECKPOINT, name)
 
 
@@ -159,8 +164,13 @@ class RunLayout:
     def checkpoints(self) -> str:
         return self.join(CHECKPOINTS_DIR)
 
-    def checkpoint(self, step: int) -> str:
-        return self.join(CHECKPOINTS_DIR, checkpoint_name(step))
+    def checkpoint(self, step: int, sharded: bool = False) -> str:
+        """The checkpoint file after `step` steps, or with `sharded` the folder of its shards."""
+        return self.join(CHECKPOINTS_DIR, checkpoint_name(step, sharded))
+
+    def sharded_state(self, step: int) -> str:
+        """The run state written beside the shards of the sharded checkpoint after `step` steps."""
+        return self.join(CHECKPOINTS_DIR, checkpoint_name(step, sharded=True), SHARDED_STATE_FILE)
 
     @property
     def latest(self) -> str:
@@ -194,7 +204,7 @@ class RunLayout:
         return dict(sorted(found.items()))
 
     def checkpoint_steps(self) -> list[int]:
-        """Steps with a checkpoint file, ascending (complete or not: `latest` says which is whole)."""
+        """Steps with a checkpoint file or folder, ascending (complete or not: `latest` says which is whole)."""
         return list(self._names(CHECKPOINTS_DIR, parse_checkpoint_name))
 
     def episode_steps(self) -> list[int]:
@@ -207,7 +217,7 @@ class RunLayout:
 
     # ----------------------------------------------------------------------------------------- upkeep
     def prune_checkpoints(self, keep: int) -> None:
-        """Delete all but the `keep` newest checkpoint files."""
+        """Delete all but the `keep` newest checkpoints (files or sharded folders)."""
         names = list(self._names(CHECKPOINTS_DIR, parse_checkpoint_name).values())
         for name in names[:-keep] if keep > 0 else names:
             objects.delete(self.join(CHECKPOINTS_DIR, name), self.options)

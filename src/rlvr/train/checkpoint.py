@@ -1,11 +1,14 @@
 """Training checkpoints: model, optimizer, schedule, RNG states, step and scheduler state, for exact resume.
 
-A checkpoint is one torch file under the run's storage URL (`checkpoints/step-NNNNNN.pt`, see
-rlvr.store.layout), written atomically; the `checkpoints/latest` pointer is updated only after the file is
-complete, so a run killed at any moment resumes from its last whole checkpoint, at the step after it.
-Weights and optimizer state are saved in full, keyed by parameter name (gathered from every rank when the
-run is distributed), so a run resumes at any world size, and `export` turns the last one into a plain
-Hugging Face directory.
+A run on one process writes one torch file under the run's storage URL (`checkpoints/step-NNNNNN.pt`, see
+rlvr.store.layout), atomically. A run on several ranks writes a sharded checkpoint, the folder
+`checkpoints/step-NNNNNN.dcp`: every rank its own shards of the weights and optimizer state with
+torch.distributed.checkpoint (nothing is gathered to rank 0), and rank 0 the rest beside them (`run.pt`: the
+step, every rank's RNG states, the scheduler and run state). Either way the `checkpoints/latest` pointer is
+updated only after the whole checkpoint is written (by every rank), so a run killed at any moment resumes from
+its last whole checkpoint, at the step after it. Tensors are keyed by parameter name in both forms, so a run
+resumes at any world size (a sharded checkpoint is resharded as it is read), and `export` turns the last one,
+of either form, into a plain Hugging Face directory.
 """
 from __future__ import annotations
 
@@ -21,8 +24,13 @@ import torch
 from rlvr.errors import UserError
 from rlvr.store import objects
 from rlvr.store.layout import RunLayout
+from rlvr.train import distributed
+from rlvr.train.distributed import Dist
 
-CHECKPOINT_SCHEMA_VERSION = 1
+CHECKPOINT_SCHEMA_VERSION = 2
+"""2: a run on several ranks writes a sharded checkpoint, its `rng` a list of every rank's states; 1: one torch
+file only, as every run wrote it before (still read)."""
+READABLE_SCHEMAS = (1, 2)
 KEEP = 2
 """Checkpoints kept on storage (older ones are deleted once a newer one is complete)."""
 
@@ -44,14 +52,59 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save(run_url: str, step: int, state: dict[str, Any]) -> str:
-    """Write the state of the run after `step` (the model, optimizer, ... are in `state`); returns its URL."""
+    """Write the state of the run after `step` as one file (the model, optimizer, ... are in `state`); its URL."""
     layout = RunLayout(run_url)
     url = layout.checkpoint(step)
+    objects.delete(layout.checkpoint(step, sharded=True))  # one form a step: not also one a killed attempt left
     with objects.open_atomic(url) as f:
         torch.save({**state, "step": step, "rng": rng_state(), "schema_version": CHECKPOINT_SCHEMA_VERSION}, f)
+    _commit(layout, step)
+    return url
+
+
+def save_sharded(run_url: str, step: int, state: dict[str, Any], model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer, dist: Dist) -> str:
+    """Write the state of the run after `step` as a sharded checkpoint: every rank calls it, writes its shards
+    of `model` and `optimizer` and hands its RNG states to rank 0, which writes them and `state` (rank 0's is
+    the one kept) beside the shards; `latest` names it once every rank is done. Returns the folder's URL."""
+    layout = RunLayout(run_url)
+    url = layout.checkpoint(step, sharded=True)
+    if dist.main:  # what a killed attempt left at this step (its shards may be of another world size)
+        objects.delete(url)
+        objects.delete(layout.checkpoint(step))
+    dist.barrier()
+    saved_optimizer = distributed.save_sharded(model, optimizer, storage(url, write=True))
+    rngs = dist.gather(rng_state())
+    if dist.main:
+        with objects.open_atomic(layout.sharded_state(step)) as f:
+            torch.save({**state, "step": step, "rng": rngs, "optimizer_saved": saved_optimizer,
+                        "schema_version": CHECKPOINT_SCHEMA_VERSION}, f)
+    dist.barrier()  # every rank's shards are whole before `latest` names them
+    if dist.main:
+        _commit(layout, step)
+    return url
+
+
+def _commit(layout: RunLayout, step: int) -> None:
+    """Point `latest` at the checkpoint after `step`, now whole, and drop the older ones beyond KEEP."""
     objects.put_bytes(layout.latest, str(step).encode())
     layout.prune_checkpoints(KEEP)
-    return url
+
+
+def storage(url: str, *, write: bool) -> Any:
+    """torch.distributed.checkpoint's writer (or reader) of a sharded checkpoint's folder: the local
+    filesystem's for a path, fsspec's for a URL (`s3://...`)."""
+    from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+
+    if "://" not in url:
+        return FileSystemWriter(url) if write else FileSystemReader(url)
+    try:  # the module that has defined them since torch 2.1 (not every version exports them from the package)
+        from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+    except ImportError:
+        raise UserError(f"this torch cannot write sharded checkpoints to {url.split('://')[0]}:// URLs (no "
+                        "FsspecWriter)", field="store.url",
+                        fix="keep the run's records on a local or mounted path, or train on one rank") from None
+    return FsspecWriter(url) if write else FsspecReader(url)
 
 
 def latest_step(run_url: str) -> int | None:
@@ -66,26 +119,47 @@ def latest_step(run_url: str) -> int | None:
     return int(raw)
 
 
-def load(run_url: str, step: int) -> dict[str, Any]:
-    """The state saved after `step` (the caller restores the model and optimizer; RNG states are restored here)."""
-    url = RunLayout(run_url).checkpoint(step)
+def load(run_url: str, step: int, rank: int = 0) -> dict[str, Any]:
+    """The state saved after `step`, of either form; RNG states are restored here (a sharded checkpoint's of
+    this rank, rank 0's where the writing run had fewer ranks). The caller restores the model and optimizer:
+    from `state["model"]` and `state["updater"]["optimizer"]`, or for a sharded checkpoint with
+    `load_shards(state, ...)` (`state["shards"]` is its folder)."""
+    layout = RunLayout(run_url)
+    sharded = objects.exists(layout.sharded_state(step))
+    url = layout.sharded_state(step) if sharded else layout.checkpoint(step)
     if not objects.exists(url):
         raise UserError("checkpoint named by `latest` is missing", file=url,
                         fix="start with --no-resume, or restore the file")
     with objects.open_read(url) as f:
         state = torch.load(f, map_location="cpu", weights_only=False)
-    if state.get("schema_version") != CHECKPOINT_SCHEMA_VERSION:
-        raise UserError(f"checkpoint schema {state.get('schema_version')} is not {CHECKPOINT_SCHEMA_VERSION}",
-                        file=url, fix="resume with the rlvr version that wrote it, or start with --no-resume")
-    set_rng_state(state["rng"])
+    if state.get("schema_version") not in READABLE_SCHEMAS:
+        raise UserError(f"checkpoint schema {state.get('schema_version')} is not one this rlvr reads "
+                        f"({', '.join(map(str, READABLE_SCHEMAS))})", file=url,
+                        fix="resume with the rlvr version that wrote it, or start with --no-resume")
+    rng = state["rng"]
+    if isinstance(rng, list):  # a sharded checkpoint's: every rank's
+        rng = rng[rank] if rank < len(rng) else rng[0]
+    set_rng_state(rng)
+    if sharded:
+        state["shards"] = layout.checkpoint(step, sharded=True)
     return state
+
+
+def load_shards(state: dict[str, Any], model: torch.nn.Module,
+                optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Read a sharded checkpoint's weights (and optimizer state, when given and saved) from the folder
+    `load` found into `model` as this process holds it (resharded to this world size; alone, with no process
+    group)."""
+    optimizer = optimizer if state.get("optimizer_saved") else None
+    distributed.load_sharded(model, optimizer, storage(state["shards"], write=False))
 
 
 def export(run_dir: str | Path, out: str | Path, *, adapter: bool = False) -> Path:
     """Write a run's last checkpoint as a plain Hugging Face directory (safetensors, config, tokenizer) that
     `transformers` and `rlvr eval --policy hf:DIR` load: LoRA merged into the weights, or with `adapter`
-    kept as a peft adapter over the base model. The checkpoint holds full weights whatever the world size
-    that wrote it. Written to a temporary sibling and renamed, so `out` is whole or absent."""
+    kept as a peft adapter over the base model. The checkpoint is one file or the shards of a run on several
+    ranks, which this one process reads in full. Written to a temporary sibling and renamed, so `out` is
+    whole or absent."""
     from rlvr.config import load_config
     from rlvr.rollout.backends import make_policy
     from rlvr.train.parts import _apply_lora
@@ -109,7 +183,10 @@ def export(run_dir: str | Path, out: str | Path, *, adapter: bool = False) -> Pa
     policy = make_policy(cfg.policy.model_copy(update={"device": "cpu"}))  # as the run built it
     if cfg.train.lora:
         _apply_lora(policy, cfg)
-    policy.model.load_state_dict(saved["model"])  # type: ignore[attr-defined]
+    if "shards" in saved:
+        load_shards(saved, policy.model)  # type: ignore[attr-defined]
+    else:
+        policy.model.load_state_dict(saved["model"])  # type: ignore[attr-defined]
     model = policy.model if adapter or not cfg.train.lora else policy.model.merge_and_unload()  # type: ignore[attr-defined]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))

@@ -14,7 +14,8 @@ With N > 1 the policy is wrapped in FSDP2 (`fully_shard` per transformer block a
 holds about 1/N of the parameters, gradients and optimizer state) or, as a config choice, in DDP. Sharded
 weights cannot generate on their own without collective calls that every rank would have to make in step,
 so each rank generates from a full generation copy (rlvr.rollout.weights.GenerationCopy) that is refreshed
-from the gathered weights after every update, a collective every rank makes at the same point.
+from the gathered weights after every update, a collective every rank makes at the same point. Checkpoints are
+written shard by shard, each rank its own, with torch.distributed.checkpoint (`save_sharded`, `load_sharded`).
 
 The collectives are torch.distributed's own (gloo on CPU, nccl on GPU); nothing here is a home-made
 launcher or transport.
@@ -26,7 +27,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as tdist
@@ -34,6 +35,9 @@ from torch import nn
 
 from rlvr.config import RunConfig
 from rlvr.errors import RankLost, UserError
+
+if TYPE_CHECKING:
+    from torch.distributed.checkpoint import StorageReader, StorageWriter
 
 T = TypeVar("T")
 
@@ -275,8 +279,20 @@ def transformer_blocks(model: nn.Module) -> list[nn.Module]:
     return list(max(lists, key=len)) if lists else []
 
 
-def shard(model: nn.Module, dist: Dist) -> nn.Module:
-    """The model as this rank trains it: FSDP2 per transformer block and at the root, or DDP; unchanged alone."""
+COMPUTE_DTYPES: dict[str, torch.dtype | None] = {"no": None, "bf16": torch.bfloat16}
+"""What `train.mixed_precision` computes the policy's forward and backward in (None: the weights' own dtype)."""
+
+
+def casts_itself(dist: Dist) -> bool:
+    """Whether the sharded policy casts its own forward under mixed precision (FSDP2's MixedPrecisionPolicy);
+    otherwise (one rank, DDP) the update runs it under autocast."""
+    return dist.active and dist.sharding == "fsdp"
+
+
+def shard(model: nn.Module, dist: Dist, mixed_precision: str = "no") -> nn.Module:
+    """The model as this rank trains it: FSDP2 per transformer block and at the root, or DDP; unchanged alone.
+    With bf16 FSDP2 gathers each block's float32 shards as bfloat16 for the forward and reduces gradients in
+    float32 into the float32 shards that the optimizer steps."""
     if not dist.active:
         return model
     if dist.sharding == "ddp":
@@ -284,11 +300,13 @@ def shard(model: nn.Module, dist: Dist) -> nn.Module:
 
         ids = [dist.local_rank] if dist.backend == "nccl" else None
         return DistributedDataParallel(model, device_ids=ids)
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    dtype = COMPUTE_DTYPES[mixed_precision]
+    policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
     for block in transformer_blocks(model):
-        fully_shard(block)
-    fully_shard(model)  # the root holds what is left: embeddings (tied to the head), final norm
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)  # the root holds what is left: embeddings (tied to the head), final norm
     return model
 
 
@@ -309,8 +327,9 @@ def full_weights(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 
 def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """(model, optimizer) state dicts in full, on rank 0's CPU (empty elsewhere): a collective. The optimizer's
-    is keyed by parameter names, so any world size can load it."""
+    """(model, optimizer) state dicts in full, on rank 0's CPU (empty elsewhere): a collective when sharded (the
+    one-file checkpoint of a run alone). The optimizer's is keyed by parameter names, so any world size can load
+    it."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -330,6 +349,47 @@ def load_full_state(model: nn.Module, optimizer: torch.optim.Optimizer, model_st
         return
     set_state_dict(unwrapped(model), optimizer, model_state_dict=model_state, optim_state_dict=optim_state,
                    options=opts)
+
+
+def save_sharded(model: nn.Module, optimizer: torch.optim.Optimizer, writer: StorageWriter) -> bool:
+    """Write the model and optimizer state as this rank holds them with torch.distributed.checkpoint (a
+    collective, nothing gathered): each rank its own FSDP2 shards; a tensor every rank holds in full (DDP) is
+    written by one of them. Keyed by parameter name. Returns whether the optimizer state is in it (it has none
+    before the first step)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+    alone = not tdist.is_initialized()
+    if not optimizer.state:  # get_state_dict would initialise the state by a zero step (see full_state)
+        dcp.save({"model": get_model_state_dict(unwrapped(model))}, storage_writer=writer, no_dist=alone)
+        return False
+    model_state, optim_state = get_state_dict(unwrapped(model), optimizer)
+    dcp.save({"model": model_state, "optimizer": optim_state}, storage_writer=writer, no_dist=alone)
+    return True
+
+
+def load_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, reader: StorageReader) -> None:
+    """Read a checkpoint `save_sharded` wrote into the model (and the optimizer; None: the weights only) as
+    this process holds them: torch.distributed.checkpoint reads each tensor's pieces from whichever files hold
+    them, so a checkpoint of any world size loads at any other; a process alone needs no process group."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
+
+    alone = not tdist.is_initialized()
+    if optimizer is None:
+        weights: dict[str, Any] = {"model": get_model_state_dict(unwrapped(model))}
+        dcp.load(weights, storage_reader=reader, no_dist=alone)
+        set_model_state_dict(unwrapped(model), weights["model"])
+        return
+    model_state, optim_state = get_state_dict(unwrapped(model), optimizer)  # placeholders that the load fills
+    state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
+    dcp.load(state, storage_reader=reader, no_dist=alone)
+    set_state_dict(unwrapped(model), optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 
 
 def local_numel(model: nn.Module) -> tuple[int, int]:

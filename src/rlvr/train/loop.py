@@ -141,6 +141,10 @@ def validate(cfg: RunConfig) -> None:
     loss_fn(cfg.train.loss)
     aggregate_fn(cfg.train.aggregation)
     correction_settings(cfg.train)
+    if cfg.train.mixed_precision != "no" and cfg.policy.dtype != "float32":
+        raise UserError(f"mixed_precision = {cfg.train.mixed_precision!r} keeps float32 weights and optimizer "
+                        f"state, but policy.dtype is {cfg.policy.dtype!r}", field="train.mixed_precision",
+                        fix='set policy.dtype = "float32", or mixed_precision = "no" to train in that dtype')
     if cfg.sft.enabled and cfg.sft.source != "reference" and not Path(cfg.sft.source).is_file():
         raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
                         fix='give a JSONL file of {prompt, completion} records, or "reference"')
@@ -280,25 +284,33 @@ def _heldout(parts: Parts, label: str, step: int) -> HeldoutResult | None:
 
 
 def _save(parts: Parts, run_url: str, state: RunState, wall_s: float) -> None:
-    """A checkpoint after `state.step` steps: weights, optimizer, scheduler and the run state as one record.
-    The weights and optimizer state are gathered in full, keyed by parameter name, so a run resumes at any
-    world size; rank 0 writes the record."""
-    model_state, optim_state = distributed.full_state(parts.policy.model, parts.updater.optimizer)
-    if parts.dist.main:
-        checkpoint.save(run_url, state.step, {
-            "model": model_state, "updater": {"optimizer": optim_state,
-                                              "lr_schedule": parts.updater.lr_schedule.state_dict()},
-            "scheduler": parts.scheduler.state_dict(), "policy_version": parts.policy.version,
-            "run_state": dataclasses.replace(state, wall_before=wall_s).to_dict(), "world_size": parts.dist.world_size,
-        })
+    """A checkpoint after `state.step` steps: weights, optimizer, scheduler and the run state. Alone: one
+    record, one file. On several ranks: each rank writes its own shards of the weights and optimizer state
+    (nothing is gathered) and rank 0 the rest beside them. Both are keyed by parameter name, so a run resumes at
+    any world size."""
+    model, optimizer = parts.policy.model, parts.updater.optimizer
+    record: dict[str, Any] = {
+        "updater": {"lr_schedule": parts.updater.lr_schedule.state_dict()},
+        "scheduler": parts.scheduler.state_dict(), "policy_version": parts.policy.version,
+        "run_state": dataclasses.replace(state, wall_before=wall_s).to_dict(), "world_size": parts.dist.world_size,
+    }
+    if parts.dist.active:
+        checkpoint.save_sharded(run_url, state.step, record, model, optimizer, parts.dist)
+    else:
+        record["model"], record["updater"]["optimizer"] = distributed.full_state(model, optimizer)
+        checkpoint.save(run_url, state.step, record)
     parts.dist.barrier()  # no rank runs ahead of a checkpoint it may have to resume from
 
 
 def _restore(parts: Parts, run_url: str, step: int) -> RunState:
-    saved = checkpoint.load(run_url, step)  # every rank reads it: the RNG states come back everywhere
-    state = RunState.from_dict(saved.get("run_state"), source=RunLayout(run_url).checkpoint(step), resumed_from=step)
+    saved = checkpoint.load(run_url, step, parts.dist.rank)  # every rank reads it: its RNG states come back
+    source = saved.get("shards") or RunLayout(run_url).checkpoint(step)
+    state = RunState.from_dict(saved.get("run_state"), source=source, resumed_from=step)
     updater = saved["updater"]
-    if _by_name(updater["optimizer"]):
+    if "shards" in saved:  # written by several ranks: resharded to this world size as it is read
+        checkpoint.load_shards(saved, parts.policy.model, parts.updater.optimizer)
+        parts.updater.lr_schedule.load_state_dict(updater["lr_schedule"])
+    elif _by_name(updater["optimizer"]):
         distributed.load_full_state(parts.policy.model, parts.updater.optimizer, saved["model"],
                                     updater["optimizer"])
         parts.updater.lr_schedule.load_state_dict(updater["lr_schedule"])

@@ -163,7 +163,7 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None, dist: Dist = SINGL
         ref_model = _reference_model(policy, cfg)
         if dist.active:  # sharded weights cannot generate alone: each rank samples from a full copy
             policy.separate_weights()
-            policy.model = distributed.shard(policy.model, dist)
+            policy.model = distributed.shard(policy.model, dist, cfg.train.mixed_precision)
         pool = pool_for(cfg)  # the local isolated pool, or pool actors on Ray when [cluster] is set
         stack.callback(pool.close)
         scheduler = Scheduler.from_config(cfg, held_out=heldout_indices(cfg))

@@ -4,6 +4,7 @@ Every step also measures the sampler/trainer mismatch and the policy's entropy o
 the weights at the start of the update (`mismatch/*`, `policy/entropy`; see `mismatch_metrics`)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import warnings
@@ -17,7 +18,7 @@ from torch import Tensor, nn
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
-from rlvr.train.distributed import SINGLE, Dist
+from rlvr.train.distributed import COMPUTE_DTYPES, SINGLE, Dist, casts_itself, unwrapped
 from rlvr.train.losses import (
     IS_CORRECTIONS,
     IS_LEVELS,
@@ -203,10 +204,21 @@ class PolicyUpdater:
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg.warmup_steps))
+        self.compute_dtype = COMPUTE_DTYPES[cfg.mixed_precision]
+        """bf16 under `train.mixed_precision`: what the forward passes compute in (None: the weights' dtype)."""
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def cast(self, model: nn.Module) -> contextlib.AbstractContextManager:
+        """The precision of a forward through `model`: autocast to the mixed-precision dtype, unless FSDP2 casts
+        the sharded policy itself (a separate reference model is never sharded, so it is autocast; the LoRA
+        reference is the policy itself). The backward runs outside it, as autocast wants, and the loss is
+        computed from float32 logits."""
+        if self.compute_dtype is None or (model is not self.ref_model and casts_itself(self.dist)):
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.compute_dtype)
 
     def step(self, samples: Sequence[Sample], seed: int = 0) -> dict[str, float]:
         """`epochs` passes over the samples, each split into `minibatches` optimizer steps accumulated over
@@ -279,7 +291,8 @@ class PolicyUpdater:
         for i in range(0, len(samples), self.cfg.micro_batch_size):
             micro = samples[i:i + self.cfg.micro_batch_size]
             b = collate(micro, self.pad_id, self.device)
-            logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
+            with self.cast(self.model):
+                logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
             logp = gathered_logprobs(logits, b["input_ids"]) * b["mask"]
             if probe is not None:
                 probe.add(logp, b["old_logp"], generated_entropy(logits, b["mask"]), b["mask"])
@@ -293,15 +306,17 @@ class PolicyUpdater:
         """This micro-batch's share of the batch loss (gradient-carrying) and its token statistics; `probe`
         collects the mismatch and entropy of these forward passes."""
         b = collate(micro, self.pad_id, self.device)
-        logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
+        with self.cast(self.model):
+            logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
         logp = gathered_logprobs(logits, b["input_ids"])
         if probe is not None:
             probe.add(logp, b["old_logp"], generated_entropy(logits, b["mask"]), b["mask"])
         del logits
         ref_logp = None
         if self.settings.kl_coef > 0:
-            with torch.no_grad():
-                ref_logp = token_logprobs(self.reference(), b["input_ids"], b["attention_mask"], self.temperature)
+            ref = self.reference()
+            with torch.no_grad(), self.cast(ref):
+                ref_logp = token_logprobs(ref, b["input_ids"], b["attention_mask"], self.temperature)
         old_logp, is_weight, extra = b["old_logp"], None, {}
         if "prox_logp" in b:  # decoupled PPO: clip against the proximal policy, weight by proximal / behaviour
             is_weight, extra = behaviour_weight(b["prox_logp"], b["old_logp"], b["mask"], self.correction,
@@ -317,13 +332,15 @@ class PolicyUpdater:
         return loss, out
 
     def reference(self) -> nn.Module:
-        """The frozen reference: the given model, or the policy with its LoRA adapters switched off."""
+        """The frozen reference: the given model, or the policy with its LoRA adapters switched off (the peft
+        model itself: a DDP wrapper has no `disable_adapter`, and a forward without gradients needs none of
+        DDP's hooks; under FSDP2 the peft model is the sharded root)."""
         if self.ref_model is not None:
             return self.ref_model
-        disable = getattr(self.model, "disable_adapter", None)
-        if disable is None:
+        peft = unwrapped(self.model)
+        if getattr(peft, "disable_adapter", None) is None:
             raise ValueError("kl_coef > 0 needs a reference model (or LoRA, whose base model is the reference)")
-        return _AdapterOff(self.model)
+        return _AdapterOff(peft)
 
     def state_dict(self) -> dict:
         return {"optimizer": self.optimizer.state_dict(), "lr_schedule": self.lr_schedule.state_dict()}
