@@ -110,6 +110,14 @@ def _torchrun(config: Path, n: int = 2, *, launcher: tuple[str, ...] = (), modul
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
 
 
+def _torchrun_summary(cfg: RunConfig, config: Path) -> dict:
+    """Run `cfg` on 2 ranks under torchrun (it must succeed) and return its summary."""
+    config.write_text(cfg.to_toml())
+    done = _torchrun(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((cfg.run_dir / "summary.json").read_text())
+
+
 def _episodes(run_dir: Path) -> dict[tuple[int, str, int], object]:
     return {(ep.step, ep.group_id, ep.sample_index): ep for ep in EpisodeStore(run_dir).episodes()}
 
@@ -298,11 +306,7 @@ def test_a_sharded_checkpoint_resumes_exactly_on_two_ranks(runs: tuple[RunConfig
     two = runs[1]
     b = _moved(two, tmp_path / "b")  # the same run, from its checkpoint after 2 steps, on 2 ranks again
     (b.run_dir / "checkpoints" / "latest").write_text("2")
-    config = tmp_path / "b.toml"
-    config.write_text(b.to_toml())
-    done = _torchrun(config)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((b.run_dir / "summary.json").read_text())
+    summary = _torchrun_summary(b, tmp_path / "b.toml")
     assert summary["resumed_from_step"] == 2 and summary["world_size"] == 2
     ea, eb = _episodes(two.run_dir), _episodes(b.run_dir)
     assert ea.keys() == eb.keys() and {k[0] for k in eb} == {0, 1, 2}
@@ -340,11 +344,7 @@ def test_a_one_rank_checkpoint_resumes_on_two_ranks(tmp_path: Path, model_dir: P
     a = _moved(one, tmp_path / "a", steps=4)  # one more step on one process ...
     loop.run(a)
     b = _moved(one, tmp_path / "b", steps=4, world_size=2)  # ... and on two ranks, from the same checkpoint
-    config = tmp_path / "b.toml"
-    config.write_text(b.to_toml())
-    done = _torchrun(config)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((b.run_dir / "summary.json").read_text())
+    summary = _torchrun_summary(b, tmp_path / "b.toml")
     assert summary["resumed_from_step"] == 3 and summary["world_size"] == 2
     ea, eb = _episodes(a.run_dir), _episodes(b.run_dir)
     assert ea.keys() == eb.keys() and all(ea[k].token_ids == eb[k].token_ids for k in ea)
