@@ -251,7 +251,7 @@ class CodeVerifier:
         hidden_tests = {p: task.hidden[p] for p in s.tests}
         config = {
             "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout, "roots": s.import_roots,
-            "pre_import": sorted(_shadowable(hidden_tests, task.workspace, s.import_roots)),
+            "pre_import": sorted(_shadowable(hidden_tests, task.workspace, s)),
             "conftests": sorted(p for p in judge_files if p.rsplit("/", 1)[-1] == "conftest.py"),
             "hidden_modules": sorted({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
                                      - {p.split("/", 1)[0].removesuffix(".py") for p in files}),
@@ -426,15 +426,12 @@ def _required(s: CodeSettings, c: Check) -> bool:
     return any(sc.kind == kind and sc.is_required for sc in s.checks)
 
 
-def _shadowable(hidden_tests: Files, initial: Files, roots: list[str] | None = None) -> set[str]:
+def _shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = None) -> set[str]:
     """Top-level modules the hidden tests import from outside the workspace (stdlib or installed); a module under
-    one of the workspace's import `roots` (src/pkg of a src layout) is the workspace's own."""
+    one of the workspace's import roots (src/pkg of a src layout) is the workspace's own."""
     import ast
 
-    prefixes = tuple(r.strip("/") + "/" for r in roots or [])
-    provided = {p.split("/", 1)[0].removesuffix(".py") for p in initial}
-    provided |= {p[len(pre):].split("/", 1)[0].removesuffix(".py") for p in initial for pre in prefixes
-                 if p.startswith(pre)}
+    provided = {q.split("/", 1)[0].removesuffix(".py") for p in initial for q in (p, s.importable(p) if s else p)}
     names: set[str] = set()
     for text in hidden_tests.values():
         try:

@@ -176,6 +176,15 @@ class CodeSettings(VerifierSettings):
     timeout_s: float | None = Field(None, gt=0)
     """Limit of the hidden test run (default the task's exec_timeout_s)."""
 
+    def importable(self, path: str) -> str:
+        """A workspace path as the import system sees it: relative to the import root it lies under
+        (`src/pkg/mod.py` -> `pkg/mod.py` with `import_roots = ["src"]`), else unchanged."""
+        for root in self.import_roots:
+            prefix = root.strip("/") + "/"
+            if path.startswith(prefix):
+                return path[len(prefix):]
+        return path
+
     def workspace_tests(self) -> list[str] | None:
         """The declared `visible_tests`, which the env's `run_tests` tool runs (None: the default files)."""
         return list(self.visible_tests) or None

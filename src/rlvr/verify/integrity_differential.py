@@ -124,13 +124,8 @@ def prepare(task: Task, s: CodeSettings, files: Files, reference: Files | None, 
 
 
 def _examples(task: Task, s: CodeSettings, reference: Files) -> dict[str, list[list[Any]]]:
-    def module(path: str) -> str:
-        for root in s.import_roots:  # src/pkg/mod.py is pkg.mod in a src layout
-            if path.startswith(root.strip("/") + "/"):
-                path = path[len(root.strip("/")) + 1:]
-                break
-        return path.removesuffix(".py").replace("/", ".")
-    modules = {module(p) for p in reference if p.endswith(".py") and role_of(p) == "code"}
+    modules = {s.importable(p).removesuffix(".py").replace("/", ".") for p in reference
+               if p.endswith(".py") and role_of(p) == "code"}
     tests = {p: t for p, t in task.workspace.items() if p.endswith(".py") and role_of(p) == "test"}
     tests.update({p: task.hidden[p] for p in s.tests if p in task.hidden})
     return probes_mod.example_calls(tests, modules)
