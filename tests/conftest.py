@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -71,3 +71,19 @@ ADD_SOLUTION = {"add.py": "def add(a, b):\n    return a + b\n"}
 def add_task(tmp_path: Path) -> Path:
     """A minimal, valid code task directory (only id and domain in task.toml)."""
     return write_task(tmp_path, "add", workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN, solution=ADD_SOLUTION)
+
+
+def child_pids(pid: int) -> list[int]:
+    """The children of every thread of a process (none if it is gone). A thread that ends while it is read is
+    skipped, not taken for the whole process: its children move to another thread, read next time."""
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return []
+    out: list[int] = []
+    for t in threads:
+        try:
+            out += [int(c) for c in (t / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out

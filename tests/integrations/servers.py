@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.integrations.openenv import launched
-from tests.conftest import ADD_HIDDEN, ADD_SOLUTION, ADD_WORKSPACE, write_task
+from tests.conftest import ADD_HIDDEN, ADD_SOLUTION, ADD_WORKSPACE, child_pids, write_task
 
 
 def write_add_pack(root: Path, names: tuple[str, ...] = ("add", "add2")) -> Path:
@@ -49,15 +49,21 @@ class Server:
         return sorted(os.listdir(self.pool_base() / "leases"))
 
     def descendants(self) -> set[int]:
+        """Every process below the server, read until two readings agree (threads come and go while it serves:
+        a thread that ends between listing and reading its `children` must not hide the others' children)."""
+        last: set[int] | None = None
+        for _ in range(20):
+            now = self._descendants_once()
+            if now == last:
+                return now
+            last = now
+        return last or set()
+
+    def _descendants_once(self) -> set[int]:
         out: set[int] = set()
         stack = [self.proc.pid]
         while stack:
-            pid = stack.pop()
-            try:
-                kids = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
-                        for c in (t / "children").read_text().split()]
-            except FileNotFoundError:
-                continue
+            kids = child_pids(stack.pop())
             out.update(kids)
             stack += kids
         return out

@@ -12,6 +12,7 @@ import pytest
 from rlvr.sandbox.pool import BwrapPool
 from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.sandbox.selftest import processes_named
+from tests.conftest import child_pids
 from tests.sandbox.conftest import TIGHT
 
 HOSTILE = {
@@ -329,9 +330,6 @@ def test_jobs_go_to_the_lean_or_the_warm_template(pool: BwrapPool) -> None:
 def _lean_zygotes(worker_pid: int) -> list[int]:
     """Host PIDs of the lean zygotes under one worker's bubblewrap process: the child of the warm zygote (the
     top one) that shares its PID namespace (the chains it forks are each PID 1 of a fresh one)."""
-    def children(pid: int) -> list[int]:
-        return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
-
     def is_zygote(pid: int) -> bool:
         return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:2] == [b"/opt/rlvr/zygote.py"]
 
@@ -341,8 +339,8 @@ def _lean_zygotes(worker_pid: int) -> list[int]:
         if is_zygote(pid):
             warm.append(pid)
             continue
-        stack += children(pid)
-    return [kid for z in warm for kid in children(z)
+        stack += child_pids(pid)
+    return [kid for z in warm for kid in child_pids(z)
             if is_zygote(kid) and os.readlink(f"/proc/{kid}/ns/pid") == os.readlink(f"/proc/{z}/ns/pid")]
 
 
@@ -370,7 +368,7 @@ def _prepared_job_processes(worker_pid: int) -> list[int]:
     while stack:
         pid = stack.pop()
         try:
-            kids = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+            kids = child_pids(pid)
             status = Path(f"/proc/{pid}/status").read_text()
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
