@@ -99,3 +99,16 @@ def test_lease_on_dead_actor_is_infra_error(pool) -> None:
         assert res.error
         res2 = sb.run(["python", "-c", "print(1)"])  # the workspace is gone: still infra, never the program's fault
         assert res2.status is ExecStatus.infra_error
+
+
+def test_requirements_travel_with_the_job_to_the_node_that_runs_it(pool) -> None:
+    """The actor serves a task's requirements on its own node (its venv made there, in that node's cache)."""
+    from rlvr.sandbox.requirements import pool_for
+
+    needs = ("pytest", "pytest-mock==3.14.0")
+    served = pool_for(pool, needs)
+    probe = ["python", "-c", "import pytest_mock; print('has it')"]
+    assert served.run(probe).stdout == "has it\n"
+    with served.lease({"a.txt": "x"}) as sb:
+        assert sb.run(probe).stdout == "has it\n" and sb.read_files(["a.txt"]) == {"a.txt": "x"}
+    assert pool.run(probe).exit_code == 1  # the pool's own interpreter has no pytest-mock

@@ -267,10 +267,40 @@ def test_a_src_layout_project_is_built_and_judged_from_the_workspaces_src(tmp_pa
         assert verify(t, FinalState(files=moved), ctx).score == 0.0
 
 
-def test_a_project_whose_tests_need_more_than_the_verifiers_interpreter_says_so(tmp_path, factory, no_env) -> None:
-    proj = make_project(tmp_path / "deps", extra={
-        "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n[project.optional-dependencies]\ntest = ["hypothesis"]\n'})
-    rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False,
-                gold_check=lambda task: {"x"})
-    assert rep.projects[0].skipped.startswith("the original does not pass under the verifier's harness")
-    assert "hypothesis" in rep.projects[0].skipped and rep.tasks == 0
+def test_a_project_whose_tests_need_more_than_pytest_becomes_tasks_judged_in_its_environment(
+        tmp_path, monkeypatch) -> None:
+    """pytest-mock is not in the test venv: the project's venv has it, the tasks record it as requirements, and
+    the verifier (the builder's own gold check included) judges them on that venv's interpreter."""
+    from rlvr.commands.tasks import _gold_check
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.verify import VerifyContext, verify
+
+    monkeypatch.setenv("RLVR_ENV_CACHE", str(tmp_path / "envs"))
+    mocked = TESTS + (
+        "\n\ndef test_mean_of_what_a_reader_returns(mocker):\n"
+        "    import calc.core\n"
+        "    spy = mocker.spy(calc.core, 'mean')\n"
+        "    assert calc.core.mean([2, 4]) == 3 and spy.call_count == 1\n")
+    proj = make_project(tmp_path / "deps", tests=mocked, extra={
+        "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\n'
+                          '[project.optional-dependencies]\ntest = ["pytest-mock==3.14.0"]\n'})
+
+    @contextmanager
+    def on_the_projects_venv(python: str):
+        with BwrapPool(workers=2, spares=0, python=python) as pool:
+            yield pool
+    rep = build([str(proj)], tmp_path / "pack", on_the_projects_venv, n=3, cache=tmp_path / "cache",
+                show_progress=False, gold_check=_gold_check)
+    p = rep.projects[0]
+    assert p.skipped == "" and p.harness_failing == 0 and p.tests_kept == 4 and rep.tasks == 3, p
+    with BwrapPool(workers=1, spares=0) as pool:
+        ctx = VerifyContext(pool=pool)
+        for d in sorted((tmp_path / "pack").iterdir()):
+            t = load_task_dir(d)
+            assert t.requirements == ("pytest", "pytest-mock==3.14.0")
+            gold = verify(t, FinalState(files={**t.workspace, **(t.solution or {})}), ctx)
+            assert gold.score == 1.0 and gold.passed, gold
+            assert verify(t, FinalState(files=dict(t.workspace)), ctx).score == 0.0
+            # without its requirements the original fails: the mocker test cannot get its fixture
+            bare = t.model_copy(update={"requirements": ()})
+            assert not verify(bare, FinalState(files={**t.workspace, **(t.solution or {})}), ctx).passed

@@ -193,9 +193,9 @@ def test_cli_verify_json_and_errors(tasks: dict[str, Task], tmp_path: Path, cli,
                                     pool: SandboxPool) -> None:
     import json
 
-    from rlvr.verify import code
+    from rlvr.verify import base
 
-    monkeypatch.setattr(code, "_default_pool", pool)
+    monkeypatch.setattr(base, "_default_pool", pool)
     task_dir = Path(tasks["add"].source or "")
     ws = tmp_path / "ws"
     for rel, text in {**tasks["add"].workspace, **tasks["add"].solution}.items():

@@ -8,7 +8,7 @@ import pytest
 
 from rlvr.sandbox.base import SandboxPool
 from rlvr.tasks.loaders import load_task_dir
-from rlvr.verify import code
+from rlvr.verify import base
 from rlvr.verify.base import VerifyContext
 from rlvr.verify.proof import prove, prove_rows
 from tests.conftest import write_task
@@ -53,7 +53,7 @@ def test_prove_rows_updates_rows_and_survives_broken_domains(tmp_path: Path, ctx
 
 
 def test_tasks_validate_proves_solutions(tmp_path: Path, cli, monkeypatch, pool: SandboxPool) -> None:
-    monkeypatch.setattr(code, "_default_pool", pool)
+    monkeypatch.setattr(base, "_default_pool", pool)
     pack = tmp_path / "pack"
     _dir(pack, "ok1", {"m.py": "def f(x):\n    return x * x\n"})
     _dir(pack, "bad1", {"m.py": "def f(x):\n    return 1\n"})

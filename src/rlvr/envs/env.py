@@ -15,6 +15,7 @@ from rlvr.envs.tools import ToolContext, call_tool, tools_for
 from rlvr.errors import InfraError, UserError
 from rlvr.sandbox.base import Sandbox, SandboxPool
 from rlvr.sandbox.limits import for_task
+from rlvr.sandbox.requirements import pool_for
 from rlvr.tasks.spec import FinalState, Task
 
 SYSTEM_PROMPT = "Act by calling tools as {hint}. Tools: {tools}. submit() ends the task."
@@ -105,7 +106,7 @@ class Env:
             raise InfraError("a multi-turn task needs a sandbox pool")
         assert self.task is not None
         try:
-            lease = self.pool.lease(dict(self.task.workspace))
+            lease = pool_for(self.pool, self.task.requirements).lease(dict(self.task.workspace))
             self.sandbox = lease.__enter__()
         except (InfraError, UserError):
             raise

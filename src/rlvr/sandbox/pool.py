@@ -35,6 +35,7 @@ from rlvr.errors import SandboxUnavailable
 from rlvr.sandbox import cgroups, workspace
 from rlvr.sandbox.base import FileMap
 from rlvr.sandbox.limits import merged
+from rlvr.sandbox.requirements import RequirementsPools
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.sandbox.wire import recv_frame, send_frame
 from rlvr.sandbox.zygote import CHAINS_AHEAD, python_fast_path
@@ -75,9 +76,9 @@ def inner_interpreter(python: str) -> tuple[str, tuple[str, str] | None]:
 
 
 def job_env(python: str) -> dict[str, str]:
-    """The fixed environment of every job: nothing of the host's leaks in."""
-    venv_bin = str(Path(python).parent) + ":" if sys.prefix != sys.base_prefix else ""
-    return {"PATH": f"{venv_bin}/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
+    """The fixed environment of every job: nothing of the host's leaks in. The interpreter's own directory
+    comes first on PATH, so `python`, `pytest` and a venv's other scripts are the sandbox interpreter's."""
+    return {"PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
             "USER": "sandbox", "LOGNAME": "sandbox", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -217,13 +218,14 @@ class IsolatedSandbox:
         return result
 
 
-class BwrapPool:
+class BwrapPool(RequirementsPools):
     """Warm, self-healing pool of isolated workers. Use `lease()` (a context manager) or one-shot `run()`."""
 
     def __init__(self, limits: ExecLimits | None = None, workers: int = 2, python: str | None = None,
                  warm: Sequence[str] = ("pytest",), spares: int = 1) -> None:
         self.bwrap = find_bwrap()
         self.limits = limits or ExecLimits()
+        self.workers = workers
         self.python = python or sys.executable
         # what the sandbox runs: the same interpreter, relocated when its prefix sits where the sandbox
         # mounts its own tmpfs (a checkout under /tmp, for instance)
@@ -442,6 +444,10 @@ class BwrapPool:
         with self.lease(mounts=mounts) as sb:
             return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read, channel=channel)
 
+    def _derive(self, python: str) -> BwrapPool:
+        """A pool like this one on another interpreter (a task's requirements venv), no spares."""
+        return BwrapPool(self.limits, workers=self.workers, python=python, warm=self.warm, spares=0)
+
     def worker_pids(self) -> list[int]:
         """Host PIDs of the bubblewrap processes of the serving workers (for recovery tests and benchmarks)."""
         return [w.proc.pid for w in list(self._idle.queue)]
@@ -452,6 +458,7 @@ class BwrapPool:
             if self._closed and not self.base.exists():
                 return
             self._closed = True
+        self._close_derived()
         self._wake.set()
         refill = getattr(self, "_refill", None)
         if refill is not None and refill is not threading.current_thread():

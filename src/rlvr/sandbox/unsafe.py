@@ -20,6 +20,7 @@ from typing_extensions import Self
 from rlvr.sandbox import workspace
 from rlvr.sandbox.base import FileMap, iter_safe_paths
 from rlvr.sandbox.limits import merged
+from rlvr.sandbox.requirements import RequirementsPools
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
 SCRUBBED_ENV = {
@@ -73,7 +74,9 @@ class UnsafeSandbox:
         data = stdin.encode() if isinstance(stdin, str) else stdin
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(argv, cwd=self.root, env={**SCRUBBED_ENV, "HOME": str(self.root)},
+            env = {**SCRUBBED_ENV, "HOME": str(self.root),
+                   "PATH": f"{Path(self.python).parent}:{SCRUBBED_ENV['PATH']}"}  # the interpreter's scripts first
+            proc = subprocess.Popen(argv, cwd=self.root, env=env,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True)
         except OSError as exc:
@@ -109,7 +112,7 @@ class UnsafeSandbox:
         )
 
 
-class UnsafePool:
+class UnsafePool(RequirementsPools):
     """A pool of UnsafeSandbox workspaces. Warns on creation: nothing is contained."""
 
     def __init__(self, limits: ExecLimits | None = None, python: str | None = None, warn: bool = True) -> None:
@@ -137,8 +140,11 @@ class UnsafePool:
         with self.lease() as sb:
             return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read)
 
+    def _derive(self, python: str) -> UnsafePool:
+        return UnsafePool(self.limits, python=python, warn=False)
+
     def close(self) -> None:
-        pass
+        self._close_derived()
 
     def __enter__(self) -> Self:
         return self

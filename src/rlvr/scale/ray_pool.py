@@ -33,7 +33,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rlvr.config import SandboxConfig
 from rlvr.errors import UserError
 from rlvr.sandbox import limits_from
-from rlvr.sandbox.base import FileMap
+from rlvr.sandbox.base import FileMap, SandboxPool
+from rlvr.sandbox.requirements import ProvidesRequirements, pool_for
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.scorer import RemoteVerifier
@@ -62,13 +63,14 @@ class PoolActor:
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "leases": len(self.leases)}
 
     def run(self, argv: list[str], files: dict[str, Any] | None, stdin: Any, limits: dict[str, Any] | None,
-            read: list[str]) -> dict[str, Any]:
+            read: list[str], requirements: list[str] | None = None) -> dict[str, Any]:
         lim = None if limits is None else ExecLimits.model_validate(limits)  # only the fields the caller set
-        return self.pool.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
+        pool = pool_for(self.pool, requirements or ())
+        return pool.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
 
-    def open_lease(self, lease_id: str, files: dict[str, Any] | None) -> None:
+    def open_lease(self, lease_id: str, files: dict[str, Any] | None, requirements: list[str] | None = None) -> None:
         stack = self._stack_type()
-        sandbox = stack.enter_context(self.pool.lease(files))
+        sandbox = stack.enter_context(pool_for(self.pool, requirements or ()).lease(files))
         self.leases[lease_id] = (stack, sandbox)
 
     def lease_run(self, lease_id: str, argv: list[str], files: dict[str, Any] | None, stdin: Any,
@@ -168,7 +170,7 @@ def _infra(message: str, attempts: int = 1) -> ExecResult:
     return ExecResult(status=ExecStatus.infra_error, error=message, attempts=attempts)
 
 
-class RayPool(RemoteVerifier):
+class RayPool(RemoteVerifier, ProvidesRequirements):
     """The SandboxPool protocol on a Ray cluster (see the module docstring)."""
 
     def __init__(self, address: str | None = None, sandbox: SandboxConfig | None = None, *,
@@ -271,9 +273,10 @@ class RayPool(RemoteVerifier):
 
     # ---------------------------------------------------------------------------------- the protocol
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
+            limits: ExecLimits | None = None, read: Sequence[str] = (), requirements: Sequence[str] = ()
+            ) -> ExecResult:
         out, attempts = self._call("run", list(argv), dict(files) if files else None, stdin,
-                                   _wire(limits), list(read))
+                                   _wire(limits), list(read), list(requirements))
         if out is None:
             return _infra("sandbox actor died twice running this job", attempts=attempts)
         return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
@@ -288,8 +291,12 @@ class RayPool(RemoteVerifier):
             return Verdict.infra(f"sandbox actor died twice verifying (attempts={attempts})")
         return Verdict.model_validate(out)
 
+    def for_requirements(self, requirements: Sequence[str]) -> SandboxPool:
+        """This pool with `requirements` sent along with every job: the node that runs it serves them."""
+        return _WithRequirements(self, tuple(requirements))
+
     @contextmanager
-    def lease(self, files: FileMap | None = None) -> Iterator[RaySandbox]:
+    def lease(self, files: FileMap | None = None, requirements: Sequence[str] = ()) -> Iterator[RaySandbox]:
         """A workspace on the live actor with the fewest open leases. Opening one never waits for a job slot
         (a lease is not a job: an episode holds its lease across model turns, while its commands take slots
         one at a time), so any number of episodes may hold leases at once."""
@@ -302,7 +309,7 @@ class RayPool(RemoteVerifier):
             slot.leases.add(lease_id)
         generation = slot.generation
         try:
-            ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None))
+            ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None, list(requirements)))
             yield RaySandbox(self, slot, lease_id)
         except ACTOR_FAULTS:
             self._mark_dead(slot)
@@ -341,3 +348,20 @@ class RayPool(RemoteVerifier):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _WithRequirements:
+    """A RayPool whose jobs and leases carry a task's requirements (the actor that runs them serves them)."""
+
+    def __init__(self, pool: RayPool, requirements: tuple[str, ...]) -> None:
+        self.pool, self.requirements, self.limits = pool, requirements, pool.limits
+
+    def lease(self, files: FileMap | None = None) -> Any:
+        return self.pool.lease(files, requirements=self.requirements)
+
+    def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
+            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
+        return self.pool.run(argv, files, stdin, limits, read, requirements=self.requirements)
+
+    def close(self) -> None:
+        """The RayPool it wraps is closed by its owner."""

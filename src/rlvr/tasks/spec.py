@@ -61,6 +61,10 @@ class Task(BaseModel):
     """Named difficulty tier of procedural domains (e.g. "tiny", "easy")."""
     limits: TaskLimits = Field(default_factory=TaskLimits)
     """Episode budgets."""
+    requirements: tuple[str, ...] = ()
+    """Python packages (pip requirement strings) the task's programs need: its tools and its verification run on
+    an interpreter that has them (the sandbox's own when it does, else a venv made once for them and mounted
+    read-only; `rlvr.sandbox.requirements`). Empty: the sandbox's interpreter as it is."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Free-form facts about the task (generator parameters, source package, ...)."""
     source: str | None = None

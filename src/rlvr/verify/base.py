@@ -100,12 +100,32 @@ def derive_seed(seed: int, *parts: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+_default_pool: SandboxPool | None = None
+
+
+def default_pool() -> SandboxPool:
+    """The process-wide sandbox pool used when a VerifyContext brings none."""
+    global _default_pool
+    if _default_pool is None:
+        from rlvr.sandbox import make_pool
+
+        _default_pool = make_pool()  # the isolated pool; no bubblewrap is a UserError, never a silent fallback
+    return _default_pool
+
+
 def verify(task: Task, final: FinalState, ctx: VerifyContext | None = None) -> Verdict:
     """Verify here, with the task's verifier; an exception inside the verifier becomes an infra_error verdict.
 
     This is the local primitive: callers that turn an episode into a reward go through `rlvr.verify.scorer`
     (which also dispatches to a pool that verifies on its own nodes)."""
     t0 = time.perf_counter()
+    if task.requirements:  # the task's programs run on an interpreter that has its packages
+        from dataclasses import replace
+
+        from rlvr.sandbox.requirements import pool_for
+
+        ctx = ctx or VerifyContext()
+        ctx = replace(ctx, pool=pool_for(ctx.pool or default_pool(), task.requirements))
     verifier = make_verifier(kind_of(task), ctx)
     try:
         verdict = verifier.verify(task, final)

@@ -34,7 +34,7 @@ from rlvr.sandbox.result import ExecResult, ExecStatus
 from rlvr.tasks.spec import Files, FinalState, Task
 from rlvr.verify import integrity, integrity_differential, integrity_rules
 from rlvr.verify.answers import apply_template, code_from_answer
-from rlvr.verify.base import VerifyContext, derive_seed, register_verifier, settings_of
+from rlvr.verify.base import VerifyContext, default_pool, derive_seed, register_verifier, settings_of
 from rlvr.verify.code_settings import CodeSettings, IOSettings
 from rlvr.verify.harness import CASES, GUARDS, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
 from rlvr.verify.harness.checks import run_static_checks
@@ -104,19 +104,6 @@ def read_workspace(path: str | Path) -> Files:
             if not p.is_symlink() and p.is_file():
                 files[p.relative_to(root).as_posix()] = p.read_bytes().decode("utf-8", "replace")
     return files
-
-
-_default_pool: SandboxPool | None = None
-
-
-def default_pool() -> SandboxPool:
-    """The process-wide sandbox pool used when a VerifyContext brings none."""
-    global _default_pool
-    if _default_pool is None:
-        from rlvr.sandbox import make_pool
-
-        _default_pool = make_pool()  # the isolated pool; no bubblewrap is a UserError, never a silent fallback
-    return _default_pool
 
 
 class CodeVerifier:

@@ -182,18 +182,14 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
         return
     reqs = envs.requirements(project.root)
     rep.env = envs.env_key(reqs)
-    python = envs.ensure_env(reqs, cache)
+    python = envs.ensure_env(reqs, envs.env_cache())  # the cache every later run finds it in
     test_files = sorted(r for r in files if is_test_file(r))
     rep.roots = roots = import_roots(files)
     with pool_factory(str(python)) as pool:
         first, second = (run_suite(pool, files, test_files, timeout_s=600.0, roots=roots) for _ in range(2))
         verified, kept_ids = _stable(first, second, rep, slow_s)
         if verified and gold_check is not None:
-            verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check)
-            extra = [r for r in reqs if r not in envs.BASE_REQUIREMENTS]
-            if rep.skipped and extra:  # the verifier runs the sandbox's own interpreter, not the project's venv
-                rep.skipped += (f" (its interpreter must have the project's test requirements: "
-                                f"{', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''})")
+            verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check, reqs)
         if not verified:
             rep.skipped = rep.skipped or (f"tests fail before any change (no test file passes whole; "
                                           f"{rep.tests_kept} of {rep.tests_found} tests pass)")
@@ -245,7 +241,7 @@ def _stable(first: SuiteRun, second: SuiteRun, rep: ProjectReport, slow_s: float
 
 
 def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: set[str], rep: ProjectReport,
-                        domain: str, gold_check: GoldCheck) -> tuple[list[str], set[str]]:
+                        domain: str, gold_check: GoldCheck, reqs: list[str]) -> tuple[list[str], set[str]]:
     """Leave out the test files the verifier's harness fails on the original (a test it treats as a reward
     hack, an assert it cannot run unrewritten), each file judged alone (one flagged test can end a run), then
     check the original once more with the rest together; ([], set()) when it still fails."""
@@ -254,7 +250,7 @@ def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: se
                     hidden={_hidden(r): t for r, t in files.items() if is_test_material(r)},
                     verifier={"tests": [_hidden(f) for f in tests], "timeout_s": 120, "needs_change": False,
                               "allowed_skips": [_hidden(t) for t in rep.skips], "import_roots": rep.roots},
-                    protected=CODE_PROTECTED_DEFAULT)
+                    protected=CODE_PROTECTED_DEFAULT, requirements=tuple(reqs))
     good = []
     for f in verified:
         failing = gold_check(probe([f]))
@@ -321,7 +317,8 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
             "summary": cand.summary, "fail_to_pass": f2p, "env": rep.env, "requirements": reqs}
     toml = [f"id = {json.dumps(tid)}", f"domain = {json.dumps(domain)}",
             f"difficulty = {0.6 if cand.generator == 'implement' else 0.5}",
-            f"protected = {json.dumps(list(CODE_PROTECTED_DEFAULT))}", "", "[verifier]",
+            f"protected = {json.dumps(list(CODE_PROTECTED_DEFAULT))}", f"requirements = {json.dumps(reqs)}",
+            "", "[verifier]",
             f"tests = {json.dumps([_hidden(f) for f in verified])}", f"gate = {json.dumps([_hidden(t) for t in sorted(kept_ids)])}",
             f"allowed_skips = {json.dumps([_hidden(t) for t in rep.skips])}", "timeout_s = 120",
             *([f"import_roots = {json.dumps(rep.roots)}"] if rep.roots else []),
