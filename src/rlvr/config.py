@@ -97,6 +97,25 @@ class PolicyConfig(Section):
     vllm_kv_cache_mb: int | None = Field(512, ge=16)
     """`vllm` backend: memory reserved for the engine's KV cache (MiB); None lets vLLM size it from free GPU
     memory (CUDA only: on CPU vLLM would claim most of the machine's RAM)."""
+    engines: int = Field(0, ge=0)
+    """`vllm` backend: generate with this many vLLM engines as Ray actors (one GPU each, or one CPU), which
+    receive the trainer's weights over a torch.distributed group after each update; needs `[cluster] address`.
+    0: one engine inside the trainer's process."""
+    engine_tp: int = Field(1, ge=1)
+    """Tensor-parallel size of each of the `engines` (GPUs per engine; CUDA only)."""
+
+    @model_validator(mode="after")
+    def _engines(self) -> PolicyConfig:
+        if self.engines and self.backend != "vllm":
+            raise UserError(f"engines = {self.engines} needs the vllm backend, not {self.backend!r}",
+                            field="policy.engines", fix='set policy.backend = "vllm", or engines = 0')
+        if self.engine_tp > 1 and not self.engines:
+            raise UserError("engine_tp sets the size of each of policy.engines, which is 0",
+                            field="policy.engine_tp", fix="set policy.engines >= 1, or engine_tp = 1")
+        if self.engine_tp > 1 and self.device == "cpu":
+            raise UserError(f"engine_tp = {self.engine_tp} needs CUDA GPUs, and policy.device is cpu",
+                            field="policy.engine_tp", fix="use engine_tp = 1 on CPU")
+        return self
 
 
 class RolloutConfig(Section):
@@ -380,6 +399,13 @@ class RunConfig(Section):
     schema_version: int = CONFIG_SCHEMA_VERSION
     """Version of the config layout (written with every resolved config)."""
 
+    @model_validator(mode="after")
+    def _engines_need_ray(self) -> RunConfig:  # disaggregated generation: the engines are Ray actors
+        if self.policy.engines and not self.cluster.address:
+            raise UserError(f"engines = {self.policy.engines} runs the engines on Ray, and no Ray address is set",
+                            field="policy.engines", fix='set [cluster] address = "auto" (or pass --cluster ADDRESS)')
+        return self
+
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir) / self.name
@@ -483,6 +509,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise _config_error(exc, source if not overrides else f"{source} (+ overrides)") from None
+    except UserError as exc:  # raised by a validator (policy.engines): name the file too
+        raise UserError(exc.what, file=source if not overrides else f"{source} (+ overrides)", field=exc.field,
+                        fix=exc.fix) from None
 
 
 def describe_fields(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, str, str, str]]:

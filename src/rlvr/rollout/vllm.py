@@ -59,7 +59,8 @@ class VLLMPolicy(ChatTemplateCodec):
 
     def __init__(self, model_path_or_name: str | Path, *, dtype: str = "float32", max_context: int | None = None,
                  device: str = "auto", kv_cache_mb: int | None = 512, seed: int = 0,
-                 trust_remote_code: bool = False, chat_template: str = AUTO) -> None:
+                 trust_remote_code: bool = False, chat_template: str = AUTO,
+                 engine_options: Mapping[str, Any] | None = None) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
         name = str(model_path_or_name)
@@ -72,6 +73,8 @@ class VLLMPolicy(ChatTemplateCodec):
                             fix="give a local model directory (config.json, weights, tokenizer)") from None
         self.name, self.path, self.dtype, self.device = name, path, dtype, device
         self.trust_remote_code = trust_remote_code
+        self.engine_options = dict(engine_options or {})
+        """More keyword arguments of `vllm.LLM` (e.g. tensor_parallel_size), laid over rlvr's own."""
         tok = self.tokenizer
         tok.chat_template = choose_chat_template(tok, chat_template, name)  # as the hf backend: both render alike
         if tok.pad_token_id is None:
@@ -118,6 +121,7 @@ class VLLMPolicy(ChatTemplateCodec):
             # A prompt split across scheduler steps rewinds its request's seeded generator, which CPU torch
             # generators cannot do (RuntimeError: CPU Generator does not use offset): prefill whole prompts.
             kw["enable_chunked_prefill"] = False
+        kw.update(self.engine_options)
         try:
             llm = vllm.LLM(**kw)
             # one token now: kernels missing for this model (e.g. a head size) fail here, not mid-run
@@ -156,20 +160,7 @@ class VLLMPolicy(ChatTemplateCodec):
         version they are (default: `.version`).
         """
         t0 = time.perf_counter()
-        kwargs: dict[str, Any]
-        if weights is None or hasattr(weights, "state_dict"):
-            kwargs = {"weights_iterator": trainer_weights(self.model if weights is None else weights)}
-        elif isinstance(weights, (str, Path)):
-            if not Path(weights).is_dir():
-                raise UserError("weights directory not found", file=str(weights),
-                                fix="give a directory written by save_pretrained")
-            kwargs = {"weights_iterator": trainer_weights(self._load_directory(Path(weights)))}
-        elif isinstance(weights, Mapping):
-            kwargs = {"weights_iterator": list(weights.items())}
-        elif isinstance(weights, Iterable):
-            kwargs = {"weights_iterator": list(weights)}
-        else:
-            raise TypeError(f"cannot sync weights from {type(weights).__name__}")
+        kwargs = {"weights_iterator": self._weight_pairs(weights)}
         with self._lock:
             self._llm.collective_rpc("reload_weights", kwargs=kwargs)
             self._llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
@@ -177,6 +168,21 @@ class VLLMPolicy(ChatTemplateCodec):
         dt = time.perf_counter() - t0
         self.sync_seconds.append(dt)
         return dt
+
+    def _weight_pairs(self, weights: Any) -> list[tuple[str, Any]]:
+        """The (name, tensor) pairs of `weights`, in any of the forms `sync_weights` takes."""
+        if weights is None or hasattr(weights, "state_dict"):
+            return trainer_weights(self.model if weights is None else weights)
+        if isinstance(weights, (str, Path)):
+            if not Path(weights).is_dir():
+                raise UserError("weights directory not found", file=str(weights),
+                                fix="give a directory written by save_pretrained")
+            return trainer_weights(self._load_directory(Path(weights)))
+        if isinstance(weights, Mapping):
+            return list(weights.items())
+        if isinstance(weights, Iterable):
+            return list(weights)
+        raise TypeError(f"cannot sync weights from {type(weights).__name__}")
 
     def _load_directory(self, path: Path) -> Any:
         # Through transformers rather than vLLM's own file reader: tied weights (lm_head = embeddings) are

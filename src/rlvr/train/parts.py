@@ -152,6 +152,10 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None, dist: Dist = SINGL
     """Build the run's parts; the sandbox pool and the monitor are closed whatever happens. With several ranks
     the policy is sharded (rlvr.train.distributed) and generates from a full copy of its weights."""
     with ExitStack() as stack:
+        if cfg.policy.engines:  # the engines are Ray actors on the run's cluster: connect before they start
+            from rlvr.rollout.engines import connect
+
+            connect(cfg.cluster.address)
         built = make_policy(cfg.policy)
         if hasattr(built, "close"):  # vllm: its engine is stopped however the run ends
             stack.callback(built.close)
