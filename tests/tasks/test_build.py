@@ -304,3 +304,32 @@ def test_a_project_whose_tests_need_more_than_pytest_becomes_tasks_judged_in_its
             # without its requirements the original fails: the mocker test cannot get its fixture
             bare = t.model_copy(update={"requirements": ()})
             assert not verify(bare, FinalState(files={**t.workspace, **(t.solution or {})}), ctx).passed
+
+
+def test_a_project_that_reads_its_own_version_at_import_is_built(tmp_path, factory, no_env) -> None:
+    """`importlib.metadata.version("calc")` at import: the workspace carries calc's metadata beside its package
+    (from pyproject's static name and version here, an sdist's PKG-INFO otherwise), never an installed copy."""
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.tasks.build.builder import dist_metadata
+    from rlvr.verify import VerifyContext, verify
+
+    proj = make_project(tmp_path / "versioned", extra={
+        "calc/__init__.py": 'import importlib.metadata\n\n__version__ = importlib.metadata.version("calc")\n',
+        "tests/test_version.py": "import calc\n\n\ndef test_version():\n    assert calc.__version__ == '0.1'\n"})
+    assert dist_metadata(proj, []) == {"calc-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: calc\nVersion: 0.1\n"}
+    assert dist_metadata(proj, ["src"]).keys() == {"src/calc-0.1.dist-info/METADATA"}
+    (proj / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: my.calc\nVersion: 0.1.post1\nSummary: x\n")
+    assert list(dist_metadata(proj, [])) == ["my_calc-0.1.post1.dist-info/METADATA"]
+    (proj / "PKG-INFO").unlink()
+    rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False)
+    p = rep.projects[0]
+    assert p.skipped == "" and p.tests_kept == 4 and rep.tasks == 2, p
+    with BwrapPool(workers=1, spares=0) as pool:
+        ctx = VerifyContext(pool=pool)
+        for d in sorted((tmp_path / "pack").iterdir()):
+            t = load_task_dir(d)
+            assert "calc-0.1.dist-info/METADATA" in t.workspace
+            assert verify(t, FinalState(files={**t.workspace, **(t.solution or {})}), ctx).score == 1.0
+            assert verify(t, FinalState(files=dict(t.workspace)), ctx).score == 0.0
+    # without the metadata the project cannot even be imported: every test fails before any change
+    assert dist_metadata(tmp_path / "nowhere", []) == {}

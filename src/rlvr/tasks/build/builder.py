@@ -15,6 +15,7 @@ import random
 import re
 import shutil
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -127,6 +128,29 @@ def read_project(root: Path) -> tuple[dict[str, str], list[str]]:
     return files, native
 
 
+def dist_metadata(root: Path, roots: list[str]) -> dict[str, str]:
+    """The project's distribution metadata as a `NAME-VERSION.dist-info/METADATA` file beside its packages (in the
+    import root), so code that asks `importlib.metadata.version(its own name)` at import finds it, as it would in
+    an installed project, while the code imported stays the workspace's. From the sdist's PKG-INFO, else
+    pyproject's static `[project]` name and version; {} when neither says."""
+    text = ""
+    if (root / "PKG-INFO").is_file():
+        text = (root / "PKG-INFO").read_text(encoding="utf-8", errors="replace")
+    elif (root / "pyproject.toml").is_file():
+        try:
+            project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            project = {}
+        if isinstance(project.get("name"), str) and isinstance(project.get("version"), str):
+            text = f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
+    fields = dict(line.split(": ", 1) for line in text.splitlines()[:40] if ": " in line)
+    name, version = fields.get("Name", "").strip(), fields.get("Version", "").strip()
+    if not (re.fullmatch(r"[A-Za-z0-9._-]+", name) and re.fullmatch(r"[A-Za-z0-9.+!_-]+", version)):
+        return {}
+    base = f"{roots[0]}/" if roots else ""
+    return {f"{base}{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info/METADATA": text}
+
+
 def _skip_reason(files: dict[str, str], native: list[str]) -> str:
     if not any(is_test_file(r) for r in files):
         return "no tests (no test_*.py or *_test.py file)"
@@ -185,6 +209,7 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
     python = envs.ensure_env(reqs, envs.env_cache())  # the cache every later run finds it in
     test_files = sorted(r for r in files if is_test_file(r))
     rep.roots = roots = import_roots(files)
+    files.update(dist_metadata(project.root, roots))
     with pool_factory(str(python)) as pool:
         first, second = (run_suite(pool, files, test_files, timeout_s=600.0, roots=roots) for _ in range(2))
         verified, kept_ids = _stable(first, second, rep, slow_s)
