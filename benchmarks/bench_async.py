@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _vllm_venv import reexec_in_vllm_venv
+
 ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 
 
 def _config(out: Path, name: str, args: argparse.Namespace, staleness: int):
@@ -68,13 +69,7 @@ def main() -> int:
     ap.add_argument("--sft-steps", type=int, default=150, help="SFT warm start, so that answers are worth verifying")
     args = ap.parse_args()
     if args.backend == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ModuleNotFoundError:
-            if not VLLM_PYTHON.exists():
-                print("--backend vllm needs .venv-vllm: run `make test-vllm` once", file=sys.stderr)
-                return 2
-            os.execv(str(VLLM_PYTHON), [str(VLLM_PYTHON), __file__, *sys.argv[1:]])
+        reexec_in_vllm_venv(__file__)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(f"load average before: {os.getloadavg()[0]:.2f}; backend {args.backend}, {args.steps} steps of "
           f"{args.tasks} tasks x {args.group} samples (code, tiny tier)", flush=True)

@@ -11,24 +11,14 @@ From the main venv it re-runs itself under .venv-vllm (built by `make test-vllm`
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from _vllm_venv import reexec_in_vllm_venv
+
 ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-
-
-def _reexec_in_vllm_venv() -> None:
-    try:
-        import vllm  # noqa: F401
-    except ModuleNotFoundError:
-        if not VLLM_PYTHON.exists():
-            print("bench_vllm needs vLLM: run `make test-vllm` once to build .venv-vllm", file=sys.stderr)
-            sys.exit(2)
-        os.execv(str(VLLM_PYTHON), [str(VLLM_PYTHON), __file__, *sys.argv[1:]])
 
 
 def build(backend: str, model: str, max_context: int):
@@ -96,7 +86,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=64, help="prompts in the throughput batch")
     ap.add_argument("--new-tokens", type=int, default=128)
     args = ap.parse_args()
-    _reexec_in_vllm_venv()
+    reexec_in_vllm_venv(__file__)
     import torch
 
     from rlvr.tasks.selection import resolve

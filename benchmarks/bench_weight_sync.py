@@ -20,20 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _vllm_venv import reexec_in_vllm_venv
+
 ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-
-
-def _reexec_in_vllm_venv() -> None:
-    try:
-        import ray  # noqa: F401
-        import vllm  # noqa: F401
-    except ModuleNotFoundError:
-        if not VLLM_PYTHON.exists():
-            print("bench_weight_sync needs vLLM and Ray: run `make test-vllm` once to build .venv-vllm",
-                  file=sys.stderr)
-            sys.exit(2)
-        os.execv(str(VLLM_PYTHON), [str(VLLM_PYTHON), __file__, *sys.argv[1:]])
 
 
 def nudge(model) -> None:
@@ -79,7 +68,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="syncs measured per model (median reported)")
     args = ap.parse_args()
-    _reexec_in_vllm_venv()
+    reexec_in_vllm_venv(__file__, ("ray", "vllm"))
     import ray
     import torch
 
