@@ -6,7 +6,8 @@ second count the episodes of the RL steps over the steps' own wall time (the `ti
 process start-up and held-out evaluation are left out on both sides. The toy domain gives a graded reward a
 random model earns (the share of characters with an even code point), so every step updates.
 
-    python benchmarks/bench_distributed.py            # about 3 minutes on 2 cores
+    python benchmarks/bench_distributed.py            # about 3 minutes on 2 cores (the builtin tiny model)
+    python benchmarks/bench_distributed.py --n-layer 4 --n-embd 256    # a model whose work is its matmuls
 Run as a rank (`torchrun ... benchmarks/bench_distributed.py CONFIG`) it registers the toy domain and trains.
 """
 from __future__ import annotations
@@ -47,15 +48,15 @@ def register_toy() -> None:
     register_verifier(TOY, lambda ctx: Even())
 
 
-def config(out: Path, model: Path, world: int) -> dict:
+def config(out: Path, model: Path, world: int, sharding: str = "fsdp") -> dict:
     return {
         "name": f"w{world}", "output_dir": str(out), "seed": 1,
         "tasks": {"train": f"{TOY}:256", "heldout": ""},
         "sandbox": {"isolation": "none", "workers": 1},
         "policy": {"model": str(model), "max_new_tokens": 48, "device": "cpu"},
         "rollout": {"group_size": 8, "tool_workers": 1},
-        "train": {"steps": STEPS, "batch_size": 8, "lr": 1e-4, "checkpoint_every": 100, "micro_batch_size": 16,
-                  **({"world_size": world} if world > 1 else {})},
+        "train": {"steps": STEPS, "batch_size": 8, "lr": 1e-4, "checkpoint_every": 100, "micro_batch_size": 32,
+                  **({"world_size": world, "sharding": sharding} if world > 1 else {})},
         "sft": {"enabled": False},
         "monitor": {"tensorboard": False, "report": False},
     }
@@ -84,16 +85,25 @@ def measure(run_dir: Path) -> tuple[float, dict]:
 
 
 def main() -> None:
+    import argparse
+
     import tomli_w
 
     from rlvr.rollout.builtin import BUILTIN_MODELS, build_tiny_model
 
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-layer", type=int, default=BUILTIN_MODELS["tiny"]["n_layer"])
+    ap.add_argument("--n-embd", type=int, default=BUILTIN_MODELS["tiny"]["n_embd"],
+                    help="width of the GPT-2 (default: the quickstart's builtin tiny, 0.9M parameters)")
+    ap.add_argument("--sharding", choices=("fsdp", "ddp"), default="fsdp", help="train.sharding of the 2-rank runs")
+    args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-dist-"))
-    model = build_tiny_model(tmp / "model", seed=3, **BUILTIN_MODELS["tiny"])  # the quickstart's 0.8M GPT-2
+    size = {**BUILTIN_MODELS["tiny"], "n_layer": args.n_layer, "n_embd": args.n_embd}
+    model = build_tiny_model(tmp / "model", seed=3, **size)
     rows = {}
     for world in (1, 2, 1, 2):  # alternated, twice: the machine is shared
         path = tmp / f"w{world}.toml"
-        path.write_text(tomli_w.dumps(config(tmp / f"out{len(rows)}", model, world)))
+        path.write_text(tomli_w.dumps(config(tmp / f"out{len(rows)}", model, world, args.sharding)))
         wall = launch(path, world)
         sps, summary = measure(tmp / f"out{len(rows)}" / f"w{world}")
         rows[len(rows)] = (world, sps, wall, summary)
@@ -102,7 +112,8 @@ def main() -> None:
     sps2 = statistics.median(r[1] for r in by[2])
     mem1 = by[1][0][3]["rank_state_bytes"][0]
     mem2 = max(by[2][0][3]["rank_state_bytes"])
-    print(f"model: builtin tiny, {by[1][0][3]['model_params']:,} parameters; {STEPS} steps of 8 tasks x 8 samples, "
+    print(f"model: GPT-2 {args.n_layer} x {args.n_embd}, {by[1][0][3]['model_params']:,} parameters; 2 ranks: "
+          f"{args.sharding}; {STEPS} steps of 8 tasks x 8 samples, "
           "48 new tokens; one thread per rank")
     for w, rs in by.items():
         print(f"{w} rank(s): samples/s {', '.join(f'{r[1]:.1f}' for r in rs)}; process wall "
@@ -113,7 +124,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:  # one rank (or the single process) of a measured run
+    if len(sys.argv) > 1 and sys.argv[1].endswith(".toml"):  # one rank (or the single process) of a measured run
         import torch
 
         torch.set_num_threads(1)

@@ -39,6 +39,12 @@ def episode_seed(seed: int, task_key: str, sample_index: int) -> int:
     return int.from_bytes(h[:6], "big")
 
 
+BATCH_WINDOW_S = 0.005
+"""How long generation waits, once an episode is ready, for others to become ready and join the same batched
+call: resets and tool calls that finish within a few milliseconds of each other (a step's first turn, above all)
+are generated together instead of in a small call followed by a large one."""
+
+
 @dataclass
 class RolloutStats:
     """What the last `run` measured."""
@@ -143,6 +149,7 @@ class RolloutEngine:
                     stalled = True
                     raise self._stalled(lives) from None
                 self.stats.idle_s += time.perf_counter() - w0
+                window = time.perf_counter() + BATCH_WINDOW_S
                 while True:
                     if kind == "done":
                         finished += 1
@@ -154,8 +161,8 @@ class RolloutEngine:
                             self.progress(finished, len(lives))
                     else:
                         ready.append(live)
-                    try:
-                        kind, live, exc = events.get_nowait()
+                    try:  # what else becomes ready within the window joins this batch
+                        kind, live, exc = events.get(timeout=max(0.0, window - time.perf_counter()))
                     except queue.Empty:
                         break
                 if ready:
