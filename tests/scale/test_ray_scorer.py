@@ -39,7 +39,8 @@ def test_same_task_final_state_and_seed_give_the_same_verdict_locally_and_on_ray
         return v.score, v.seed, [(c.name, c.score, c.detail) for c in v.checks]
 
     runs = {seed: seen(local, seed) for seed in (1, 2, 3)}
-    assert all(seen(remote, seed) == runs[seed] for seed in runs)
+    got = {seed: seen(remote, seed) for seed in runs}
+    assert got == runs, (got, runs)
     assert len({r[0] for r in runs.values()} | {r[1] for r in runs.values()}) > 3  # seeds draw different cases
 
 
