@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except (Stalled, RankLost) as exc:  # a watchdog fired, or a peer rank died: threads stuck, not joinable
+        RankLost.reported = True
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.stdout.flush()
         sys.stderr.flush()

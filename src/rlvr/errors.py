@@ -52,6 +52,9 @@ class Stalled(RlvrError):
 class RankLost(RlvrError):
     """A collective of a torch.distributed job failed because another rank is gone (killed, crashed)."""
 
+    reported = False
+    """Set once this process has said so (the line a launcher's SIGTERM must not repeat)."""
+
 
 class SandboxUnavailable(UserError):
     """The sandbox cannot start on this machine (e.g. bubblewrap is missing)."""

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
+import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -253,7 +256,26 @@ def init(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Dist:
         torch.cuda.set_device(local)  # `cuda` (policy.device auto) then means this rank's GPU
     if not tdist.is_initialized():
         tdist.init_process_group(backend, store=_store(env, rank, n), rank=rank, world_size=n, timeout=TIMEOUT)
+    _report_sigterm(rank, n)
     return Dist(rank=rank, world_size=n, backend=backend, local_rank=local, sharding=cfg.train.sharding)
+
+
+def _report_sigterm(rank: int, n: int) -> None:
+    """A launcher that sees one rank die stops the others with SIGTERM, often while they compute rather than wait
+    in a collective: such a rank says so in one line (unless it already reported the lost peer) and exits 1,
+    instead of vanishing without a word. Only from the main thread, where Python can install handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stopped(signum: int, frame: object) -> None:
+        if not RankLost.reported:
+            sys.stderr.write(f"error: rank {rank} of {n}: stopped by the launcher (SIGTERM): another rank is gone "
+                             "or the job was stopped; resume restarts from the last checkpoint (torchrun "
+                             "--max-restarts does so by itself)\n")
+            sys.stderr.flush()
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stopped)
 
 
 def _store(env: Mapping[str, str], rank: int, n: int) -> tdist.Store:
