@@ -13,6 +13,7 @@ like the interpreter itself, so a candidate can use the packages and never chang
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,13 +34,13 @@ def pool_for(pool: SandboxPool, requirements: Sequence[str]) -> SandboxPool:
     return pool.for_requirements(tuple(requirements))
 
 
-class ProvidesRequirements:
+class ProvidesRequirements(ABC):
     """A pool that can serve a task's requirements declares it by subclassing this (explicitly: nothing probes a
     pool for methods)."""
 
+    @abstractmethod
     def for_requirements(self, requirements: Sequence[str]) -> SandboxPool:
         """A pool whose programs run on an interpreter that has `requirements`."""
-        raise NotImplementedError
 
 
 class RequirementsPools(ProvidesRequirements):
@@ -50,8 +51,9 @@ class RequirementsPools(ProvidesRequirements):
 
     python: str
 
+    @abstractmethod
     def _derive(self, python: str) -> SandboxPool:
-        raise NotImplementedError
+        """A pool of the same kind and limits on the interpreter `python`."""
 
     def for_requirements(self, requirements: Sequence[str]) -> SandboxPool:
         from rlvr.tasks.build import env
