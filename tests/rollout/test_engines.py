@@ -298,39 +298,10 @@ def test_asynchronous_mode_keeps_the_engine_version_until_the_trainer_syncs(engi
 
 
 def _train_toml(tmp_path: Path, model_dir: Path) -> Path:
-    cfg = tmp_path / "engines-run.toml"
-    cfg.write_text(f"""name = "engines-run"
-output_dir = "{tmp_path / 'runs'}"
-[tasks]
-train = "math"
-heldout = "math:2"
-[sandbox]
-isolation = "none"
-workers = 1
-[policy]
-backend = "vllm"
-model = "{model_dir}"
-max_new_tokens = 8
-engines = 1
-[rollout]
-group_size = 2
-[train]
-steps = 2
-batch_size = 2
-heldout_samples = 1
-heldout_greedy = false
-[sft]
-steps = 3
-examples = 24
-batch_size = 8
-[schedule]
-skip_zero_variance = false
-[monitor]
-report = false
-[cluster]
-address = "auto"
-""")
-    return cfg
+    from tests.rollout.test_vllm import _train_toml as vllm_run
+
+    return vllm_run(tmp_path, model_dir, "engines-run", 2, extra_policy="engines = 1",
+                    tail='[cluster]\naddress = "auto"\n')
 
 
 @engine

@@ -209,7 +209,9 @@ def test_rlvr_eval_through_vllm(cli, model_dir, tmp_path, monkeypatch) -> None:
     assert rep["domains"]["math"]["samples"] + rep["domains"]["math"]["masked_episodes"] == 6
 
 
-def _train_toml(tmp_path, model_dir, name: str, steps: int, extra_train: str = "") -> Path:
+def _train_toml(tmp_path, model_dir, name: str, steps: int, extra_train: str = "", extra_policy: str = "",
+                tail: str = "") -> Path:
+    """A short vllm-backend run on math (`extra_*` lines go into their sections, `tail` after the last)."""
     cfg = tmp_path / f"{name}.toml"
     cfg.write_text(f"""name = "{name}"
 output_dir = "{tmp_path / 'runs'}"
@@ -223,6 +225,7 @@ workers = 1
 backend = "vllm"
 model = "{model_dir}"
 max_new_tokens = 8
+{extra_policy}
 [rollout]
 group_size = 2
 [train]
@@ -239,7 +242,7 @@ batch_size = 8
 skip_zero_variance = false
 [monitor]
 report = false
-""")
+{tail}""")
     return cfg
 
 
