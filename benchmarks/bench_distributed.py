@@ -12,6 +12,7 @@ Run as a rank (`torchrun ... benchmarks/bench_distributed.py CONFIG`) it registe
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -85,11 +86,7 @@ def measure(run_dir: Path) -> tuple[float, dict]:
 
 
 def main() -> None:
-    import argparse
-
-    import tomli_w
-
-    from rlvr.rollout.builtin import BUILTIN_MODELS, build_tiny_model
+    from rlvr.rollout.builtin import BUILTIN_MODELS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-layer", type=int, default=BUILTIN_MODELS["tiny"]["n_layer"])
@@ -97,7 +94,15 @@ def main() -> None:
                     help="width of the GPT-2 (default: the quickstart's builtin tiny, 0.9M parameters)")
     ap.add_argument("--sharding", choices=("fsdp", "ddp"), default="fsdp", help="train.sharding of the 2-rank runs")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-dist-"))
+    with tempfile.TemporaryDirectory(prefix="bench-dist-") as tmp:  # 4 runs' checkpoints: gigabytes for a 19M model
+        run(args, Path(tmp))
+
+
+def run(args: argparse.Namespace, tmp: Path) -> None:
+    import tomli_w
+
+    from rlvr.rollout.builtin import BUILTIN_MODELS, build_tiny_model
+
     size = {**BUILTIN_MODELS["tiny"], "n_layer": args.n_layer, "n_embd": args.n_embd}
     model = build_tiny_model(tmp / "model", seed=3, **size)
     rows = {}

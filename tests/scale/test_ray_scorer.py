@@ -12,6 +12,7 @@ from rlvr.tasks import registry
 from rlvr.tasks.loaders import load_task_dir
 from rlvr.tasks.spec import FinalState
 from rlvr.verify.scorer import Scorer
+from rlvr.verify.verdict import Verdict
 
 PARTLY = "import math\n\n\ndef gcd(a, b):\n    return math.gcd(a, b) if a % 3 else 1\n"
 """Right on about two thirds of inputs: the score depends on which hidden cases are drawn."""
@@ -33,14 +34,15 @@ def test_same_task_final_state_and_seed_give_the_same_verdict_locally_and_on_ray
     local, remote = Scorer(UnsafePool(warn=False), cache=False), Scorer(ray_pool, cache=False)
     assert remote.remote is ray_pool and local.remote is None
 
-    def seen(scorer: Scorer, seed: int) -> tuple:
-        v = scorer.score(task, final, seed).verdict
-        assert v.infra_error is None and v.seed is not None
+    def seen(v: Verdict) -> tuple:
         return v.score, v.seed, [(c.name, c.score, c.detail) for c in v.checks]
 
-    runs = {seed: seen(local, seed) for seed in (1, 2, 3)}
-    got = {seed: seen(remote, seed) for seed in runs}
-    assert got == runs, (got, runs)
+    local_v = {seed: local.score(task, final, seed).verdict for seed in (1, 2, 3)}
+    remote_v = {seed: remote.score(task, final, seed).verdict for seed in local_v}
+    for v in (*local_v.values(), *remote_v.values()):
+        assert v.infra_error is None and v.seed is not None, v
+    runs, got = ({seed: seen(v) for seed, v in vs.items()} for vs in (local_v, remote_v))
+    assert got == runs, f"remote {remote_v}\nlocal {local_v}"  # the whole verdicts: details and timings too
     assert len({r[0] for r in runs.values()} | {r[1] for r in runs.values()}) > 3  # seeds draw different cases
 
 

@@ -387,3 +387,30 @@ def test_a_src_layout_package_wins_over_an_installed_one_of_the_same_name(pool) 
     assert good.score == 1.0 and good.passed, [(c.name, c.detail[:300]) for c in good.checks]
     bad = verify(task, FinalState(files=dict(task.workspace)), _ctx(pool))
     assert bad.score == 0.0
+
+
+def test_an_unisolated_verification_never_walks_the_hosts_tmp(tmp_path: Path) -> None:
+    """Without a file size cap there is no file at the cap to find, and /tmp is the host's: walking it (hundreds of
+    thousands of files on a busy machine) outlasted the run's deadline and the verdict came back empty."""
+    import stat
+    import sys
+
+    from rlvr.sandbox.unsafe import UnsafePool
+
+    log, site = tmp_path / "listed.txt", tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n\n\ndef _hook(event, args):\n"
+        "    if event == 'os.scandir' and str(args[0]).rstrip('/') in ('/tmp', '/dev/shm'):\n"
+        f"        with open({str(log)!r}, 'a') as f:\n"
+        "            f.write(str(args[0]) + '\\n')\n\n\nsys.addaudithook(_hook)\n")
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    task = _task(tmp_path, "walk")
+    with UnsafePool(python=str(wrapper), warn=False) as pool:
+        assert pool.run(["python", "-c", "import os; os.scandir('/tmp')"]).ok and log.read_text() == "/tmp\n"  # seen
+        log.unlink()
+        v = verify(task, _final(task, {"m.py": "def f():\n    return 1\n"}), _ctx(pool))
+    assert v.infra_error is None and v.passed, v
+    assert not log.exists(), log.read_text()

@@ -261,7 +261,9 @@ def main() -> None:
         _, status = os.waitpid(pid, 0)
     disks.sample(force=True)
     cap = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    size, big = _largest_file([config["cand"], *MOUNTS, out_path])
+    # without a file size cap (an unisolated pool) there is nothing to reach, and /tmp is then the host's own:
+    # walking it can take longer than the run's deadline
+    size, big = _largest_file([config["cand"], *MOUNTS, out_path]) if cap != resource.RLIM_INFINITY else (0, "")
     caps = {"disk_full": disks.full, "ignored_sigterm": ignored_term,
             "file_at_cap": big.replace(config["cand"], "workspace") if cap != resource.RLIM_INFINITY
             and size >= cap else None}
