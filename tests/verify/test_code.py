@@ -414,3 +414,20 @@ def test_an_unisolated_verification_never_walks_the_hosts_tmp(tmp_path: Path) ->
         v = verify(task, _final(task, {"m.py": "def f():\n    return 1\n"}), _ctx(pool))
     assert v.infra_error is None and v.passed, v
     assert not log.exists(), log.read_text()
+
+
+SUBTESTS = ("import unittest\n\nfrom m import f\n\n\nclass T(unittest.TestCase):\n    def test_each(self):\n"
+            "        for x in (1, 2, 3):\n            with self.subTest(x=x):\n"
+            "                self.assertEqual(f(x), x + 1)\n\n\n"
+            "def test_fixture(subtests):\n    for x in (4, 5):\n        with subtests.test(x=x):\n"
+            "            assert f(x) == x + 1\n")
+
+
+@pytest.mark.parametrize(("body", "score"), [("return x + 1", 1.0), ("return x + 1 if x not in (2, 5) else 0", 0.0)])
+def test_sub_tests_are_judged_not_flagged(tmp_path: Path, pool: SandboxPool, body: str, score: float) -> None:
+    """unittest's `subTest` and pytest's `subtests` report each sub-test under the test's own id: a real suite's
+    sub-tests are neither a duplicate report nor hidden when one fails."""
+    task = _task(tmp_path, "subtests", hidden={"test_h.py": SUBTESTS})
+    v = verify(task, _final(task, {"m.py": f"def f(x):\n    {body}\n"}), _ctx(pool))
+    assert v.infra_error is None and v.flags == [], v.flags
+    assert v.score == score and [c.score for c in v.checks] == [score, score], v.checks

@@ -56,6 +56,28 @@ def test_protocol_violations_are_forgery() -> None:
     assert "report_forgery" in run([{"t": "end"}], exit_code=70).findings.evidence
 
 
+def sub(nid: str, outcome: str) -> dict:
+    return {**rep(nid, "call", outcome), "sub": True, "detail": f"sub-test {outcome}"}
+
+
+def test_sub_tests_can_fail_their_test_but_never_pass_it() -> None:
+    passing = run([COLLECT, sub("t.py::a", "passed"), sub("t.py::a", "passed"), rep("t.py::a", "call", "passed"),
+                   {"t": "end"}])
+    assert passing.outcomes == {"t.py::a": "passed"} and passing.findings.evidence == {}
+    failing = run([COLLECT, sub("t.py::a", "passed"), sub("t.py::a", "failed"), rep("t.py::a", "call", "passed"),
+                   {"t": "end"}])
+    assert failing.outcomes == {"t.py::a": "failed"} and failing.findings.evidence == {}
+    assert failing.details["t.py::a"] == "sub-test failed"
+    alone = run([COLLECT, sub("t.py::a", "passed"), {"t": "end"}])  # a sub-test alone reports nothing passed
+    assert "t.py::a" not in alone.outcomes
+
+
+def test_sub_test_reports_outside_their_test_are_forgery() -> None:
+    for messages in ([COLLECT, sub("t.py::zzz", "passed")], [COLLECT, rep("t.py::a", "call", "passed"),
+                                                            sub("t.py::a", "failed")]):
+        assert run([*messages, {"t": "end"}]).findings.evidence.get("report_forgery"), messages
+
+
 def test_passed_without_assertions_or_with_a_false_one_is_forgery() -> None:
     msgs = [COLLECT, rep("t.py::a", "call", "passed"), {"t": "end"}]
     assert "report_forgery" in run(msgs, unconditional={"t.py::a"}).findings.evidence

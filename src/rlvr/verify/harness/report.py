@@ -44,6 +44,8 @@ class RunReport:
     durations: dict[str, float] = field(default_factory=dict)
     """Item id -> seconds of its call phase, timed by the supervisor's clock from the arrival of the worker's
     messages (outside the candidate's process: patching its clock changes nothing here)."""
+    sub_failed: set[str] = field(default_factory=set)
+    """Items with a failed sub-test (unittest `subTest`): failed whatever their own report says."""
 
 
 def authenticate(stdout: str, key: str) -> tuple[dict[str, Any] | None, int]:
@@ -83,6 +85,9 @@ def interpret(payload: dict[str, Any], unconditional: set[str]) -> RunReport:
             f.add("report_forgery", None, None, f"unknown message {str(kind)[:40]!r} on the report channel")
             continue
         handler(rep, msg, seen, records)
+    for nid in rep.sub_failed:
+        if rep.outcomes.get(nid) != "error":
+            rep.outcomes[nid] = "failed"
     _cross_check(rep, records, unconditional)
     _caps(rep, payload.get("caps") or {})
     if rep.ended and payload.get("exit_code") != 0:
@@ -123,6 +128,13 @@ def _on_collected(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
 
 def _on_report(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
     nid, when, outcome = str(msg.get("id")), str(msg.get("when")), str(msg.get("outcome"))
+    if msg.get("sub"):  # one of many under the same id: it can fail its test, never pass it
+        if nid not in rep.collected or (nid, "call") in seen:
+            rep.findings.add("report_forgery", None, None, f"uncollected or late sub-test report for {nid}")
+        elif outcome == "failed":
+            rep.sub_failed.add(nid)
+            rep.details.setdefault(nid, str(msg.get("detail") or "a sub-test failed"))
+        return
     if (nid, when) in seen or nid not in rep.collected:
         rep.findings.add("report_forgery", None, None, f"duplicate or uncollected report for {nid} ({when})")
         return

@@ -408,7 +408,10 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
                 _check_hidden_modules()
                 _check_runner()
                 _check_clock()
-            send({"t": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
+            # a unittest `subTest` (or the `subtests` fixture) reports each sub-test under its test's id during the
+            # call: the host lets such a report only fail its test, never pass it
+            sub = type(report).__name__ in ("SubtestReport", "SubTestReport")
+            send({"t": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome, "sub": sub,
                   "xfail": bool(getattr(report, "wasxfail", None) is not None and hasattr(report, "wasxfail")),
                   "detail": str(report.longrepr)[-1500:] if report.longrepr else ""})
 
