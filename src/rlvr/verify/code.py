@@ -17,12 +17,13 @@ import ast
 import importlib.util
 import json
 import os
+import posixpath
 import secrets
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -236,12 +237,18 @@ class CodeVerifier:
         own = for_task(pool, task, timeout_s=s.timeout_s)  # the hidden run's: [sandbox] defaults < the task's
         timeout = own.timeout_s
         hidden_tests = {p: task.hidden[p] for p in s.tests}
+        conftests = sorted(p for p in judge_files if p.rsplit("/", 1)[-1] == "conftest.py")
+        workspace_names = {p.split("/", 1)[0].removesuffix(".py") for p in files}
+        siblings = {n: p for n, p in sibling_modules(judge_files, [*s.tests, *conftests]).items()
+                    if n not in workspace_names}
         config = {
             "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout, "roots": s.import_roots,
             "pre_import": sorted(_shadowable(hidden_tests, task.workspace, s)),
-            "conftests": sorted(p for p in judge_files if p.rsplit("/", 1)[-1] == "conftest.py"),
-            "hidden_modules": sorted({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
-                                     - {p.split("/", 1)[0].removesuffix(".py") for p in files}),
+            "conftests": conftests,
+            "hidden_modules": sorted(({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
+                                      | set(siblings)) - workspace_names),
+            "siblings": siblings,
+            "unchanged": sorted(p for p, t in files.items() if p.endswith(".py") and task.workspace.get(p) == t),
             "cases": {"entry": spec.entry, "inputs": expected["inputs"]} if spec and expected else None,
             "fresh": fresh,
         }
@@ -411,6 +418,29 @@ def _item_passed(item: str, outcome: str | None, s: CodeSettings) -> bool:
 def _required(s: CodeSettings, c: Check) -> bool:
     kind = c.name.split(":", 2)[1]
     return any(sc.kind == kind and sc.is_required for sc in s.checks)
+
+
+def sibling_modules(judge_files: Iterable[str], tests: Iterable[str]) -> dict[str, str]:
+    """Module name -> judge path of the modules a hidden test imports by bare name from beside it: pytest's default
+    (`prepend`) import mode puts the first directory above a test file (or conftest) without an `__init__.py` on
+    sys.path, so `from helpers import f` finds `tests/helpers.py` (and a package `tests/helpers/`). The worker
+    serves them from the judge directory through the assert rewriter, like the tests. The judge root is on
+    sys.path already; a name that is not an identifier cannot be imported."""
+    paths = set(judge_files)
+    out: dict[str, str] = {}
+    for test in tests:
+        base = posixpath.dirname(test)
+        while base and f"{base}/__init__.py" in paths:
+            base = posixpath.dirname(base)
+        if not base:
+            continue
+        for p in sorted(paths):
+            rest = p[len(base) + 1:].split("/") if p.startswith(base + "/") and p.endswith(".py") else []
+            name = rest[0].removesuffix(".py") if len(rest) == 1 and rest[0] != "__init__.py" else \
+                rest[0] if len(rest) == 2 and rest[1] == "__init__.py" else ""
+            if name.isidentifier():
+                out.setdefault(name, p)
+    return out
 
 
 def _shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = None) -> set[str]:

@@ -47,6 +47,7 @@ def configure(send_fd: int, config: dict) -> None:
     """Set the report channel and the directories before anything else runs."""
     global SEND_FD, CONFIG, CAND, JUDGE, STDLIB
     SEND_FD, CONFIG = send_fd, config
+    _state["unchanged"] = frozenset(config.get("unchanged", ()))
     os.set_inheritable(send_fd, False)
     CAND = os.path.realpath(config["cand"]) + os.sep
     JUDGE = os.path.realpath(config["judge"]) + os.sep
@@ -87,12 +88,15 @@ def _culprit(formatting_ok: bool = False, finder_ok: bool = False, depth: int = 
 
 
 def _direct_culprit() -> tuple[str, int] | None:
-    """The candidate frame that called the audited function itself (or through inspect/traceback)."""
+    """The candidate frame that called the audited function itself (or through inspect/traceback). A file of the
+    workspace the candidate left as the task shipped it (config `unchanged`, e.g. a real project's own
+    deprecation helper reading its caller's frame) is the task's code, not the candidate's."""
     f = sys._getframe(3)
     if f is not None and os.path.basename(f.f_code.co_filename) in ("inspect.py", "traceback.py"):
         f = f.f_back
     if f is not None and f.f_code.co_filename.startswith(CAND):
-        return f.f_code.co_filename[len(CAND):], f.f_lineno
+        rel = f.f_code.co_filename[len(CAND):]
+        return None if rel in _state["unchanged"] else (rel, f.f_lineno)
     return None
 
 
@@ -507,18 +511,48 @@ def _load_hidden(path: str) -> object:
     if package and name in sys.modules:
         return sys.modules[name]
     _hidden_parents(name, os.path.dirname(path) if package else path)
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
-    tree = ast.fix_missing_locations(_AssertRewriter().visit(tree))
     spec = importlib.util.spec_from_file_location(
         name, path, submodule_search_locations=[os.path.dirname(path)] if package else None)
     module = importlib.util.module_from_spec(spec)
-    module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_hidden__=True)
     sys.modules[name] = module
-    exec(compile(tree, path, "exec"), module.__dict__)  # noqa: S102  (the pristine hidden test, rewritten)
-    _snapshots[name] = (module, {k: id(v) for k, v in vars(module).items() if callable(v) or k.startswith("__rlvr")})
-    guards.watch_hidden(module)
+    _exec_hidden(module, path)
     return module
+
+
+def _exec_hidden(module: object, path: str) -> None:
+    """Run a pristine hidden file in `module` with its asserts rewritten, and watch its functions."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    tree = ast.fix_missing_locations(_AssertRewriter().visit(tree))
+    module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_hidden__=True)
+    exec(compile(tree, path, "exec"), module.__dict__)  # noqa: S102  (the pristine hidden test, rewritten)
+    _snapshots[module.__name__] = (module, {k: id(v) for k, v in vars(module).items()
+                                            if callable(v) or k.startswith("__rlvr")})
+    guards.watch_hidden(module)
+
+
+class _Siblings:
+    """A meta path finder for the modules beside the hidden tests that they import by bare name (`from helpers
+    import f`, config `siblings`: name -> judge path), as pytest's default import mode would find them on the
+    test directory it puts on sys.path. They load from the judge directory through the rewriter; a candidate
+    that imports one is caught by the import hook (the names are hidden modules)."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        import importlib.util
+
+        rel = CONFIG.get("siblings", {}).get(name) if path is None else None
+        if rel is None:
+            return None
+        full = os.path.join(JUDGE, rel)
+        package = os.path.basename(full) == "__init__.py"
+        return importlib.util.spec_from_file_location(
+            name, full, loader=self, submodule_search_locations=[os.path.dirname(full)] if package else None)
+
+    def create_module(self, spec: object) -> None:
+        return None
+
+    def exec_module(self, module: object) -> None:
+        _exec_hidden(module, module.__spec__.origin)
 
 
 # ---------------------------------------------------------------------------------------------- cases
@@ -620,6 +654,8 @@ def main(send_fd: int, config: dict) -> None:
         except Exception:  # noqa: BLE001, S110  (a missing optional module is the test's business)
             pass
     _candidate_path()
+    if CONFIG.get("siblings"):
+        sys.meta_path.insert(0, _Siblings())
     plugins = [_plugin(pytest)]
     for rel in CONFIG.get("conftests", []):
         plugins.append(_load_hidden(os.path.join(JUDGE, rel)))
