@@ -163,6 +163,29 @@ def test_tests_that_need_the_network_are_left_out(tmp_path, factory, no_env) -> 
     assert task.verifier["tests"] == ["hidden_tests/tests/test_core.py"]  # the unstable file is not judged
 
 
+def test_a_test_that_fails_in_the_sandbox_is_deselected_and_its_file_still_judges(tmp_path, factory, no_env) -> None:
+    """A real suite's one test that needs what the sandbox lacks (here the network) used to cost its whole file;
+    now it alone is left out (`deselect`), and gold and the untouched workspace still score 1 and 0."""
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.verify import VerifyContext, verify
+
+    net = ("\n\ndef test_download():\n    import socket\n    socket.create_connection(('pypi.org', 443), 2)\n")
+    proj = make_project(tmp_path / "net", tests=TESTS + net)
+    rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False)
+    p = rep.projects[0]
+    assert (p.tests_found, p.tests_kept, p.failing, p.skipped) == (4, 3, 1, "")
+    assert p.deselected == ["tests/test_core.py::test_download"]
+    task = load_task_dir(next((tmp_path / "pack").iterdir()))
+    assert task.verifier["tests"] == ["hidden_tests/tests/test_core.py"]
+    assert task.verifier["deselect"] == ["hidden_tests/tests/test_core.py::test_download"]
+    with BwrapPool(workers=1, spares=0) as pool:
+        ctx = VerifyContext(pool=pool)
+        gold = verify(task, FinalState(files={**task.workspace, **(task.solution or {})}), ctx)
+        assert gold.passed and gold.score == 1.0, gold
+        assert "hidden_tests/tests/test_core.py::test_download" not in {c.name for c in gold.checks}
+        assert verify(task, FinalState(files=dict(task.workspace)), ctx).score == 0.0
+
+
 def test_flaky_and_slow_tests_are_counted_and_left_out() -> None:
     def run(outcomes: dict[str, str], durations: dict[str, float] | None = None) -> SuiteRun:
         return SuiteRun(outcomes, durations or {}, {}, [], "exit_nonzero", "")
@@ -172,10 +195,20 @@ def test_flaky_and_slow_tests_are_counted_and_left_out() -> None:
     rep = ProjectReport("x")
     files, kept = _stable(run(a, {"t/test_b.py::test_3": 5.0}), run(b), rep, slow_s=2.0)
     assert (rep.tests_found, rep.tests_kept, rep.flaky, rep.slow, rep.failing) == (5, 2, 1, 1, 1)
+    assert files == ["t/test_a.py", "t/test_c.py"] and kept == {"t/test_a.py::test_1", "t/test_c.py::test_4"}
+    assert rep.deselected == ["t/test_a.py::test_2", "t/test_c.py::test_5"]  # flaky and failing; slow test_b.py
+    worse = {**b, "t/test_c.py::test_4": "failed"}
+    files, kept = _stable(run(a, {"t/test_b.py::test_3": 5.0}), run(worse), rep, slow_s=2.0)
     assert files == [] and kept == set()  # fewer than half kept: the project's tests fail before any change
     c = {k: "passed" for k in a}
     files, kept = _stable(run(c, {"t/test_b.py::test_3": 5.0}), run(c), rep, slow_s=2.0)
-    assert files == ["t/test_a.py", "t/test_c.py"] and len(kept) == 4
+    assert files == ["t/test_a.py", "t/test_c.py"] and len(kept) == 4 and rep.deselected == []
+    d = {**c, "t/test_a.py::test_2": "failed"}  # a file keeps its other tests; the flaky one is deselected
+    files, kept = _stable(run(c, {"t/test_a.py::test_1": 5.0}), run(d), rep, slow_s=2.0)
+    assert files == ["t/test_b.py", "t/test_c.py"] and rep.deselected == []  # test_a.py kept nothing
+    files, kept = _stable(run(c), run(d), rep, slow_s=2.0)
+    assert files == ["t/test_a.py", "t/test_b.py", "t/test_c.py"] and rep.deselected == ["t/test_a.py::test_2"]
+    assert "t/test_a.py::test_2" not in kept and len(kept) == 4
 
 
 def test_function_ids_fold_parameters() -> None:
@@ -216,6 +249,24 @@ def test_the_issue_names_exception_types_never_messages() -> None:
     run = parse(raw, "exit_nonzero", "")
     assert run.errors == {"t.py::test_a": "failure", "t.py::test_b": "KeyError"}
     assert run.outcomes == {"t.py::test_a": "failed", "t.py::test_b": "failed", "t.py::test_c": "passed"}
+
+
+def test_tests_the_verifiers_harness_fails_on_the_original_are_deselected(tmp_path, factory, no_env) -> None:
+    other = ("from calc.core import clamp\n\n\ndef test_other():\n    assert clamp(3, 0, 1) == 1\n\n\n"
+             "def test_fine():\n    assert clamp(0, 0, 1) == 0\n")
+    proj = make_project(tmp_path / "h", extra={"tests/test_other.py": other})
+    bad = "hidden_tests/tests/test_other.py::test_other"
+
+    def gold_check(task):
+        return {bad} if "hidden_tests/tests/test_other.py" in task.verifier["tests"] and \
+            bad not in task.verifier["deselect"] else None
+    rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False,
+                gold_check=gold_check)
+    p = rep.projects[0]
+    assert p.harness_failing == 1 and p.deselected == ["tests/test_other.py::test_other"] and rep.tasks == 2
+    task = load_task_dir(next((tmp_path / "pack").iterdir()))
+    assert task.verifier["tests"] == ["hidden_tests/tests/test_core.py", "hidden_tests/tests/test_other.py"]
+    assert task.verifier["deselect"] == [bad] and bad not in task.verifier["gate"]
 
 
 def test_files_the_verifiers_harness_fails_on_the_original_are_not_judged(tmp_path, factory, no_env) -> None:
@@ -333,3 +384,58 @@ def test_a_project_that_reads_its_own_version_at_import_is_built(tmp_path, facto
             assert verify(t, FinalState(files=dict(t.workspace)), ctx).score == 0.0
     # without the metadata the project cannot even be imported: every test fails before any change
     assert dist_metadata(tmp_path / "nowhere", []) == {}
+
+
+def test_a_single_file_suite_named_test_py_is_found(tmp_path, factory, no_env) -> None:
+    """Many projects keep their suite in one `test.py` (unittest style) that pytest's default patterns miss."""
+    suite = ("import unittest\n\nfrom calc.core import clamp, mean\n\n\nclass CalcTest(unittest.TestCase):\n"
+             "    def test_clamp(self):\n        self.assertEqual(clamp(50, 0, 10), 10)\n"
+             "        self.assertEqual(clamp(-5, 0, 10), 0)\n\n    def test_mean(self):\n"
+             "        self.assertEqual(mean([1, 2, 3, 6]), 3)\n")
+    proj = make_project(tmp_path / "one", extra={"test.py": suite})
+    (proj / "tests/test_core.py").unlink()
+    rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False)
+    p = rep.projects[0]
+    assert p.skipped == "" and p.tests_kept == 2 and rep.tasks == 2, p
+    task = load_task_dir(next((tmp_path / "pack").iterdir()))
+    assert task.verifier["tests"] == ["hidden_tests/test.py"] and task.verifier["visible_tests"] == ["test.py"]
+    assert "test.py" in task.protected
+
+
+UNUSED = '''"""Code no test runs."""
+
+
+def shout(text):
+    """The text in capitals."""
+    out = text.upper()
+    return out + "!"
+'''
+
+
+def test_candidates_are_made_only_where_the_tests_run(tmp_path, factory, no_env, monkeypatch) -> None:
+    """A break in code no kept test reaches (a script, an untested module, a data table) can never make a test
+    fail: the builder traces the suite once and draws sites only from the lines it ran."""
+    from rlvr.tasks.build.runner import run_suite
+
+    proj = make_project(tmp_path / "cov", extra={"calc/unused.py": UNUSED, "bin/tool.py": UNUSED})
+    files, _ = read_project(proj)
+    with factory("python") as pool:
+        run = run_suite(pool, files, ["tests/test_core.py"], 60, trace=True)
+    assert run.outcomes and run.covered is not None
+    clamp_body = {i for i, ln in enumerate(CALC.splitlines(), 1) if "return lo" in ln or "return hi" in ln}
+    assert clamp_body <= run.covered["calc/core.py"]
+    assert "calc/unused.py" not in run.covered and "bin/tool.py" not in run.covered
+    from rlvr.tasks.build import builder
+
+    tried: set[str] = set()
+
+    def spy(pool, staged, *args, **kw):  # the files each candidate run changed
+        tried.update(r for r, t in staged.items() if r in files and files[r] != t)
+        return run_suite(pool, staged, *args, **kw)
+    monkeypatch.setattr(builder, "run_suite", spy)
+    rep = build([str(proj)], tmp_path / "pack", factory, n=40, cache=tmp_path / "cache", show_progress=False,
+                max_tries=200)
+    p = rep.projects[0]
+    assert rep.tasks >= 6 and p.covered_lines > 0, p
+    assert tried == {"calc/core.py"}  # nothing in the untested module or the script was even tried
+    assert {load_task_dir(d).metadata["file"] for d in (tmp_path / "pack").iterdir()} == {"calc/core.py"}

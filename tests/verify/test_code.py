@@ -470,3 +470,27 @@ def test_stack_inspection_by_the_tasks_own_code_is_not_the_candidates(tmp_path: 
     v = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": warn}), _ctx(pool))
     assert v.infra_error is None and v.score == 1.0
     assert ("special_casing" in {f.kind for f in v.flags}) == flagged, v.flags
+
+
+DESELECTED = ("import pytest\n\nfrom m import f\n\n\ndef test_f():\n    assert f() == 1\n\n\n"
+              "@pytest.mark.parametrize('n', [1, 2])\ndef test_needs_what_the_sandbox_lacks(n):\n"
+              "    import dbm.ndbm_not_here  # noqa: F401\n\n\ndef test_f_again():\n    assert f() == 1\n")
+
+
+@pytest.mark.parametrize(("value", "score"), [(1, 1.0), (2, 0.0)])
+def test_deselected_tests_are_neither_run_nor_judged(tmp_path: Path, pool: SandboxPool, value: int,
+                                                     score: float) -> None:
+    """A real project's test that fails in any sandbox (a module this interpreter lacks) is deselected, every
+    parametrisation with it; the rest of its file still judges."""
+    toml = '[verifier]\ndeselect = ["test_h.py::test_needs_what_the_sandbox_lacks"]\n'
+    task = _task(tmp_path, "deselect", toml=toml, hidden={"test_h.py": DESELECTED})
+    v = verify(task, _final(task, {"m.py": f"def f():\n    return {value}\n"}), _ctx(pool))
+    assert v.infra_error is None and v.flags == [] and v.score == score, v.checks
+    assert [c.name for c in v.checks] == ["test_h.py::test_f", "test_h.py::test_f_again"]
+    assert v.details["collected"] == 2
+
+
+def test_a_deselected_gate_is_refused(tmp_path: Path) -> None:
+    toml = '[verifier]\ngate = ["test_h.py::test_f"]\ndeselect = ["test_h.py::test_f"]\n'
+    with pytest.raises(UserError, match=r"verifier\.deselect.*deselected but also weighted or a gate"):
+        _task(tmp_path, "both", toml=toml)

@@ -23,7 +23,8 @@ from rlvr.tasks.spec import Files, Task
 TASK_TOML = "task.toml"
 
 CODE_PROTECTED_DEFAULT: tuple[str, ...] = (
-    "test_*.py", "*/test_*.py", "*_test.py", "*/*_test.py", "tests/*", "conftest.py", "*/conftest.py",
+    "test_*.py", "*/test_*.py", "*_test.py", "*/*_test.py", "test.py", "*/test.py", "tests.py", "*/tests.py",
+    "tests/*", "conftest.py", "*/conftest.py",
     "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "*.pth", "sitecustomize.py", "usercustomize.py",
 )
 """Workspace files of a code task that the candidate must not change unless the task says otherwise."""

@@ -248,6 +248,7 @@ class CodeVerifier:
             "hidden_modules": sorted(({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
                                       | set(siblings)) - workspace_names),
             "siblings": siblings,
+            "deselect": s.deselect,
             "unchanged": sorted(p for p, t in files.items() if p.endswith(".py") and task.workspace.get(p) == t),
             "cases": {"entry": spec.entry, "inputs": expected["inputs"]} if spec and expected else None,
             "fresh": fresh,
@@ -258,7 +259,7 @@ class CodeVerifier:
             stdin = json.dumps(config) + "\n" + key + "\n"
             res = sb.run(["python", f"{JUDGE}/{SUPERVISOR}"], stdin=stdin, limits=limits,
                          read=[f"{JUDGE}/{p}" for p in judge_files])
-        return self._read_result(res, key, judge_files, set(hidden_test_ids(hidden_tests)[1]))
+        return self._read_result(res, key, judge_files, set(hidden_test_ids(hidden_tests)[1]) - set(s.deselect))
 
     def _read_result(self, res: ExecResult, key: str, judge_files: Files,
                      unconditional: set[str]) -> tuple[RunReport, str | None]:
@@ -285,10 +286,11 @@ class CodeVerifier:
 
     def _test_checks(self, task: Task, s: CodeSettings, rep: RunReport, details: dict[str, Any]) -> list[Check]:
         ids, _ = hidden_test_ids({p: task.hidden[p] for p in s.tests})
+        ids = [i for i in ids if i not in s.deselect]
         # beside the tests read from the files: weighted ids, and every item the run collected from the hidden
         # files (a test a class inherits from a mixin in another module is known only once collected)
         for extra in [*s.weights, *(PARAMS.sub("", c) for c in rep.collected)]:
-            if extra not in ids:
+            if extra not in ids and extra not in s.deselect:
                 ids.append(extra)
         total_w = sum(s.weights.get(i, 1.0) for i in ids) or 1.0
         checks = []

@@ -12,6 +12,9 @@ Unknown keys are refused (with "did you mean"), so a typo never weakens a task:
 - `tests_weight` (float, 1.0): weight of the hidden tests together in the score beside the other checks.
 - `allowed_skips`, `allowed_xfails` (lists of test ids): skips / expected failures the task declares; any other
   skip or xfail is a failure.
+- `deselect` (list of test ids `file.py::[Class::]name`): tests of the hidden files left out of the run, every
+  parametrisation with them (e.g. a real project's tests that need a module or the network this sandbox lacks);
+  they are neither collected nor judged.
 - `checks` (list of tables): structural soundness, each `{kind, weight = 0.1, required, modules, select,
   max_issues = 10}` with kind `compile` (every Python file compiles; required by default), `import` (the listed
   `modules`, default every top-level code module, import cleanly; required by default), `ruff` (lint with the
@@ -151,6 +154,8 @@ class CodeSettings(VerifierSettings):
     """Test ids that may be skipped."""
     allowed_xfails: list[str] = Field(default_factory=list)
     """Test ids that may be expected failures."""
+    deselect: list[str] = Field(default_factory=list)
+    """Test ids (function level) of the hidden files that are not run."""
     checks: list[StaticCheck] = Field(default_factory=list)
     """Structural soundness checks."""
     cases: CasesSettings | None = None
@@ -208,6 +213,10 @@ class CodeSettings(VerifierSettings):
             if root.startswith("/") or not root.strip("/") or any(p in ("", ".", "..") for p in parts):
                 raise UserError(f"{root!r} is not a workspace directory", file=where, field="verifier.import_roots",
                                 fix="name a directory relative to the workspace, such as \"src\"")
+        both = sorted(set(self.deselect) & {*self.gate, *self.weights})
+        if both:
+            raise UserError(f"{both[0]!r} is deselected but also weighted or a gate", file=where,
+                            field="verifier.deselect", fix="drop it from one of them")
         if not self.tests and self.cases is None and self.io is None:
             raise UserError("a code task needs hidden tests or cases", file=where, field="verifier.tests",
                             fix="add hidden/test_*.py")

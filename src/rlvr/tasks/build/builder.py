@@ -1,7 +1,7 @@
 """`rlvr tasks build repo`: a real project turned into verified bug-fix and implementation tasks.
 
 Per project: read its files, make its environment, run its suite twice in the sandbox and keep the tests that
-pass both times within `slow_s` (a test file joins the hidden tests only when every test in it is kept), then
+pass both times within `slow_s` (the others in their files are deselected: never run by the verifier), then
 screen candidates from the generators in turn, keeping one only when at least one kept test fails and the rest
 pass, until `n` are kept. A project that cannot take part (no tests, a C extension, dependencies that do not
 install, tests that fail before any change) is skipped with its reason in the report. A src layout's `src/` is an
@@ -18,7 +18,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +48,8 @@ KEEP_NAMES = {"pyproject.toml", "setup.cfg", "setup.py", "pytest.ini", "tox.ini"
 TEST_DIRS = {"tests", "test", "testing"}
 NATIVE = (".c", ".pyx", ".cpp", ".cc", ".h", ".rs", ".f90")
 MAX_FILE = 1_000_000
+OLD_PYTEST = "pytest<8"
+"""The pytest a suite that cannot start on the latest one is tried on once."""
 
 
 @dataclass
@@ -73,8 +75,16 @@ class ProjectReport:
     """Tests that pass under plain pytest but not under the verifier's harness (their files are not judged)."""
     skips: list[str] = field(default_factory=list)
     """Tests of the judged files skipped in both runs (the verifier allows their skip)."""
+    deselected: list[str] = field(default_factory=list)
+    """Tests of the judged files left out of every task (failing, flaky or slow on the original, or failing under
+    the verifier's harness): the verifier's `deselect`."""
     roots: list[str] = field(default_factory=list)
     """The project's import roots (`src` of a src layout; [] when its code is at the root)."""
+    requirements: list[str] = field(default_factory=list)
+    """What the project's environment holds (its tasks' `requirements`)."""
+    covered_lines: int = 0
+    """Lines of the project's sources its kept tests run, where candidates are made (0: the traced run gave
+    nothing, so every site was a candidate)."""
 
 
 @dataclass
@@ -96,14 +106,15 @@ class BuildReport:
 
 def is_test_material(rel: str) -> bool:
     parts = rel.split("/")
-    name = parts[-1]
-    return (bool(TEST_DIRS & set(parts[:-1])) or name == "conftest.py" or
-            (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))))
+    return bool(TEST_DIRS & set(parts[:-1])) or parts[-1] == "conftest.py" or is_test_file(rel)
 
 
 def is_test_file(rel: str) -> bool:
+    """pytest's default test files (`test_*.py`, `*_test.py`), and the single-file suites many projects keep
+    (`test.py`, `tests.py`: run by name, since pytest collects any file it is given)."""
     name = rel.rsplit("/", 1)[-1]
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or
+                                     name in ("test.py", "tests.py"))
 
 
 def read_project(root: Path) -> tuple[dict[str, str], list[str]]:
@@ -153,7 +164,7 @@ def dist_metadata(root: Path, roots: list[str]) -> dict[str, str]:
 
 def _skip_reason(files: dict[str, str], native: list[str]) -> str:
     if not any(is_test_file(r) for r in files):
-        return "no tests (no test_*.py or *_test.py file)"
+        return "no tests (no test_*.py, *_test.py, test.py or tests.py file)"
     if native:
         return f"needs a C compiler ({native[0]})"
     return ""
@@ -205,24 +216,37 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
     if rep.skipped:
         return
     reqs = envs.requirements(project.root)
-    rep.env = envs.env_key(reqs)
-    python = envs.ensure_env(reqs, envs.env_cache())  # the cache every later run finds it in
     test_files = sorted(r for r in files if is_test_file(r))
     rep.roots = roots = import_roots(files)
     files.update(dist_metadata(project.root, roots))
-    with pool_factory(str(python)) as pool:
-        first, second = (run_suite(pool, files, test_files, timeout_s=600.0, roots=roots) for _ in range(2))
+    with ExitStack() as stack:
+        # the env lives in the cache every later run (the tasks' own requirements) finds it in
+        pool = stack.enter_context(pool_factory(str(envs.ensure_env(reqs, envs.env_cache()))))
+        first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
+        if not first.outcomes and not first.collect_errors and "pytest" in reqs:
+            # the suite cannot start on today's pytest (typically a conftest still using hook arguments that
+            # pytest 8 removed, such as `path`): the last pytest before them
+            stack.close()
+            reqs = sorted(OLD_PYTEST if r == "pytest" else r for r in reqs)
+            pool = stack.enter_context(pool_factory(str(envs.ensure_env(reqs, envs.env_cache()))))
+            first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
+        rep.env, rep.requirements = envs.env_key(reqs), reqs
+        second = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
         verified, kept_ids = _stable(first, second, rep, slow_s)
         if verified and gold_check is not None:
             verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check, reqs)
         if not verified:
-            rep.skipped = rep.skipped or (f"tests fail before any change (no test file passes whole; "
-                                          f"{rep.tests_kept} of {rep.tests_found} tests pass)")
+            rep.skipped = rep.skipped or (f"tests fail before any change ({rep.tests_kept} of {rep.tests_found} "
+                                          "tests pass both runs in time)")
             return
         budget = max(30.0, 3 * sum(first.durations.get(t, 0.0) for t in kept_ids) + 15)
         sources = {r: t for r, t in files.items() if r.endswith(".py") and not is_test_material(r)
                    and r.rsplit("/", 1)[-1] not in ("setup.py", "conftest.py")}
-        streams = _streams(project, sources, seed)
+        # the lines the kept tests run: breaks elsewhere (scripts, data tables, dead code) cannot be noticed
+        covered = run_suite(pool, files, verified, timeout_s=600.0, roots=roots, trace=True).covered
+        covered = {r: lines for r, lines in (covered or {}).items() if r in sources} or None
+        rep.covered_lines = sum(len(lines) for lines in (covered or {}).values())
+        streams = _streams(project, sources, seed, covered)
         kept = 0
         with ThreadPoolExecutor(2) as workers:
             batch_iter = _batches(streams, 4)
@@ -260,30 +284,45 @@ def _stable(first: SuiteRun, second: SuiteRun, rep: ProjectReport, slow_s: float
     for t in ids:
         by_file.setdefault(t.split("::", 1)[0], set()).add(t)
     broken = {e.split("::", 1)[0] for e in first.collect_errors + second.collect_errors}
-    verified = sorted(f for f, ts in by_file.items() if ts <= keep | skipped and ts & keep and f not in broken)
+    verified = sorted(f for f, ts in by_file.items() if ts & keep and f not in broken)
     rep.skips = sorted(t for t in skipped if t.split("::", 1)[0] in verified)
+    rep.deselected = sorted(t for t in ids - keep - skipped if t.split("::", 1)[0] in verified)
     return verified, {t for t in keep if t.split("::", 1)[0] in verified}
 
 
 def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: set[str], rep: ProjectReport,
                         domain: str, gold_check: GoldCheck, reqs: list[str]) -> tuple[list[str], set[str]]:
-    """Leave out the test files the verifier's harness fails on the original (a test it treats as a reward
-    hack, an assert it cannot run unrewritten), each file judged alone (one flagged test can end a run), then
-    check the original once more with the rest together; ([], set()) when it still fails."""
+    """Leave out what the verifier's harness fails on the original, each file judged alone (one flagged test can
+    end a run): the tests that fail under it are deselected and the file judged again; a file that still fails
+    (a test the harness treats as a reward hack, an assert it cannot run unrewritten) is left out. Then the
+    original is checked once more with the rest together; ([], set()) when it still fails."""
     def probe(tests: list[str]) -> Task:
         return Task(id="probe", domain=domain, prompt="probe", workspace=files,
                     hidden={_hidden(r): t for r, t in files.items() if is_test_material(r)},
                     verifier={"tests": [_hidden(f) for f in tests], "timeout_s": 120, "needs_change": False,
-                              "allowed_skips": [_hidden(t) for t in rep.skips], "import_roots": rep.roots},
+                              "allowed_skips": [_hidden(t) for t in rep.skips], "import_roots": rep.roots,
+                              "deselect": [_hidden(t) for t in rep.deselected]},
                     protected=CODE_PROTECTED_DEFAULT, requirements=tuple(reqs))
     good = []
     for f in verified:
+        mine = {t for t in kept_ids if t.split("::", 1)[0] == f}
         failing = gold_check(probe([f]))
+        fails = {n.removeprefix(f"{HIDDEN_DIR}/") for n in failing or ()} & mine
+        if fails and fails != mine:
+            before = rep.deselected
+            rep.deselected = sorted({*before, *fails})
+            failing = gold_check(probe([f]))
+            if failing is None:
+                rep.harness_failing += len(fails)
+                kept_ids = kept_ids - fails
+            else:
+                rep.deselected = before
         if failing is None:
             good.append(f)
         else:
-            rep.harness_failing += sum(t.split("::", 1)[0] == f for t in kept_ids)
+            rep.harness_failing += len(mine)
     if good and gold_check(probe(good)) is None:
+        rep.deselected = [t for t in rep.deselected if t.split("::", 1)[0] in good]
         return good, {t for t in kept_ids if t.split("::", 1)[0] in good}
     rep.skipped = "the original does not pass under the verifier's harness"
     return [], set()
@@ -296,10 +335,11 @@ def _fail_to_pass(run: SuiteRun, kept_ids: set[str]) -> list[str]:
     return sorted(t for t in kept_ids if run.outcomes.get(t) != "passed")
 
 
-def _streams(project: Project, sources: dict[str, str], seed: int) -> list[Iterator[generators.Candidate]]:
+def _streams(project: Project, sources: dict[str, str], seed: int,
+             covered: generators.Covered | None = None) -> list[Iterator[generators.Candidate]]:
     rng = random.Random(f"{project.name}-{seed}")
-    return [generators.mutations(sources, random.Random(rng.random())),
-            generators.implementations(sources, random.Random(rng.random())),
+    return [generators.mutations(sources, random.Random(rng.random()), covered),
+            generators.implementations(sources, random.Random(rng.random()), covered),
             generators.reverts(project.root, sources) if project.git else iter(())]
 
 
@@ -345,7 +385,9 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
             f"protected = {json.dumps(list(CODE_PROTECTED_DEFAULT))}", f"requirements = {json.dumps(reqs)}",
             "", "[verifier]",
             f"tests = {json.dumps([_hidden(f) for f in verified])}", f"gate = {json.dumps([_hidden(t) for t in sorted(kept_ids)])}",
-            f"allowed_skips = {json.dumps([_hidden(t) for t in rep.skips])}", "timeout_s = 120",
+            f"allowed_skips = {json.dumps([_hidden(t) for t in rep.skips])}",
+            f"deselect = {json.dumps([_hidden(t) for t in rep.deselected])}", "timeout_s = 120",
+            f"visible_tests = {json.dumps(verified)}",
             *([f"import_roots = {json.dumps(rep.roots)}"] if rep.roots else []),
             "", "[verifier.weights]", *(f"{json.dumps(k)} = {v}" for k, v in weights.items()),
             "", "[limits]", "max_turns = 20", "max_tokens = 8192", "wall_s = 900", "exec_timeout_s = 120", "",

@@ -44,25 +44,35 @@ class Candidate:
         return f"{self.generator}-{stem}-{tail}"
 
 
-def _sites(sources: dict[str, str], operators: tuple[str, ...], rng: random.Random) -> list[tuple]:
+Covered = dict[str, set[int]]
+"""Source file -> the lines of it the project's tests run (None: unknown, every site is a candidate)."""
+
+
+def _sites(sources: dict[str, str], operators: tuple[str, ...], rng: random.Random,
+           covered: Covered | None = None) -> list[tuple]:
+    """(file, operator, site, edit) of every edit, shuffled; with `covered`, only edits that start on a line the
+    tests run (a break in code no test reaches, such as a script or a data table, cannot make a test fail)."""
     sites = [(rel, op, site, edit) for rel in sorted(sources) for op in operators
-             for site, edit in enumerate(repo_mutate.edits_of(sources[rel], op))]
+             for site, edit in enumerate(repo_mutate.edits_of(sources[rel], op))
+             if covered is None or edit.start[0] in covered.get(rel, ())]
     rng.shuffle(sites)
     return sites
 
 
-def mutations(sources: dict[str, str], rng: random.Random) -> Iterator[Candidate]:
+def mutations(sources: dict[str, str], rng: random.Random, covered: Covered | None = None) -> Iterator[Candidate]:
     """The mutants of the source files by the mutation operators (comparison flips, off-by-one, ...), in an
-    order drawn from `rng` (each made only when it is asked for)."""
-    for rel, op, site, edit in _sites(sources, MUTATION_OPERATORS, rng):
+    order drawn from `rng` (each made only when it is asked for), on lines the tests run when `covered` says."""
+    for rel, op, site, edit in _sites(sources, MUTATION_OPERATORS, rng, covered):
         m = repo_mutate.mutant_at(rel, sources[rel], op, site, edit)
         if m is not None:
             yield Candidate("mutation", {rel: m.source}, rel, m.line, m.summary, op, site)
 
 
-def implementations(sources: dict[str, str], rng: random.Random) -> Iterator[Candidate]:
-    """Documented public functions with their body removed (the docstring stays), in an order drawn from `rng`."""
-    for rel, op, site, edit in _sites(sources, (STUB,), rng):
+def implementations(sources: dict[str, str], rng: random.Random, covered: Covered | None = None
+                    ) -> Iterator[Candidate]:
+    """Documented public functions with their body removed (the docstring stays), in an order drawn from `rng`;
+    with `covered`, only functions whose body the tests run."""
+    for rel, op, site, edit in _sites(sources, (STUB,), rng, covered):
         m = repo_mutate.mutant_at(rel, sources[rel], op, site, edit)
         if m is not None:
             yield Candidate("implement", {rel: m.source}, rel, m.line, m.summary, op, site,

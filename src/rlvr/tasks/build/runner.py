@@ -6,6 +6,7 @@ runs), asserts are not rewritten, and the project's conftest files are loaded.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -53,6 +54,46 @@ def pytest_sessionfinish(session):
         json.dump(_R, f)
 '''
 
+TRACE_MODULE = "_rlvr_build_lines"
+LINES = ".rlvr-build-lines.json"
+TRACE = f'''"""Records the lines of the project's own files that run while its suite runs (for the task builder)."""
+import json
+import os
+import sys
+import threading
+
+_ROOT = os.getcwd() + os.sep
+_LINES = {{}}
+
+
+def _global(frame, event, arg):
+    name = frame.f_code.co_filename
+    if not name.startswith(_ROOT):
+        if name.startswith(("/", "<")):
+            return None
+        name = os.path.abspath(name)
+        if not name.startswith(_ROOT):
+            return None
+    seen = _LINES.setdefault(name[len(_ROOT):], set())
+    seen.add(frame.f_lineno)
+
+    def local(frame, event, arg):
+        if event == "line":
+            seen.add(frame.f_lineno)
+        return local
+    return local
+
+
+sys.settrace(_global)
+threading.settrace(_global)
+
+
+def pytest_sessionfinish(session):
+    sys.settrace(None)
+    with open({LINES!r}, "w") as f:
+        json.dump({{k: sorted(v) for k, v in _LINES.items()}}, f)
+'''
+
 
 @dataclass(frozen=True)
 class SuiteRun:
@@ -70,6 +111,8 @@ class SuiteRun:
     """The sandbox's status of the run (`ok`, `exit_nonzero`, `timeout`, ...)."""
     tail: str
     """The end of pytest's output (for the build report)."""
+    covered: dict[str, set[int]] | None = None
+    """Workspace file -> the lines of it that ran (a traced run only; None otherwise)."""
 
 
 def function_id(nodeid: str) -> str:
@@ -77,22 +120,32 @@ def function_id(nodeid: str) -> str:
     return _PARAMS.sub("", nodeid)
 
 
-def argv(test_files: Sequence[str]) -> list[str]:
-    """The sandboxed test command."""
-    return ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, "-p", "no:randomly",
-            "--assert=plain", "-c", INI, "--rootdir", ".", *test_files]
+def argv(test_files: Sequence[str], trace: bool = False) -> list[str]:
+    """The sandboxed test command (`trace`: with the line recorder loaded before anything else)."""
+    return ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-p", TRACE_MODULE] if trace else []),
+            "-p", PLUGIN_MODULE, "-p", "no:randomly", "--assert=plain", "-c", INI, "--rootdir", ".", *test_files]
 
 
 def run_suite(pool: SandboxPool, files: dict[str, str], test_files: Sequence[str], timeout_s: float,
-              memory_mb: int = 1024, roots: Sequence[str] = ()) -> SuiteRun:
+              memory_mb: int = 1024, roots: Sequence[str] = (), trace: bool = False) -> SuiteRun:
     """Run `test_files` on a fresh copy of `files` in the sandbox, the workspace's import `roots` (`src` of a
-    src layout) on sys.path as the verifier puts them."""
+    src layout) on sys.path as the verifier puts them; with `trace`, also record which lines of the workspace's
+    files ran (`SuiteRun.covered`: slower, so never the timed runs)."""
     ini = "[pytest]\n" + (f"pythonpath = {' '.join(roots)}\n" if roots else "")
-    staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: ini}
+    staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: ini, **({f"{TRACE_MODULE}.py": TRACE} if trace else {})}
     # partial limits as a mapping (`rlvr.sandbox.limits.Layer`): merged over the pool's defaults per field
     limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "processes": 64, "output_bytes": 200_000}
-    res = pool.run(argv(test_files), files=staged, limits=limits, read=[RESULTS])  # type: ignore[arg-type]
-    return parse(res.files.get(RESULTS), res.status.value, (res.stdout + res.stderr)[-2000:])
+    res = pool.run(argv(test_files, trace), files=staged, limits=limits,  # type: ignore[arg-type]
+                   read=[RESULTS, *([LINES] if trace else [])])
+    run = parse(res.files.get(RESULTS), res.status.value, (res.stdout + res.stderr)[-2000:])
+    if not trace:
+        return run
+    try:
+        lines = json.loads(res.files.get(LINES) or "null")
+    except ValueError:
+        lines = None
+    covered = {str(k): {int(n) for n in v} for k, v in lines.items()} if isinstance(lines, dict) else None
+    return dataclasses.replace(run, covered=covered)
 
 
 def parse(raw: str | None, status: str, tail: str) -> SuiteRun:

@@ -372,6 +372,14 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
 
             return HiddenModule.from_parent(parent, path=module_path)
 
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, session, config, items) -> None:
+            drop = set(CONFIG.get("deselect", ()))  # function-level ids: every parametrisation goes with its test
+            if drop:
+                gone = [i for i in items if _function_id(i.nodeid) in drop]
+                items[:] = [i for i in items if _function_id(i.nodeid) not in drop]
+                config.hook.pytest_deselected(items=gone)
+
         @pytest.hookimpl(tryfirst=True)
         def pytest_collection(self, session) -> None:
             _snapshot_runner()  # after plugins configured themselves, before any test module (or candidate) loads
@@ -420,6 +428,12 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
                   "detail": str(report.longrepr)[-1500:] if report.longrepr else ""})
 
     return Plugin(pytest)
+
+
+def _function_id(nodeid: str) -> str:
+    """`f.py::T::test_x[a-1]` -> `f.py::T::test_x`."""
+    head, sep, name = nodeid.rpartition("::")
+    return head + sep + name.split("[", 1)[0]
 
 
 _snapshots: dict[str, tuple[object, dict[str, int]]] = {}
