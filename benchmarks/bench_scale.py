@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
-from rlvr.config import SandboxConfig  # noqa: E402
-from rlvr.sandbox import make_pool  # noqa: E402
-from rlvr.tasks.spec import FinalState, Task  # noqa: E402
-from rlvr.verify.base import VerifyContext, verify  # noqa: E402
+from rlvr.config import SandboxConfig
+from rlvr.sandbox import make_pool
+from rlvr.tasks.spec import FinalState, Task
+from rlvr.verify.base import VerifyContext, verify
 
 N_VERIFY = int(os.environ.get("BENCH_N", "40"))
 N_TRIVIAL = 100

@@ -104,7 +104,7 @@ def install_rlvr_script() -> None:
 
     import torch
 
-    import rlvr.rollout.hf as hf
+    from rlvr.rollout import hf
 
     local = threading.local()
     decode = hf.HFPolicy._decode
@@ -162,7 +162,13 @@ def trl_process(work: str) -> None:
     """One process of TRL's run: GRPOTrainer with rlvr's tool environment, the scripted LogitsProcessor, and
     timers around its phases (written as JSON by the main process)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList, TrainerCallback
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        LogitsProcessor,
+        LogitsProcessorList,
+        TrainerCallback,
+    )
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import add_response_schema
 

@@ -1,10 +1,10 @@
 """RunConfig: TOML loading, dotted overrides, validation that raises, resolved config round trip."""
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from rlvr.config import RunConfig, describe_fields, load_config
 from rlvr.errors import UserError

@@ -8,11 +8,11 @@ Each run writes its resolved config to `<run_dir>/config.toml`.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rlvr.errors import UserError

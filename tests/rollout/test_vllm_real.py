@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.real.conftest import real_dir  # noqa: F401  (fixture)
 
 from rlvr.envs.messages import Message
 from rlvr.rollout.backends import make_policy
 from rlvr.rollout.policy import SamplingParams
 from rlvr.train.update import token_logprobs
+from tests.real.conftest import real_dir  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 

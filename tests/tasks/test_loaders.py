@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.conftest import write_task
 
 from rlvr.errors import UserError
 from rlvr.tasks.loaders import CODE_PROTECTED_DEFAULT, JsonlPack, TaskDirPack, load_task_dir, open_path
-from tests.conftest import write_task
 
 
 def test_bare_code_task_defaults(add_task: Path) -> None:

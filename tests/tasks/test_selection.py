@@ -5,11 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import ADD_HIDDEN, write_task
+from tests.tasks.test_registry import CountConfig, CountSource
 
 from rlvr.errors import UserError
 from rlvr.tasks import registry, selection
-from tests.conftest import ADD_HIDDEN, write_task
-from tests.tasks.test_registry import CountConfig, CountSource
 
 
 @pytest.fixture(autouse=True)

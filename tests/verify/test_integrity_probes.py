@@ -82,8 +82,8 @@ def test_exact_answer_verifier_flags_a_number_copied_from_the_statement() -> Non
 
 def test_answer_domains_flag_a_wrong_answer_copied_from_the_statement() -> None:
     from rlvr.tasks.spec import FinalState, Task
-    from rlvr.verify.math import MathVerifier
     from rlvr.verify.base import VerifyContext
+    from rlvr.verify.math import MathVerifier
 
     task = Task(id="m", domain="math", prompt="A train leaves at 1450 km/h for 3.5 hours. How far does it go?",
                 answer="5075")

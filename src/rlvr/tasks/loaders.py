@@ -8,10 +8,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
 from pydantic import ValidationError
 
 from rlvr.errors import UserError

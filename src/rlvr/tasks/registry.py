@@ -59,7 +59,7 @@ def _ensure_loaded() -> None:
     if _loaded:
         return
     _loaded = True
-    from rlvr.tasks import domains  # noqa: F401  (registers the built-ins)
+    from rlvr.tasks import domains
 
     domains.load_builtin()
     domains.load_plugins()

@@ -15,13 +15,14 @@ import random
 import re
 import shutil
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import tomllib
 
 from rlvr.tasks.build import env as envs
 from rlvr.tasks.build import generators
