@@ -78,12 +78,13 @@ def test_red_team_suite_is_large_enough() -> None:
 
 # ------------------------------------------------------------------------------------------ settings
 def _task(tmp_path: Path, name: str, toml: str = "", workspace: dict[str, str] | None = None,
-          hidden: dict[str, str] | None = None) -> Task:
+          hidden: dict[str, str] | None = None, solution: dict[str, str] | None = None) -> Task:
     from tests.verify.redteam import RedTask
 
     return load_task_dir(build(tmp_path, RedTask(name, workspace or {"m.py": "def f():\n    return 0\n"},
                                                  hidden or {"test_h.py": "from m import f\n\n\ndef test_f():\n"
-                                                                         "    assert f() == 1\n"}, {}, toml)))
+                                                                         "    assert f() == 1\n"}, solution or {},
+                                                 toml)))
 
 
 def test_unknown_verifier_key_is_a_user_error_naming_the_field(tmp_path: Path) -> None:
@@ -461,11 +462,16 @@ CALLER = "import sys\n\n\ndef caller():\n    return sys._getframe(1).f_code.co_n
 USES_CALLER = "from warn import caller\n\n\ndef f():\n    caller()\n    return 1\n"
 
 
-@pytest.mark.parametrize(("warn", "flagged"), [(CALLER, False), ("# mine now\n" + CALLER, True)])
+@pytest.mark.parametrize(("warn", "flagged"), [
+    (CALLER, False),  # as shipped
+    ("# mine now\n" + CALLER, False),  # changed elsewhere: the inspecting line is still the task's
+    (CALLER.replace("_getframe(1)", "_getframe(2)"), True),  # the candidate's own inspection
+    (CALLER.replace("caller():\n    return", "caller():\n    return 0 and None or"), True),
+])
 def test_stack_inspection_by_the_tasks_own_code_is_not_the_candidates(tmp_path: Path, pool: SandboxPool, warn: str,
                                                                      flagged: bool) -> None:
-    """A real project's own code may read its caller's frame (a deprecation helper naming the caller): as shipped
-    it is the task's code and raises nothing; the same code changed by the candidate is the candidate's."""
+    """A real project's own code may read its caller's frame (a deprecation helper naming the caller): a line the
+    task shipped it on raises nothing; a line the candidate wrote does."""
     task = _task(tmp_path, "caller", workspace={"m.py": "def f():\n    return 0\n", "warn.py": CALLER})
     v = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": warn}), _ctx(pool))
     assert v.infra_error is None and v.score == 1.0
@@ -494,3 +500,15 @@ def test_a_deselected_gate_is_refused(tmp_path: Path) -> None:
     toml = '[verifier]\ngate = ["test_h.py::test_f"]\ndeselect = ["test_h.py::test_f"]\n'
     with pytest.raises(UserError, match=r"verifier\.deselect.*deselected but also weighted or a gate"):
         _task(tmp_path, "both", toml=toml)
+
+
+def test_stack_inspection_the_reference_solution_restores_is_the_tasks(tmp_path: Path, pool: SandboxPool) -> None:
+    """An "implement this" task built from a real project whose removed body read its caller's frame: the gold,
+    which restores it, is not flagged; the same body with another frame read is."""
+    stub = "import sys\n\n\ndef caller():\n    pass\n"
+    task = _task(tmp_path, "restored", workspace={"m.py": "def f():\n    return 0\n", "warn.py": stub},
+                 solution={"warn.py": CALLER})
+    gold = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": CALLER}), _ctx(pool))
+    assert gold.passed and gold.flags == [], gold.flags
+    other = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": CALLER.replace("(1)", "(2)")}), _ctx(pool))
+    assert "special_casing" in {f.kind for f in other.flags}

@@ -212,7 +212,10 @@ class CodeVerifier:
         test_names |= {Path(p).stem for p in hidden_tests} | {Path(p).name for p in hidden_tests}
         own = {p.split("/", 1)[0].removesuffix(".py") for p in files}
         hidden_modules = {p.split("/", 1)[0].removesuffix(".py") for p in task.hidden if p.endswith(".py")} - own
-        found.merge(integrity.scan_sources(changed, test_names, hidden_modules))
+        # a line the shipped file or the reference solution has is the task's code (a real project's own
+        # stack inspection that the gold restores), whoever wrote it back
+        found.merge(integrity.scan_sources(changed, test_names, hidden_modules).without(
+            _task_code(task, files)["task_lines"]))
         visible = {p: t for p, t in initial.items() if p.endswith(".py") and integrity.role_of(p) == "test"}
         found.merge(integrity.hard_coded_cases(changed, visible))
         found.merge(integrity_rules.scan(changed))
@@ -249,7 +252,7 @@ class CodeVerifier:
                                       | set(siblings)) - workspace_names),
             "siblings": siblings,
             "deselect": s.deselect,
-            "unchanged": sorted(p for p, t in files.items() if p.endswith(".py") and task.workspace.get(p) == t),
+            **_task_code(task, files),
             "cases": {"entry": spec.entry, "inputs": expected["inputs"]} if spec and expected else None,
             "fresh": fresh,
         }
@@ -420,6 +423,26 @@ def _item_passed(item: str, outcome: str | None, s: CodeSettings) -> bool:
 def _required(s: CodeSettings, c: Check) -> bool:
     kind = c.name.split(":", 2)[1]
     return any(sc.kind == kind and sc.is_required for sc in s.checks)
+
+
+def _task_code(task: Task, files: Files) -> dict[str, Any]:
+    """What of the final workspace is the task's own code rather than the candidate's, for the harness to charge
+    stack inspection to nobody: `unchanged`, the Python files exactly as the task shipped them, and
+    `task_lines`, per changed file the lines whose text the shipped file or the reference solution has (a gold
+    that restores a real project's deprecation helper reading its caller's frame is the project's code)."""
+    unchanged, lines = [], {}
+    for path, text in files.items():
+        if not path.endswith(".py"):
+            continue
+        if task.workspace.get(path) == text:
+            unchanged.append(path)
+            continue
+        known = {ln.strip() for src in (task.workspace.get(path), (task.solution or {}).get(path)) if src
+                 for ln in src.splitlines()} - {""}
+        same = [i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() in known]
+        if same:
+            lines[path] = same
+    return {"unchanged": sorted(unchanged), "task_lines": lines}
 
 
 def sibling_modules(judge_files: Iterable[str], tests: Iterable[str]) -> dict[str, str]:

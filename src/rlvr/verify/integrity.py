@@ -95,6 +95,15 @@ class Findings:
     def flags(self) -> list[Flag]:
         return [Flag(kind=k, evidence=v, message=MESSAGES.get(k, k)) for k, v in sorted(self.evidence.items())]
 
+    def without(self, lines: Mapping[str, Iterable[int]]) -> Findings:
+        """These findings less the evidence on the given lines of the given files (the task's own code)."""
+        out = Findings()
+        for kind, items in self.evidence.items():
+            for e in items:
+                if e.file is None or e.line is None or e.line not in set(lines.get(e.file, ())):
+                    out.add(kind, e.file, e.line, e.seen)
+        return out
+
 
 def role_of(path: str) -> str:
     """`conftest`, `test` (the candidate's own tests) or `code`."""

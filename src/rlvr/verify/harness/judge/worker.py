@@ -48,6 +48,7 @@ def configure(send_fd: int, config: dict) -> None:
     global SEND_FD, CONFIG, CAND, JUDGE, STDLIB
     SEND_FD, CONFIG = send_fd, config
     _state["unchanged"] = frozenset(config.get("unchanged", ()))
+    _state["task_lines"] = {k: frozenset(v) for k, v in config.get("task_lines", {}).items()}
     os.set_inheritable(send_fd, False)
     CAND = os.path.realpath(config["cand"]) + os.sep
     JUDGE = os.path.realpath(config["judge"]) + os.sep
@@ -89,14 +90,17 @@ def _culprit(formatting_ok: bool = False, finder_ok: bool = False, depth: int = 
 
 def _direct_culprit() -> tuple[str, int] | None:
     """The candidate frame that called the audited function itself (or through inspect/traceback). A file of the
-    workspace the candidate left as the task shipped it (config `unchanged`, e.g. a real project's own
-    deprecation helper reading its caller's frame) is the task's code, not the candidate's."""
+    workspace the candidate left as the task shipped it, or a line of a changed one that the shipped file or the
+    reference solution has (config `unchanged`, `task_lines`: e.g. a real project's own deprecation helper
+    reading its caller's frame), is the task's code, not the candidate's."""
     f = sys._getframe(3)
     if f is not None and os.path.basename(f.f_code.co_filename) in ("inspect.py", "traceback.py"):
         f = f.f_back
     if f is not None and f.f_code.co_filename.startswith(CAND):
         rel = f.f_code.co_filename[len(CAND):]
-        return None if rel in _state["unchanged"] else (rel, f.f_lineno)
+        if rel in _state["unchanged"] or f.f_lineno in _state["task_lines"].get(rel, ()):
+            return None
+        return rel, f.f_lineno
     return None
 
 
