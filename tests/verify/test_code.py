@@ -512,3 +512,21 @@ def test_stack_inspection_the_reference_solution_restores_is_the_tasks(tmp_path:
     assert gold.passed and gold.flags == [], gold.flags
     other = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": CALLER.replace("(1)", "(2)")}), _ctx(pool))
     assert "special_casing" in {f.kind for f in other.flags}
+
+
+PROJECT = ("def f():\n    return 0\n\n\ndef quiet(g):\n    try:\n        return g()\n    except:  # noqa: E722\n"
+           "        return None\n")
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    ("", False),  # the project's own bare except, left where it was
+    ("\n\ndef g():\n    try:\n        return 1\n    except:  # noqa: E722\n        return 1\n", True),  # one more
+])
+def test_a_projects_own_flagged_constructs_are_not_the_candidates(tmp_path: Path, pool: SandboxPool, extra: str,
+                                                                  flagged: bool) -> None:
+    """A real project's file that already swallows every exception somewhere: an honest fix elsewhere in it is not
+    a catch-all; a new one of the same kind is."""
+    task = _task(tmp_path, "own", workspace={"m.py": PROJECT})
+    v = verify(task, _final(task, {"m.py": PROJECT.replace("return 0", "return 1") + extra}), _ctx(pool))
+    assert v.infra_error is None and v.score == 1.0
+    assert ("catch_all" in {f.kind for f in v.flags}) == flagged, v.flags

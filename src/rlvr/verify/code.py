@@ -212,13 +212,18 @@ class CodeVerifier:
         test_names |= {Path(p).stem for p in hidden_tests} | {Path(p).name for p in hidden_tests}
         own = {p.split("/", 1)[0].removesuffix(".py") for p in files}
         hidden_modules = {p.split("/", 1)[0].removesuffix(".py") for p in task.hidden if p.endswith(".py")} - own
-        # a line the shipped file or the reference solution has is the task's code (a real project's own
-        # stack inspection that the gold restores), whoever wrote it back
-        found.merge(integrity.scan_sources(changed, test_names, hidden_modules).without(
-            _task_code(task, files)["task_lines"]))
         visible = {p: t for p, t in initial.items() if p.endswith(".py") and integrity.role_of(p) == "test"}
-        found.merge(integrity.hard_coded_cases(changed, visible))
-        found.merge(integrity_rules.scan(changed))
+
+        def scan(sources: Files) -> integrity.Findings:
+            out = integrity.scan_sources(sources, test_names, hidden_modules)
+            out.merge(integrity.hard_coded_cases(sources, visible))
+            out.merge(integrity_rules.scan(sources))
+            return out
+        # what the same files have as the task shipped them, or in the reference solution, is the task's own code
+        # (a real project's `except Exception:` or stack inspection), not the candidate's: only more of it counts
+        reference = {**initial, **(task.solution or {})}
+        found.merge(scan(changed).beyond(*(scan({p: src[p] for p in changed if p in src})
+                                           for src in (initial, reference))))
         if s.needs_change:
             found.merge(integrity.no_change(initial, files))
         return found

@@ -95,12 +95,22 @@ class Findings:
     def flags(self) -> list[Flag]:
         return [Flag(kind=k, evidence=v, message=MESSAGES.get(k, k)) for k, v in sorted(self.evidence.items())]
 
-    def without(self, lines: Mapping[str, Iterable[int]]) -> Findings:
-        """These findings less the evidence on the given lines of the given files (the task's own code)."""
+    def beyond(self, *others: Findings) -> Findings:
+        """These findings less what each of `others` has too: per kind, file and observation, only the evidence in
+        excess of the most any other has (the same construct once more is still the candidate's)."""
+        from collections import Counter
+
+        allowed: Counter[tuple[str, str | None, str]] = Counter()
+        for other in others:
+            seen = Counter((k, e.file, e.seen) for k, items in other.evidence.items() for e in items)
+            allowed |= seen
         out = Findings()
         for kind, items in self.evidence.items():
             for e in items:
-                if e.file is None or e.line is None or e.line not in set(lines.get(e.file, ())):
+                key = (kind, e.file, e.seen)
+                if allowed[key] > 0:
+                    allowed[key] -= 1
+                else:
                     out.add(kind, e.file, e.line, e.seen)
         return out
 
