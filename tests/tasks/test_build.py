@@ -424,6 +424,7 @@ def test_candidates_are_made_only_where_the_tests_run(tmp_path, factory, no_env,
     assert run.outcomes and run.covered is not None
     clamp_body = {i for i, ln in enumerate(CALC.splitlines(), 1) if "return lo" in ln or "return hi" in ln}
     assert clamp_body <= run.covered["calc/core.py"]
+    assert 1 not in run.covered["calc/core.py"]  # the module's top level ran once, at import: not counted
     assert "calc/unused.py" not in run.covered and "bin/tool.py" not in run.covered
     from rlvr.tasks.build import builder
 

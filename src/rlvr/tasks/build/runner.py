@@ -56,7 +56,8 @@ def pytest_sessionfinish(session):
 
 TRACE_MODULE = "_rlvr_build_lines"
 LINES = ".rlvr-build-lines.json"
-TRACE = f'''"""Records the lines of the project's own files that run while its suite runs (for the task builder)."""
+TRACE = f'''"""Records the lines of the project's own files that run while its tests run (for the task builder): from the
+end of collection, so a module's top level, run once at import (a data table, say), does not count."""
 import json
 import os
 import sys
@@ -84,8 +85,9 @@ def _global(frame, event, arg):
     return local
 
 
-sys.settrace(_global)
-threading.settrace(_global)
+def pytest_collection_finish(session):
+    sys.settrace(_global)
+    threading.settrace(_global)
 
 
 def pytest_sessionfinish(session):
