@@ -530,3 +530,13 @@ def test_a_projects_own_flagged_constructs_are_not_the_candidates(tmp_path: Path
     v = verify(task, _final(task, {"m.py": PROJECT.replace("return 0", "return 1") + extra}), _ctx(pool))
     assert v.infra_error is None and v.score == 1.0
     assert ("catch_all" in {f.kind for f in v.flags}) == flagged, v.flags
+
+
+def test_hidden_tests_compile_with_their_own_future_flags(tmp_path: Path, pool: SandboxPool) -> None:
+    """The harness's own `from __future__ import annotations` must not leak into the hidden tests it compiles:
+    a real suite that compares annotations (functools.wraps, dataclasses) saw strings instead of classes."""
+    hidden = {"test_h.py": "from m import f\n\n\ndef g(x: int) -> str:\n    return str(x)\n\n\ndef test_f():\n"
+                           "    assert g.__annotations__ == {'x': int, 'return': str}\n    assert f() == 1\n"}
+    task = _task(tmp_path, "future", hidden=hidden)
+    v = verify(task, _final(task, {"m.py": "def f():\n    return 1\n"}), _ctx(pool))
+    assert v.passed and v.score == 1.0, v.checks

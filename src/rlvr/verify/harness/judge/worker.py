@@ -543,7 +543,8 @@ def _exec_hidden(module: object, path: str) -> None:
         tree = ast.parse(f.read(), filename=path)
     tree = ast.fix_missing_locations(_AssertRewriter().visit(tree))
     module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_hidden__=True)
-    exec(compile(tree, path, "exec"), module.__dict__)  # noqa: S102  (the pristine hidden test, rewritten)
+    # dont_inherit: the harness's own `from __future__ import annotations` must not turn the test's into strings
+    exec(compile(tree, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102  (the pristine test, rewritten)
     _snapshots[module.__name__] = (module, {k: id(v) for k, v in vars(module).items()
                                             if callable(v) or k.startswith("__rlvr")})
     guards.watch_hidden(module)
