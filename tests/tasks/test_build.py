@@ -424,7 +424,7 @@ def test_candidates_are_made_only_where_the_tests_run(tmp_path, factory, no_env,
     assert run.outcomes and run.covered is not None
     clamp_body = {i for i, ln in enumerate(CALC.splitlines(), 1) if "return lo" in ln or "return hi" in ln}
     assert clamp_body <= run.covered["calc/core.py"]
-    assert 1 not in run.covered["calc/core.py"]  # the module's top level ran once, at import: not counted
+    assert 1 not in run.covered["calc/core.py"] and 1 in run.imported["calc/core.py"]  # its top level: at import
     assert "calc/unused.py" not in run.covered and "bin/tool.py" not in run.covered
     from rlvr.tasks.build import builder
 
@@ -440,3 +440,17 @@ def test_candidates_are_made_only_where_the_tests_run(tmp_path, factory, no_env,
     assert rep.tasks >= 6 and p.covered_lines > 0, p
     assert tried == {"calc/core.py"}  # nothing in the untested module or the script was even tried
     assert {load_task_dir(d).metadata["file"] for d in (tmp_path / "pack").iterdir()} == {"calc/core.py"}
+
+
+def test_sites_the_tests_run_come_before_those_run_only_at_import() -> None:
+    """A module's rule tables, run once at import, may still be worth breaking (inflection's are), but only after
+    every site the tests run: a data table (idna's) seldom makes a test fail."""
+    import random
+
+    from rlvr.tasks.build import generators
+
+    src = "LIMIT = 3 > 2\n\n\ndef f(x):\n    return x > 1\n"
+    sites = generators._sites({"m.py": src}, ("flip_comparison",), random.Random(0), {"m.py": {5}}, {"m.py": {1}})
+    assert [s[3].start[0] for s in sites] == [5, 1]
+    assert [s[3].start[0] for s in generators._sites({"m.py": src}, ("flip_comparison",), random.Random(0),
+                                                     {"m.py": {5}})] == [5]

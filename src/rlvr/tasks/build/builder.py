@@ -244,10 +244,11 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
         sources = {r: t for r, t in files.items() if r.endswith(".py") and not is_test_material(r)
                    and r.rsplit("/", 1)[-1] not in ("setup.py", "conftest.py")}
         # the lines the kept tests run: breaks elsewhere (scripts, data tables, dead code) cannot be noticed
-        covered = run_suite(pool, files, verified, timeout_s=600.0, roots=roots, trace=True).covered
-        covered = {r: lines for r, lines in (covered or {}).items() if r in sources} or None
+        traced = run_suite(pool, files, verified, timeout_s=600.0, roots=roots, trace=True)
+        covered = {r: lines for r, lines in (traced.covered or {}).items() if r in sources} or None
+        imported = {r: lines for r, lines in (traced.imported or {}).items() if r in sources}
         rep.covered_lines = sum(len(lines) for lines in (covered or {}).values())
-        streams = _streams(project, sources, seed, covered)
+        streams = _streams(project, sources, seed, covered, imported)
         kept = 0
         with ThreadPoolExecutor(2) as workers:
             batch_iter = _batches(streams, 4)
@@ -336,10 +337,10 @@ def _fail_to_pass(run: SuiteRun, kept_ids: set[str]) -> list[str]:
     return sorted(t for t in kept_ids if run.outcomes.get(t) != "passed")
 
 
-def _streams(project: Project, sources: dict[str, str], seed: int,
-             covered: generators.Covered | None = None) -> list[Iterator[generators.Candidate]]:
+def _streams(project: Project, sources: dict[str, str], seed: int, covered: generators.Covered | None = None,
+             imported: generators.Covered | None = None) -> list[Iterator[generators.Candidate]]:
     rng = random.Random(f"{project.name}-{seed}")
-    return [generators.mutations(sources, random.Random(rng.random()), covered),
+    return [generators.mutations(sources, random.Random(rng.random()), covered, imported),
             generators.implementations(sources, random.Random(rng.random()), covered),
             generators.reverts(project.root, sources) if project.git else iter(())]
 

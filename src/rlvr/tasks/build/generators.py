@@ -49,20 +49,29 @@ Covered = dict[str, set[int]]
 
 
 def _sites(sources: dict[str, str], operators: tuple[str, ...], rng: random.Random,
-           covered: Covered | None = None) -> list[tuple]:
+           covered: Covered | None = None, imported: Covered | None = None) -> list[tuple]:
     """(file, operator, site, edit) of every edit, shuffled; with `covered`, only edits that start on a line the
-    tests run (a break in code no test reaches, such as a script or a data table, cannot make a test fail)."""
+    tests run (a break in code no test reaches, such as a script, cannot make a test fail), then, shuffled
+    apart and after them, those on lines run only at import (`imported`: a module's rule tables may matter,
+    its data tables seldom do)."""
     sites = [(rel, op, site, edit) for rel in sorted(sources) for op in operators
-             for site, edit in enumerate(repo_mutate.edits_of(sources[rel], op))
-             if covered is None or edit.start[0] in covered.get(rel, ())]
-    rng.shuffle(sites)
-    return sites
+             for site, edit in enumerate(repo_mutate.edits_of(sources[rel], op))]
+    if covered is None:
+        rng.shuffle(sites)
+        return sites
+    first = [s for s in sites if s[3].start[0] in covered.get(s[0], ())]
+    later = [s for s in sites if s[3].start[0] in (imported or {}).get(s[0], ())]  # disjoint from `covered`
+    rng.shuffle(first)
+    rng.shuffle(later)
+    return first + later
 
 
-def mutations(sources: dict[str, str], rng: random.Random, covered: Covered | None = None) -> Iterator[Candidate]:
+def mutations(sources: dict[str, str], rng: random.Random, covered: Covered | None = None,
+              imported: Covered | None = None) -> Iterator[Candidate]:
     """The mutants of the source files by the mutation operators (comparison flips, off-by-one, ...), in an
-    order drawn from `rng` (each made only when it is asked for), on lines the tests run when `covered` says."""
-    for rel, op, site, edit in _sites(sources, MUTATION_OPERATORS, rng, covered):
+    order drawn from `rng` (each made only when it is asked for), on lines the tests run when `covered` says
+    (then on lines run only at import)."""
+    for rel, op, site, edit in _sites(sources, MUTATION_OPERATORS, rng, covered, imported):
         m = repo_mutate.mutant_at(rel, sources[rel], op, site, edit)
         if m is not None:
             yield Candidate("mutation", {rel: m.source}, rel, m.line, m.summary, op, site)

@@ -56,15 +56,17 @@ def pytest_sessionfinish(session):
 
 TRACE_MODULE = "_rlvr_build_lines"
 LINES = ".rlvr-build-lines.json"
-TRACE = f'''"""Records the lines of the project's own files that run while its tests run (for the task builder): from the
-end of collection, so a module's top level, run once at import (a data table, say), does not count."""
+TRACE = f'''"""Records the lines of the project's own files that run while its suite runs (for the task builder): those run
+by the tests, and apart from them those run only while the test modules were imported (a module's top level, a
+data table)."""
 import json
 import os
 import sys
 import threading
 
 _ROOT = os.getcwd() + os.sep
-_LINES = {{}}
+_LINES = {{"import": {{}}, "tests": {{}}}}
+_PHASE = ["import"]
 
 
 def _global(frame, event, arg):
@@ -75,7 +77,7 @@ def _global(frame, event, arg):
         name = os.path.abspath(name)
         if not name.startswith(_ROOT):
             return None
-    seen = _LINES.setdefault(name[len(_ROOT):], set())
+    seen = _LINES[_PHASE[0]].setdefault(name[len(_ROOT):], set())
     seen.add(frame.f_lineno)
 
     def local(frame, event, arg):
@@ -85,15 +87,18 @@ def _global(frame, event, arg):
     return local
 
 
+sys.settrace(_global)
+threading.settrace(_global)
+
+
 def pytest_collection_finish(session):
-    sys.settrace(_global)
-    threading.settrace(_global)
+    _PHASE[0] = "tests"
 
 
 def pytest_sessionfinish(session):
     sys.settrace(None)
     with open({LINES!r}, "w") as f:
-        json.dump({{k: sorted(v) for k, v in _LINES.items()}}, f)
+        json.dump({{phase: {{k: sorted(v) for k, v in files.items()}} for phase, files in _LINES.items()}}, f)
 '''
 
 
@@ -114,7 +119,9 @@ class SuiteRun:
     tail: str
     """The end of pytest's output (for the build report)."""
     covered: dict[str, set[int]] | None = None
-    """Workspace file -> the lines of it that ran (a traced run only; None otherwise)."""
+    """Workspace file -> the lines of it the tests ran (a traced run only; None otherwise)."""
+    imported: dict[str, set[int]] | None = None
+    """Workspace file -> the lines of it that ran only while the test modules were imported (a traced run)."""
 
 
 def function_id(nodeid: str) -> str:
@@ -132,7 +139,8 @@ def run_suite(pool: SandboxPool, files: dict[str, str], test_files: Sequence[str
               memory_mb: int = 1024, roots: Sequence[str] = (), trace: bool = False) -> SuiteRun:
     """Run `test_files` on a fresh copy of `files` in the sandbox, the workspace's import `roots` (`src` of a
     src layout) on sys.path as the verifier puts them; with `trace`, also record which lines of the workspace's
-    files ran (`SuiteRun.covered`: slower, so never the timed runs)."""
+    files the tests ran (`SuiteRun.covered`) and which ran only at import (`SuiteRun.imported`): slower, so never
+    the timed runs."""
     ini = "[pytest]\n" + (f"pythonpath = {' '.join(roots)}\n" if roots else "")
     staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: ini, **({f"{TRACE_MODULE}.py": TRACE} if trace else {})}
     # partial limits as a mapping (`rlvr.sandbox.limits.Layer`): merged over the pool's defaults per field
@@ -146,8 +154,11 @@ def run_suite(pool: SandboxPool, files: dict[str, str], test_files: Sequence[str
         lines = json.loads(res.files.get(LINES) or "null")
     except ValueError:
         lines = None
-    covered = {str(k): {int(n) for n in v} for k, v in lines.items()} if isinstance(lines, dict) else None
-    return dataclasses.replace(run, covered=covered)
+    if not isinstance(lines, dict):
+        return run
+    tests, imported = ({str(k): {int(n) for n in v} for k, v in (lines.get(phase) or {}).items()}
+                       for phase in ("tests", "import"))
+    return dataclasses.replace(run, covered=tests, imported={k: v - tests.get(k, set()) for k, v in imported.items()})
 
 
 def parse(raw: str | None, status: str, tail: str) -> SuiteRun:
