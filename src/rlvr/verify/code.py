@@ -221,9 +221,8 @@ class CodeVerifier:
             return out
         # what the same files have as the task shipped them, or in the reference solution, is the task's own code
         # (a real project's `except Exception:` or stack inspection), not the candidate's: only more of it counts
-        reference = {**initial, **(task.solution or {})}
-        found.merge(scan(changed).beyond(*(scan({p: src[p] for p in changed if p in src})
-                                           for src in (initial, reference))))
+        shipped = [initial, *([{**initial, **task.solution}] if task.solution else [])]
+        found.merge(scan(changed).beyond(*(scan({p: src[p] for p in changed if p in src}) for src in shipped)))
         if s.needs_change:
             found.merge(integrity.no_change(initial, files))
         return found
