@@ -210,8 +210,7 @@ class CodeVerifier:
         changed = {p: t for p, t in files.items() if initial.get(p) != t}
         test_names = {n.rsplit("::", 1)[-1] for n in hidden_test_ids(hidden_tests)[0]}
         test_names |= {Path(p).stem for p in hidden_tests} | {Path(p).name for p in hidden_tests}
-        own = {p.split("/", 1)[0].removesuffix(".py") for p in files}
-        hidden_modules = {p.split("/", 1)[0].removesuffix(".py") for p in task.hidden if p.endswith(".py")} - own
+        hidden_modules = top_level(p for p in task.hidden if p.endswith(".py")) - top_level(files)
         visible = {p: t for p, t in initial.items() if p.endswith(".py") and integrity.role_of(p) == "test"}
 
         def scan(sources: Files) -> integrity.Findings:
@@ -245,15 +244,15 @@ class CodeVerifier:
         timeout = own.timeout_s
         hidden_tests = {p: task.hidden[p] for p in s.tests}
         conftests = sorted(p for p in judge_files if p.rsplit("/", 1)[-1] == "conftest.py")
-        workspace_names = {p.split("/", 1)[0].removesuffix(".py") for p in files}
+        workspace_names = top_level(files)
         siblings = {n: p for n, p in sibling_modules(judge_files, [*s.tests, *conftests]).items()
                     if n not in workspace_names}
         config = {
             "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout, "roots": s.import_roots,
             "pre_import": sorted(_shadowable(hidden_tests, task.workspace, s)),
             "conftests": conftests,
-            "hidden_modules": sorted(({p.split("/", 1)[0].removesuffix(".py") for p in judge_files if p.endswith(".py")}
-                                      | set(siblings)) - workspace_names),
+            "hidden_modules": sorted((top_level(p for p in judge_files if p.endswith(".py")) | set(siblings))
+                                     - workspace_names),
             "siblings": siblings,
             "deselect": s.deselect,
             **_task_code(task, files),
@@ -429,6 +428,11 @@ def _required(s: CodeSettings, c: Check) -> bool:
     return any(sc.kind == kind and sc.is_required for sc in s.checks)
 
 
+def top_level(paths: Iterable[str]) -> set[str]:
+    """The top-level module or package names of workspace paths (`pkg/mod.py` -> `pkg`, `m.py` -> `m`)."""
+    return {p.split("/", 1)[0].removesuffix(".py") for p in paths}
+
+
 def _task_code(task: Task, files: Files) -> dict[str, Any]:
     """What of the final workspace is the task's own code rather than the candidate's, for the harness to charge
     stack inspection to nobody: `unchanged`, the Python files exactly as the task shipped them, and
@@ -477,7 +481,7 @@ def _shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = No
     one of the workspace's import roots (src/pkg of a src layout) is the workspace's own."""
     import ast
 
-    provided = {q.split("/", 1)[0].removesuffix(".py") for p in initial for q in (p, s.importable(p) if s else p)}
+    provided = top_level(q for p in initial for q in (p, s.importable(p) if s else p))
     names: set[str] = set()
     for text in hidden_tests.values():
         try:
