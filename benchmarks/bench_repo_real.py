@@ -77,14 +77,12 @@ WEAK_OPTIONS = ("--max-turns", "4", "--max-new-tokens", "192", "--temperature", 
 
 
 def main(n: int, gold_n: int, weak_n: int, weak_policy: str = WEAK_POLICY) -> None:
+    from rlvr.domains.repo.real import STAMP
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.tasks import registry
-    from rlvr.tasks.domains import load_builtin
-    from rlvr.tasks.domains.repo_real import STAMP
     from rlvr.tasks.spec import FinalState
     from rlvr.verify import VerifyContext, verify
 
-    load_builtin()
     src = registry.make("repo-real")
     if not src.size:
         sys.exit("the repo-real pack is not built: run `make repo-real` first")

@@ -4,7 +4,7 @@ Each episode is a multi-turn code task (`code`, the easy tier) played by a scrip
 of the gold solution, `run_tests`, `submit` (which scores it with the Scorer). The server runs as its own
 process on 127.0.0.1 and `--sessions` clients (openenv-core's MCPToolClient, one WebSocket session each) play
 `--episodes` episodes between them; the baseline plays the same episodes on the same number of threads through
-`rlvr.integrations.episode` in this process, with its own pool of the same size. Reports episodes/s and p50/p99
+`rlvr.integrations.session` in this process, with its own pool of the same size. Reports episodes/s and p50/p99
 milliseconds per step (a step is one tool call, round trip; submit includes scoring) for both. With 32 sessions
 on a 2-worker pool a step mostly waits for a sandbox worker, so the server's own cost per step is measured
 apart: one session, episodes in sequence, p50 (and mean) server step - in-process step (`--overhead-episodes`).
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _plan(spec: str) -> list[tuple[str, dict[str, str]]]:
     """(task key, files to write) for every task of the SPEC: the gold files that differ from the workspace."""
-    from rlvr.integrations.episode import resolve_tasks
+    from rlvr.integrations.session import resolve_tasks
     from rlvr.tasks import registry
 
     source = registry.make("code")
@@ -45,7 +45,7 @@ def _percentiles(xs: list[float]) -> dict[str, float]:
 
 
 def in_process(spec: str, plan: list[tuple[str, dict[str, str]]], sessions: int, episodes: int) -> dict:
-    from rlvr.integrations.episode import Runtime
+    from rlvr.integrations.session import Runtime
     from rlvr.sandbox import make_pool
 
     steps: list[float] = []
@@ -55,7 +55,7 @@ def in_process(spec: str, plan: list[tuple[str, dict[str, str]]], sessions: int,
 
         def play(i: int) -> None:
             key, files = plan[i % len(plan)]
-            ep = runtime.episode()
+            ep = runtime.session()
             ep.start(runtime.task(key), seed=i)
             calls = [("list_files", {}), *(("write_file", {"path": p, "content": c}) for p, c in files.items()),
                      ("run_tests", {}), ("submit", {})]

@@ -34,7 +34,7 @@ def as_pytest_task(task: Any) -> Any:
     """The tiny task with its io cases written as the hidden pytest module the tier used before `io`."""
     import ast
 
-    from rlvr.tasks.domains.code import HIDDEN_TESTS, Problem, hidden_tests
+    from rlvr.domains.code.source import HIDDEN_TESTS, Problem, hidden_tests
 
     io = task.verifier["io"]
     cases = [ast.literal_eval(line) for line in task.hidden[io["file"]].splitlines()]
@@ -47,11 +47,11 @@ def as_pytest_task(task: Any) -> Any:
 def bench_verify() -> dict[str, list[float]]:
     """Seconds per verification of the same gold answers, io and pytest alternating."""
     from rlvr.config import SandboxConfig
+    from rlvr.domains.code.verifier import CodeVerifier
     from rlvr.sandbox import make_pool
     from rlvr.tasks import registry
     from rlvr.tasks.spec import FinalState
     from rlvr.verify.base import VerifyContext
-    from rlvr.verify.code import CodeVerifier
 
     src = registry.make("code", tier="tiny")
     times: dict[str, list[float]] = {"io": [], "pytest": []}

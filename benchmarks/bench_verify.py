@@ -25,10 +25,10 @@ from pathlib import Path
 
 from rich.progress import track
 
+from rlvr.domains.code.verifier import CodeVerifier
 from rlvr.sandbox import make_pool
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifyContext
-from rlvr.verify.code import CodeVerifier
 
 SOLUTION = {"shapes.py": "def area(w, h):\n    if w < 0 or h < 0:\n        raise ValueError('negative')\n"
                          "    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n"}

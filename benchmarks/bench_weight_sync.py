@@ -35,8 +35,8 @@ def nudge(model) -> None:
 
 
 def measure(model_dir: str, reps: int) -> dict[str, float]:
-    from rlvr.rollout.engines import EnginesPolicy
     from rlvr.rollout.vllm import VLLMPolicy
+    from rlvr.rollout.vllm_fleet import EnginesPolicy
 
     t0 = time.perf_counter()
     engines = EnginesPolicy(model_dir, engines=1, device="cpu")

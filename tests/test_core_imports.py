@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-CORE = ["tasks", "sandbox", "envs", "verify", "schedule", "store", "monitor"]
+CORE = ["tasks", "sandbox", "envs", "verify", "domains", "schedule", "store", "monitor"]
 
 SCRIPT = textwrap.dedent(
     """
@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Block())
-    import rlvr, rlvr.cli, rlvr.config, rlvr.errors
+    import rlvr, rlvr.cli, rlvr.config, rlvr.errors, rlvr.run
     seen = []
     for pkg in %r:
         mod = importlib.import_module("rlvr." + pkg)

@@ -18,10 +18,8 @@ def test_there_are_examples() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_an_example_config_loads_and_its_tasks_resolve(path: Path) -> None:
     from rlvr.tasks import registry
-    from rlvr.tasks.domains import load_builtin
 
     cfg = load_config(path)
-    load_builtin()
     for domain, settings in cfg.tasks.domains.items():
         source = registry.make(domain, **settings)  # the dataset's own config checks its settings
         assert (source.size is None or source.size > 0) and source.get(0).prompt  # None: procedural

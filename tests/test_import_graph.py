@@ -4,16 +4,18 @@ What counts as an edge from module M:
 
 - every `import` and `from ... import` statement in M, at module level and inside functions and classes (the lazy
   imports that keep torch or ray out of the core are edges too: they run the moment the function is called);
-- except the imports under `if TYPE_CHECKING:`, which never run;
+- the imports under `if TYPE_CHECKING:` too: they never run, but a module that needs another's types to be read
+  depends on it as much as one that imports it, and a cycle hidden there is still a cycle;
 - `import a.b.c` runs `a`, `a.b` and `a.b.c`; `from a.b import c` runs `a`, `a.b` and, when `c` is a submodule,
   `a.b.c`. The packages above M itself are left out (Python has already started them before M runs), unless M
   takes a name from one of them (`from rlvr.envs import Env` inside `rlvr.envs.tools` needs `rlvr/envs/__init__`
   to have got that far);
-- `importlib.import_module(...)` with a computed name is not read: the lazy exports of `rlvr.rollout` and the
-  domain loader of `rlvr.tasks.domains` (a registry that imports its plugins, which then call `register`).
+- `importlib.import_module(...)` with a computed name is not read: the lazy exports of `rlvr.rollout` import
+  their own package's modules. No module names an upper layer's module that way; the domains reach the
+  registry through the `rlvr.domains` entry points (package metadata, not an import of a named module).
 
 The same graph folded onto the subpackages (`rlvr.envs`, `rlvr.rollout`, ...) must be acyclic too, and along the
-pipeline (tasks < sandbox < envs < verify < rollout < train) imports point downstream only.
+pipeline (`PIPELINE`) imports point downstream only; the packages of one tier never import each other.
 """
 from __future__ import annotations
 
@@ -23,8 +25,12 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "rlvr"
-PIPELINE = ("tasks", "sandbox", "envs", "verify", "rollout", "train")
-"""The layers of DESIGN.md, lowest first: a layer may import the ones before it, never those after."""
+PIPELINE: tuple[tuple[str, ...], ...] = (
+    ("tasks", "sandbox"), ("envs",), ("verify",), ("domains", "scale"), ("rollout",), ("schedule", "store"),
+    ("monitor",), ("train",))
+"""The layers of DESIGN.md, lowest first: a package may import those of the tiers before its own, never those after
+nor the other packages of its own tier (the sandbox knows no task, a domain no cluster). The doors at the top
+(`integrations`, `commands`, `cli`) may import anything."""
 
 
 def module_files(src: Path = SRC) -> dict[str, Path]:
@@ -46,12 +52,10 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _import_nodes(nodes: list[ast.AST]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Import statements anywhere under `nodes`, the `if TYPE_CHECKING:` branches left out."""
+    """Import statements anywhere under `nodes`, the `if TYPE_CHECKING:` branches included."""
     for node in nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            yield from _import_nodes(list(node.orelse))
         else:
             yield from _import_nodes(list(ast.iter_child_nodes(node)))
 
@@ -200,20 +204,35 @@ def test_no_cycles_between_subpackages() -> None:
     assert not tangles(graph), "subpackages importing each other:\n" + describe(graph)
 
 
-def test_pipeline_imports_point_downstream() -> None:
-    rank = {name: i for i, name in enumerate(PIPELINE)}
+def pipeline_breaks(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from a package of the pipeline to one of a later tier or another package of its own tier."""
+    rank = {name: i for i, tier in enumerate(PIPELINE) for name in tier}
 
-    def layer(mod: str) -> int:
+    def package(mod: str) -> str:
         parts = mod.split(".")
-        return rank.get(parts[1], -1) if len(parts) > 1 else -1
+        return parts[1] if len(parts) > 1 else ""
 
-    upward = sorted(f"{mod} imports {target}" for mod, targets in import_graph().items() for target in targets
-                    if layer(mod) >= 0 and layer(target) > layer(mod))
-    assert not upward, "imports running up the pipeline " + " < ".join(PIPELINE) + ":\n" + "\n".join(upward)
+    out = []
+    for mod, targets in graph.items():
+        src = package(mod)
+        if src not in rank:
+            continue
+        for target in targets:
+            dst = package(target)
+            if dst in rank and dst != src and rank[dst] >= rank[src]:
+                out.append(f"{mod} imports {target}")
+    return sorted(out)
+
+
+def test_pipeline_imports_point_downstream() -> None:
+    breaks = pipeline_breaks(import_graph())
+    tiers = " < ".join("/".join(tier) for tier in PIPELINE)
+    assert not breaks, f"imports running up the pipeline {tiers} or across a tier:\n" + "\n".join(breaks)
 
 
 def test_graph_reads_lazy_and_package_imports(tmp_path: Path) -> None:
-    """The walker itself: lazy imports are edges, TYPE_CHECKING ones are not, packages resolve, cycles show."""
+    """The walker itself: lazy and TYPE_CHECKING imports are edges, packages resolve, cycles show; a peer of the
+    same tier is a break."""
     pkg = tmp_path / ROOT
     (pkg / "a").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -224,8 +243,16 @@ def test_graph_reads_lazy_and_package_imports(tmp_path: Path) -> None:
     (pkg / "b.py").write_text("from rlvr.a import X\nY = 2\n")
     (pkg / "c.py").write_text("from . import b\nimport rlvr.a.x\n")
     graph = import_graph(tmp_path)
-    assert graph["rlvr.a.x"] == {"rlvr.b"}
+    assert graph["rlvr.a.x"] == {"rlvr.b"}  # the TYPE_CHECKING import and the lazy one
     assert graph["rlvr.b"] == {"rlvr.a"}
     assert graph["rlvr.a"] == {"rlvr.a.x"}
     assert graph["rlvr.c"] == {"rlvr.b", "rlvr.a", "rlvr.a.x"}
     assert find_cycles(graph) == [["rlvr.a", "rlvr.a.x", "rlvr.b", "rlvr.a"]]
+
+
+def test_pipeline_breaks_are_upward_and_across_a_tier() -> None:
+    graph = {"rlvr.sandbox.pool": {"rlvr.tasks.spec"}, "rlvr.envs.env": {"rlvr.tasks.spec", "rlvr.sandbox.pool"},
+             "rlvr.verify.base": {"rlvr.domains.code"}, "rlvr.domains.code": {"rlvr.verify.base", "rlvr.errors"},
+             "rlvr.cli": {"rlvr.train.loop"}}
+    assert pipeline_breaks(graph) == ["rlvr.sandbox.pool imports rlvr.tasks.spec",
+                                      "rlvr.verify.base imports rlvr.domains.code"]

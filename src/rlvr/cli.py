@@ -19,9 +19,10 @@ from rlvr.commands.console import cell as _cell
 from rlvr.commands.console import err, out
 from rlvr.commands.console import not_yet as _not_yet
 from rlvr.commands.console import print_json as _print_json
+from rlvr.commands.domains import domains_app
 from rlvr.commands.sandbox import sandbox_app
 from rlvr.commands.tasks import tasks_app
-from rlvr.errors import RankLost, Stalled, UserError
+from rlvr.errors import MostlyMasked, RankLost, Stalled, UserError
 
 RANK_LOST_GRACE_S = 3.0
 """Seconds a surviving rank waits before exiting after a peer died (torchrun polls its workers every 0.1 s)."""
@@ -30,6 +31,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="rlvr: reinforcement-learning post-training with verifiable rewards.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(domains_app, name="domains")
 
 
 # --------------------------------------------------------------------------------------------- train / eval
@@ -93,8 +95,9 @@ def eval_(
 
     Ctrl-C or --time-limit writes the partial report of the finished episodes.
     """
-    from rlvr.rollout.evaluate import compare as compare_reports
-    from rlvr.rollout.evaluate import eval_config, load_report, new_eval_dir, run_eval, write_report
+    from rlvr.commands.eval import eval_config, mostly_masked, run_eval
+    from rlvr.monitor.evals import compare as compare_reports
+    from rlvr.monitor.evals import load_report, new_eval_dir, write_report
 
     def pct(x: float | None, ci: list[float] | None = None) -> str:
         if x is None:
@@ -146,13 +149,19 @@ def eval_(
             table.add_row(d, str(r["n"]), str(r["samples"]), pct(r["pass@1"], r["pass@1_ci"]),
                           pct(r["pass@k"], r["pass@k_ci"]), str(r["masked_episodes"]))
         out.print(table)
+        for reason, n in rep["mask_reasons"].items():
+            err.print(f"masked: {n} x {reason}", markup=False, highlight=False, soft_wrap=True)
     if rep["partial"]:
         why = f"time limit of {time_limit:g} s" if rep["stopped"] == "time limit" else "interrupted"
         err.print(f"partial report ({why}): {rep['episodes']} of {rep['planned_episodes']} episodes finished",
                   markup=False, highlight=False)
-    err.print(f"wrote {path} (episodes: rlvr report {run_dir})", markup=False, highlight=False)
+    err.print(f"wrote {path} (episodes: rlvr report {run_dir})", markup=False, highlight=False, soft_wrap=True)
     if rep["stopped"] == "interrupted":
         raise typer.Exit(130)
+    if mostly_masked(rep):  # nothing here is about the policy: say why, keep the report, fail
+        err.print(f"eval failed: {rep['masked_episodes']} of {rep['episodes']} episodes were masked by infra "
+                  f"faults; first: {rep['first_mask_error']}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -164,9 +173,9 @@ def verify(
                                            "the Verdict records it, so --seed N replays a verdict.")] = 0,
 ) -> None:
     """Verify a final workspace against a task; exit 0 whether or not it passed."""
+    from rlvr.domains.code.workspace import read_workspace
     from rlvr.tasks.loaders import load_task_dir
     from rlvr.tasks.spec import FinalState
-    from rlvr.verify.code import read_workspace
     from rlvr.verify.scorer import Scorer
 
     task = load_task_dir(task_dir)
@@ -202,11 +211,18 @@ def export_(
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Write the run's self-contained HTML report."""
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory, or an eval directory (rlvr eval).")],
+    compare: Annotated[Path | None, typer.Option(
+        "--compare", help="A second eval directory (or its eval.json), shown side by side with RUN_DIR's eval.")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="File to write; default RUN_DIR/report.html (with --compare RUN_DIR/compare-B.html).")] = None,
+) -> None:
+    """Write the self-contained HTML report of a run, or of an eval (pass@k per domain, per-task outcomes,
+    masked episodes, transcripts); `--compare EVAL_B` puts a second eval beside it."""
     from rlvr.monitor.report import write_report
 
-    out.print(f"wrote {write_report(run_dir)}", markup=False, highlight=False)
+    out.print(f"wrote {write_report(run_dir, output, compare_with=compare)}", markup=False, highlight=False)
 
 
 @app.command()
@@ -259,9 +275,10 @@ def query(
     """Query a run's episodes with DuckDB SQL (table `episodes`)."""
     from rlvr.store.episodes import open_run
     from rlvr.store.query import query as run_query
+    from rlvr.store.query import rows as plain_rows
 
     result = run_query(open_run(run_dir), sql)
-    rows = result.to_pylist()
+    rows = plain_rows(result)  # DuckDB's HUGEINT sums and DECIMALs as JSON numbers, not strings
     if json_out:
         _print_json(rows)
         return
@@ -284,6 +301,8 @@ def serve(
     token_file: Annotated[Path | None, typer.Option(help="File holding the bearer token every request must carry.")] = None,
     idle_timeout: Annotated[float, typer.Option(help="Seconds before an idle session's sandbox is released.")] = 600.0,
     max_sessions: Annotated[int, typer.Option(help="Concurrent sessions allowed.")] = 64,
+    config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], sandbox, "
+                                                "cluster and scoring settings apply.")] = None,
 ) -> None:
     """Serve tasks as an OpenEnv environment: WebSocket sessions, MCP tool actions, the verdict at the end."""
     sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]  # openenv-core's optional web UI: unused here, 60% of start-up
@@ -291,8 +310,11 @@ def serve(
         from rlvr.integrations.openenv import serve as run_server
     except ModuleNotFoundError as exc:
         raise UserError(f"rlvr serve needs {exc.name}", fix="pip install 'rlvr[openenv]'") from None
+    from rlvr.config import load_config
+
     run_server(tasks, host=host, port=port, token_file=str(token_file) if token_file else None,
-               idle_timeout=idle_timeout, max_sessions=max_sessions)
+               idle_timeout=idle_timeout, max_sessions=max_sessions,
+               config=load_config(config) if config is not None else None)
 
 
 # ------------------------------------------------------------------------------------------------------ main
@@ -301,9 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = app(args=argv, prog_name="rlvr", standalone_mode=False)  # click returns typer.Exit's code here
     except UserError as exc:
-        if not _other_rank():  # every rank of a torch.distributed job refuses the same input: rank 0 says so
-            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        # Every rank of a torch.distributed job refuses the same input, and each says so before it exits: the
+        # launcher stops the others as soon as one exits, so a line left to one rank could be lost.
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.stderr.flush()
         return 2
+    except MostlyMasked as exc:  # the infrastructure failed, not the policy: one line, what was kept is kept
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 1
     except (Stalled, RankLost) as exc:  # a watchdog fired, or a peer rank died: threads stuck, not joinable
         RankLost.reported = True
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
@@ -324,12 +351,6 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {usage}", markup=False, highlight=False, soft_wrap=True)
         return 2
     return rc if isinstance(rc, int) else 0
-
-
-def _other_rank() -> bool:
-    """Whether this process is a rank other than 0 of a job torchrun (or the Ray launcher) started."""
-    env = os.environ
-    return env.get("RANK", "0") != "0" and all(env.get(v) for v in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
 def _usage_error(exc: BaseException, argv: list[str] | None) -> str | None:

@@ -139,6 +139,13 @@ class RolloutConfig(Section):
     """Retries of an infra fault before the episode is masked."""
     max_output_chars: int = Field(4000, ge=200)
     """Characters of one tool result the model sees (head and tail kept, the middle cut)."""
+    max_context_tokens: int | None = Field(None, ge=16)
+    """Tokens one episode's context may hold (prompt, every turn and tool output so far, and room for the next
+    turn). Past it, older tool output is elided (`context_elided`), then the episode is truncated by "context".
+    Unset: the model's window; larger than the window: the window."""
+    max_tool_output_tokens: int | None = Field(None, ge=8)
+    """Tokens of one tool result the model sees: a longer one keeps its first third and last two thirds around
+    a visible "[... N tokens of output cut ...]" marker (after `max_output_chars`). Unset: no token cap."""
 
 
 class TrainConfig(Section):
@@ -179,6 +186,15 @@ class TrainConfig(Section):
     """Optimizer steps per pass over a batch (the batch is split into this many parts)."""
     micro_batch_size: int = Field(32, ge=1)
     """Sequences per forward/backward; gradients accumulate over the batch."""
+    micro_batch_tokens: int | None = Field(None, ge=1)
+    """Cut micro-batches by tokens instead of `micro_batch_size`: each forward/backward computes at most this
+    many tokens, episodes packed into one row (position ids restarting, no attention across episodes) where the
+    model's attention allows, else grouped by length with at most 10 % padding (`train/padding_fraction`). It
+    must hold the longest episode. The gradient is the same: loss normalisers are the batch's."""
+    activation_checkpointing: bool = False
+    """Keep only each transformer block's input for the backward pass and recompute the block then (about a
+    third more compute, activations of one block instead of all): for long episodes. Also in SFT, under LoRA,
+    DDP and FSDP2."""
     max_grad_norm: float = Field(1.0, gt=0)
     """Gradient clipping norm."""
     max_staleness: int = Field(0, ge=0)
@@ -243,9 +259,19 @@ class SFTConfig(Section):
     enabled: bool = True
     """Run SFT before RL (the quickstart's warm start: a brief constant-rate SFT on reference answers)."""
     source: str = "reference"
-    """`reference`: the training domains' reference solutions; or a JSONL file of {prompt, completion} records."""
+    """`reference`: the training domains' reference answers (single-turn tasks); `gold`: gold tool trajectories,
+    each training task's reference played through the env as a multi-turn tool episode (look, run the failing
+    tests, write the fix, run them again, submit) and trained on as its token record (`rlvr.rollout.gold`); or a
+    JSONL file of {prompt, completion} records. Held-out tasks are never used."""
     examples: int = Field(6400, ge=1)
-    """Examples drawn from the reference solutions (the quickstart sees each once: steps x batch_size)."""
+    """Examples drawn from the reference solutions (the quickstart sees each once: steps x batch_size); with
+    `gold`, the number of training tasks whose trajectories are played (each one a sandboxed episode)."""
+    recovery_every: int = Field(0, ge=0)
+    """Every N RL steps, one SFT step on recovery samples: failed episodes of the last N steps, their turns
+    before the last replayed (no loss on them) and continued by the task's gold turns played through the env
+    (loss on those), never from a held-out task. 0: off."""
+    recovery_samples: int = Field(8, ge=1)
+    """Most recovery samples of one such step (the newest failures first)."""
     steps: int = Field(200, ge=0)
     """Optimizer steps."""
     lr: float = Field(2e-3, gt=0)
@@ -366,8 +392,12 @@ class MonitorConfig(Section):
     """Sampler/trainer mismatch: `mismatch/ratio_p95` above this for `patience` steps raises an alert."""
     zero_variance_share: float = Field(0.8, gt=0, le=1)
     """Share of groups with equal rewards (no learning signal) that raises an alert."""
+    no_tool_call_share: float = Field(1.0, gt=0, le=1)
+    """Share of multi-turn episodes with no tool call (`agent/no_tool_call_share`) that, held for `patience`
+    steps, raises an alert: the policy stopped using its tools."""
     patience: int = Field(3, ge=1)
-    """Consecutive steps the level detectors (entropy, zero-variance groups, mismatch) must see before alerting."""
+    """Consecutive steps the level detectors (entropy, zero-variance groups, mismatch, no tool calls) must see
+    before alerting."""
 
 
 class ClusterConfig(Section):
@@ -404,6 +434,15 @@ class RunConfig(Section):
         if self.policy.engines and not self.cluster.address:
             raise UserError(f"engines = {self.policy.engines} runs the engines on Ray, and no Ray address is set",
                             field="policy.engines", fix='set [cluster] address = "auto" (or pass --cluster ADDRESS)')
+        return self
+
+    @model_validator(mode="after")
+    def _budget_holds_an_episode(self) -> RunConfig:  # refused at load, not after the first rollout
+        budget, context = self.train.micro_batch_tokens, self.rollout.max_context_tokens
+        if budget is not None and context is not None and budget < context:
+            raise UserError(f"micro_batch_tokens = {budget} is smaller than an episode may be "
+                            f"(rollout.max_context_tokens = {context})", field="train.micro_batch_tokens",
+                            fix=f"set it to at least {context}, or lower rollout.max_context_tokens")
         return self
 
     @property

@@ -49,6 +49,11 @@ class Stalled(RlvrError):
     """Work that should progress by itself did not, within a watchdog's limit; the message names the phase."""
 
 
+class MostlyMasked(RlvrError):
+    """Most episodes of a run were masked by infra faults (a dead policy server, sandboxes that cannot start):
+    nothing it measures or learns is about the policy. The message names the first infra error."""
+
+
 class RankLost(RlvrError):
     """A collective of a torch.distributed job failed because another rank is gone (killed, crashed)."""
 

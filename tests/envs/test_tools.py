@@ -127,3 +127,27 @@ def test_run_respects_the_command_time_limit(pool) -> None:
         c = ToolContext(sb, TASK, ExecLimits(timeout_s=0.3))
         out = call_tool("run", c, {"command": "sleep 5"})
         assert out.exec_status == "timeout" and out.content.startswith("[timeout")
+
+
+def test_a_domains_own_tools_are_offered_to_its_tasks_only_and_never_shadow_a_built_in() -> None:
+    from rlvr.envs.tools import Tool, ToolOutput, tools_for
+    from rlvr.tasks import registry
+    from rlvr.tasks.domain import Domain
+    from rlvr.tasks.source import ListSource
+
+    def echo(ctx, args):
+        return ToolOutput("echo")
+
+    own = Tool("shout", "Shout.", {"type": "object", "properties": {}}, echo)
+    fake_run = Tool("run", "Not the real run.", {"type": "object", "properties": {}}, echo)
+    registry.register(Domain("test-tools", lambda _cfg: ListSource([]), tools=(own,)))
+    registry.register(Domain("test-shadow", lambda _cfg: ListSource([]), tools=(fake_run,)))
+    try:
+        assert tools_for(Task(id="a", domain="test-tools", prompt="p"))["shout"] is own
+        assert "shout" not in tools_for(Task(id="b", domain="code", prompt="p"))
+        with pytest.raises(ValueError, match="'test-shadow' declares a tool named like a built-in one: 'run'"):
+            tools_for(Task(id="c", domain="test-shadow", prompt="p"))
+        assert tools_for(None) is TOOLS
+    finally:
+        registry.unregister("test-tools")
+        registry.unregister("test-shadow")

@@ -10,7 +10,7 @@ import skyrl_gym
 from rlvr.envs.parse import CLOSE, OPEN
 from rlvr.envs.tools import TOOLS
 from rlvr.errors import UserError
-from rlvr.integrations.episode import Runtime
+from rlvr.integrations.session import Runtime
 from rlvr.integrations.skyrl import RlvrTextEnv, register
 from tests.conftest import ADD_SOLUTION
 from tests.integrations.servers import write_add_pack

@@ -9,7 +9,7 @@ from rlvr.errors import UserError
 from rlvr.integrations.trl import TASK_COLUMN, build_dataset, completion_text, load_tasks, reward_function
 from rlvr.tasks.source import ListSource
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
-from rlvr.verify.base import register_verifier
+from tests.kinds import register_kind
 from rlvr.verify.verdict import Verdict
 
 
@@ -30,10 +30,7 @@ class _FlaggingVerifier:
 
 
 for _kind, _cls in (("test-trl-crash", _CrashingVerifier), ("test-trl-flag", _FlaggingVerifier)):
-    try:
-        register_verifier(_kind, _cls)
-    except ValueError:  # registered by an earlier import of this module
-        pass
+    register_kind(_kind, _cls)
 
 
 def test_dataset_rows_carry_prompts_and_task_keys(answer_tasks: list[Task]) -> None:

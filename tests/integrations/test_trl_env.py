@@ -120,7 +120,7 @@ def test_grpo_trainer_trains_on_tool_episodes_scored_by_rlvr(tmp_path: Path) -> 
             scored = env.last_scored
             assert scored is not None and scored.verdict.passed == (i % 2 == 0), (i, scored.verdict)
             # the reward is rlvr's verdict on the files the tools wrote in the sandbox
-            task = env._episode.task
+            task = env._session.task
             assert task is not None
             written = ADD_SOLUTION["add.py"] if i % 2 == 0 else WRONG
             expect = verify(task, FinalState(files={**task.workspace, "add.py": written}), VerifyContext())

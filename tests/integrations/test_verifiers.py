@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from rlvr.integrations.episode import Runtime
+from rlvr.integrations.session import Runtime
 from tests.conftest import ADD_HIDDEN, ADD_WORKSPACE, write_task
 
 pytestmark = pytest.mark.integrations
@@ -110,7 +110,7 @@ def expected_rewards(spec: str) -> dict[str, float]:
     out: dict[str, float] = {}
     with Runtime.build(spec) as runtime:
         for task in runtime.tasks:
-            ep = runtime.episode()
+            ep = runtime.session()
             ep.start(task, seed=0)
             if task.multi_turn:
                 content = CODE[task.prompt.rsplit(" ", 1)[-1]]
@@ -185,15 +185,15 @@ def test_a_verdict_rlvr_could_not_judge_is_not_scored(model: str, tmp_path: Path
     """An infra-error verdict (the verifier could not judge) fails the rollout's scoring: no reward, never 0."""
     from verifiers.v1.cli.eval.main import main
 
-    from rlvr.integrations.episode import Episode
+    from rlvr.integrations.session import Session
     from rlvr.verify.scorer import Scored
     from rlvr.verify.verdict import Verdict
 
-    def broken_verifier(self: Episode) -> Scored:
+    def broken_verifier(self: Session) -> Scored:
         self.close()
         return Scored(Verdict(score=0.0, passed=False, infra_error="verifier sandbox lost"), 0.0)
 
-    monkeypatch.setattr(Episode, "finish", broken_verifier)
+    monkeypatch.setattr(Session, "finish", broken_verifier)
     pack = tmp_path / "pack"
     write_task(pack, "gold", toml=code_toml("gold"), prompt="Write add(a, b). gold", workspace=ADD_WORKSPACE,
                hidden=ADD_HIDDEN)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from rlvr.sandbox.unsafe import UnsafePool
-from rlvr.verify import Check, Verdict, register_verifier
+from rlvr.verify import Check, Verdict
+from tests.kinds import register_kind
 
 torch.set_num_threads(1)
 
@@ -37,10 +38,7 @@ class Flaky:
 
 
 for kind, factory in (("test-rollout-file", lambda ctx: FileCheck()), ("test-rollout-flaky", lambda ctx: Flaky())):
-    try:
-        register_verifier(kind, factory)
-    except ValueError:  # registered by an earlier import of this module
-        pass
+    register_kind(kind, factory)
 
 
 @pytest.fixture(scope="session")

@@ -32,10 +32,10 @@ def test_bad_options_are_user_errors(overrides: dict) -> None:
 
 
 def test_missing_bubblewrap_refuses_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rlvr.sandbox.pool as pool_mod
+    from rlvr.sandbox import container
 
-    monkeypatch.setattr(pool_mod.shutil, "which", lambda name: None)
-    monkeypatch.setattr(pool_mod.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(container.shutil, "which", lambda name: None)
+    monkeypatch.setattr(container.os.path, "exists", lambda p: False)
     with pytest.raises(SandboxUnavailable) as exc:
         make_pool()
     assert "apt-get install -y bubblewrap" in str(exc.value)

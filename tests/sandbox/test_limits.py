@@ -17,7 +17,7 @@ from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.sandbox.unsafe import UnsafePool
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
 from rlvr.verify.base import VerifyContext
-from rlvr.verify.code import CodeVerifier
+from rlvr.domains.code.verifier import CodeVerifier
 
 DEFAULTS = ExecLimits(timeout_s=10.0, memory_mb=512, processes=64, output_bytes=1 << 20)
 

@@ -518,7 +518,7 @@ def test_an_interpreter_under_tmp_is_relocated_not_hidden(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    from rlvr.sandbox.pool import RELOCATED_PREFIX, inner_interpreter
+    from rlvr.sandbox.container import RELOCATED_PREFIX, inner_interpreter
 
     assert inner_interpreter("/usr/bin/python3") == ("/usr/bin/python3", None)
     assert inner_interpreter("/tmp/ci/.venv/bin/python") == (f"{RELOCATED_PREFIX}/bin/python",

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.integrations.episode import Runtime
+from rlvr.integrations.session import Runtime
+from rlvr.sandbox import venvs as env
 from rlvr.sandbox.fake import FakePool
 from rlvr.sandbox.pool import BwrapPool
 from rlvr.sandbox.requirements import pool_for
 from rlvr.sandbox.unsafe import UnsafePool
-from rlvr.tasks.build import env
 from rlvr.tasks.loaders import load_task_dir
 from tests.conftest import write_task
 
@@ -68,7 +68,7 @@ def test_a_tasks_tools_and_verdict_run_on_an_interpreter_with_its_requirements(p
     assert served is not pool and pool_for(pool, tuple(reversed(NEEDS))) is served  # one pool per environment
     assert Path(served.python).is_relative_to(env_cache / "envs")  # type: ignore[attr-defined]
     with Runtime([task], pool=pool) as rt:
-        ep = rt.episode()
+        ep = rt.session()
         ep.start(task)
         seen, _ = ep.call("run", {"command": "python -c 'import pytest_mock; print(\"has\", pytest_mock.__name__)'"})
         assert "has pytest_mock" in seen, seen  # `python` on PATH is the environment's

@@ -10,8 +10,8 @@ import pytest
 import ray
 from tests.conftest import ADD_HIDDEN, ADD_WORKSPACE, write_task
 
+from rlvr.commands.eval import run_eval
 from rlvr.config import load_config
-from rlvr.rollout.evaluate import run_eval
 
 FIX = "def add(a, b):\n    return a + b\n"
 BROKEN = "def add(a, b):\n    return a * b\n"
@@ -49,10 +49,11 @@ def test_eval_through_ray_equals_local(ray_cluster, pack: tuple[Path, Path]) -> 
 
 
 def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path: Path, monkeypatch) -> None:
+    from rlvr import run
     from rlvr.rollout.builtin import build_tiny_model
     from rlvr.scale.ray_pool import RayPool
     from rlvr.store import EpisodeStore
-    from rlvr.train import loop, parts
+    from rlvr.train import loop
 
     model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=1)
     pools: list[RayPool] = []
@@ -72,7 +73,7 @@ def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path
         threading.Thread(target=killer, daemon=True).start()
         return pool
 
-    monkeypatch.setattr(parts, "pool_for", pool_for)
+    monkeypatch.setattr(run, "pool_for", pool_for)
     cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="ray"', f'policy.model="{model}"',
                              "policy.max_new_tokens=8", "train.steps=1", "train.batch_size=4",
                              "rollout.group_size=4", "sft.enabled=false", "monitor.tensorboard=false",

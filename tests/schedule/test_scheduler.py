@@ -10,8 +10,10 @@ import pytest
 
 from rlvr.config import RunConfig, ScheduleConfig
 from rlvr.errors import UserError
+from rlvr.run import selections
 from rlvr.schedule import Scheduler
 from rlvr.tasks import registry
+from rlvr.tasks.domain import Domain
 from rlvr.tasks.selection import Selection
 from rlvr.tasks.spec import TaskLimits
 
@@ -238,11 +240,11 @@ def test_from_config_resolves_the_train_spec_with_domain_settings(make: SimpleNa
 
     name = "schedtestdomain"
     registry.unregister(name)
-    registry.register(name, lambda c: finite(name, c.size), Settings, description="test domain")
+    registry.register(Domain(name, lambda c: finite(name, c.size), Settings, description="test domain"))
     try:
         cfg = RunConfig.model_validate({"seed": 2, "tasks": {"train": name, "domains": {name: {"size": 5}}},
                                         "schedule": {"quotas": {name: 1}}})
-        s = Scheduler.from_config(cfg)
+        s = Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg))
         assert s.domains == [name]
         assert len(set(keys(s.sample(5)))) == 5
     finally:
@@ -250,7 +252,7 @@ def test_from_config_resolves_the_train_spec_with_domain_settings(make: SimpleNa
 
 
 def test_heldout_tasks_of_a_finite_domain_are_never_drawn_for_training() -> None:
-    from rlvr.train.parts import heldout_indices, heldout_tasks
+    from rlvr.run import heldout_indices, heldout_tasks
 
     cfg = RunConfig.model_validate({"tasks": {"train": "humaneval", "heldout": "humaneval:40"}})
     held = {t.id for t in heldout_tasks(cfg)}
@@ -259,18 +261,18 @@ def test_heldout_tasks_of_a_finite_domain_are_never_drawn_for_training() -> None
     def drawn(s: Scheduler) -> set[str]:
         return {t.id for _ in range(60) for t in s.sample(8)}
 
-    fair = drawn(Scheduler.from_config(cfg, held_out=heldout_indices(cfg)))
+    fair = drawn(Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg), held_out=heldout_indices(cfg)))
     assert not fair & held and len(fair) > 80
-    assert drawn(Scheduler.from_config(cfg)) & held  # without the exclusion the pools overlap
+    assert drawn(Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg))) & held  # without the exclusion the pools overlap
 
 
 def test_a_training_sample_larger_than_what_the_heldout_set_leaves_is_a_user_error() -> None:
-    from rlvr.train.parts import heldout_indices
+    from rlvr.run import heldout_indices
 
     cfg = RunConfig.model_validate({"tasks": {"train": "humaneval:150", "heldout": "humaneval:20"}})
     with pytest.raises(UserError, match="left outside the held-out set") as info:
-        Scheduler.from_config(cfg, held_out=heldout_indices(cfg))
+        Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg), held_out=heldout_indices(cfg))
     assert info.value.field == "tasks.train"
     everything = RunConfig.model_validate({"tasks": {"train": "humaneval", "heldout": "humaneval"}})
     with pytest.raises(UserError, match="none is left to train on"):
-        Scheduler.from_config(everything, held_out=heldout_indices(everything))
+        Scheduler.from_config(everything, selections(everything.tasks.train, everything), held_out=heldout_indices(everything))

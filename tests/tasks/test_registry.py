@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rlvr.errors import UserError
 from rlvr.tasks import registry
+from rlvr.tasks.domain import Domain
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Task
 
@@ -31,7 +32,7 @@ class CountSource(TaskSource):
 
 @pytest.fixture
 def counting():
-    registry.register("counting", CountSource, CountConfig, description="Say the next number.\nMore text.")
+    registry.register(Domain("counting", CountSource, CountConfig, description="Say the next number.\nMore text."))
     yield
     registry.unregister("counting")
 
@@ -47,13 +48,13 @@ def test_register_and_make(counting: None) -> None:
 
 def test_duplicate_refused(counting: None) -> None:
     with pytest.raises(ValueError, match="already registered"):
-        registry.register("counting", CountSource, CountConfig)
+        registry.register(Domain("counting", CountSource, CountConfig))
 
 
 def test_bad_names_refused() -> None:
     for bad in ("a b", "a,b", "a:b", ""):
         with pytest.raises(ValueError):
-            registry.register(bad, CountSource, CountConfig)
+            Domain(bad, CountSource, CountConfig)
 
 
 def test_unknown_domain_did_you_mean(counting: None) -> None:

@@ -10,11 +10,12 @@ from tests.tasks.test_registry import CountConfig, CountSource
 
 from rlvr.errors import UserError
 from rlvr.tasks import registry, selection
+from rlvr.tasks.domain import Domain
 
 
 @pytest.fixture(autouse=True)
 def counting():
-    registry.register("counting", CountSource, CountConfig, description="Say the next number.")
+    registry.register(Domain("counting", CountSource, CountConfig, description="Say the next number."))
     yield
     registry.unregister("counting")
 

@@ -25,10 +25,10 @@ from rlvr.monitor.monitor import read_metrics
 from rlvr.store.episodes import EpisodeStore
 from rlvr.store.layout import RunLayout
 from rlvr.tasks import registry
+from rlvr.tasks.domain import Domain, VerifierKind
 from rlvr.tasks.source import ListSource
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
 from rlvr.train import distributed
-from rlvr.verify.base import register_verifier
 from rlvr.verify.verdict import Check, Verdict
 
 TOY = "dist_toy"
@@ -64,11 +64,7 @@ def _toy_source(cfg: object) -> ListSource:
 def register_toy() -> None:
     registry.names()  # load the built-ins first
     if not registry.is_registered(TOY):
-        registry.register(TOY, _toy_source, verifier=TOY)
-    try:
-        register_verifier(TOY, lambda ctx: _ShareOfEven())
-    except ValueError:  # already registered in this process
-        pass
+        registry.register(Domain(TOY, _toy_source, verifiers={TOY: VerifierKind(lambda ctx: _ShareOfEven())}))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -336,6 +332,24 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank(runs: tuple[RunConfig, RunCon
 @pytest.mark.distributed
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.timeout(600)
+def test_with_no_rl_steps_one_rank_and_two_ranks_both_checkpoint_step_0(tmp_path: Path, model_dir: Path) -> None:
+    """`[train] steps = 0` (a warm start alone): both write the checkpoint after step 0, and nothing else, each in
+    its own form (one file alone, shards on several ranks), so either resumes at any world size."""
+    from rlvr.train import checkpoint, loop
+
+    one = RunConfig.model_validate(_data(tmp_path / "one", model_dir, steps=0))
+    loop.run(one)
+    two = RunConfig.model_validate(_data(tmp_path / "two", model_dir, steps=0, world_size=2))
+    _torchrun_summary(two, tmp_path / "two.toml")
+    for cfg, form in ((one, "step-000000.pt"), (two, "step-000000.dcp")):
+        folder = cfg.run_dir / "checkpoints"
+        assert checkpoint.latest_step(str(cfg.run_dir)) == 0, cfg.name
+        assert sorted(p.name for p in folder.iterdir()) == ["latest", form], cfg.run_dir
+
+
+@pytest.mark.distributed
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.timeout(600)
 def test_a_one_rank_checkpoint_resumes_on_two_ranks(tmp_path: Path, model_dir: Path) -> None:
     from rlvr.train import loop
 
@@ -390,9 +404,26 @@ def test_torchrun_module_refuses_a_world_size_that_cannot_split_the_groups(tmp_p
     config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, batch_size=3)))
     done = _torchrun(config, module=True, timeout=120)
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
-    assert lines == [("error: [train.batch_size]: batch_size 3 does not split into 2 equal shares of groups "
-                      "(use a multiple of the world size 2)")], done.stderr[-2000:]
-    assert not (tmp_path / "eq").exists()  # refused before anything was written
+    # every rank refuses and says so (whichever exits first, torchrun may stop the other before it prints)
+    assert 1 <= len(lines) <= 2 and set(lines) == {SPLIT_REFUSAL}, done.stderr[-2000:]
+    assert done.returncode != 0 and not (tmp_path / "eq").exists()  # refused before anything was written
+
+
+SPLIT_REFUSAL = ("error: [train.batch_size]: batch_size 3 does not split into 2 equal shares of groups "
+                 "(use a multiple of the world size 2)")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_refusal_survives_the_rank_that_exits_first(tmp_path: Path, model_dir: Path) -> None:
+    """The race a user met: rank 1 refused and exited before rank 0 printed, and torchrun stopped rank 0 with
+    SIGTERM, leaving no reason. Here rank 0 is held back on purpose until torchrun stops it: rank 1's own line
+    must be there."""
+    config = tmp_path / "bad.toml"
+    config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, batch_size=3)))
+    done = _torchrun(config, timeout=120, env={"RLVR_TEST_HOLD": "0:90"})  # rank 0 waits 90 s before `rlvr train`
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert lines == [SPLIT_REFUSAL], done.stderr[-2000:]  # rank 1's: rank 0 was stopped before it got that far
+    assert done.returncode != 0 and not (tmp_path / "eq").exists()
 
 
 @pytest.mark.distributed
@@ -550,6 +581,11 @@ if __name__ == "__main__":  # one rank of a torchrun job: the toy domain, then `
             return real_update(parts, episodes, at)
 
         loop.update_policy = dying_update
+    hold = os.environ.get("RLVR_TEST_HOLD")  # "RANK:SECONDS": that rank waits before it starts `rlvr train`
+    if hold and os.environ.get("RANK") == hold.split(":")[0]:
+        import time
+
+        time.sleep(float(hold.split(":")[1]))
     tomllib.loads(Path(sys.argv[1]).read_text())  # a readable config, or fail here with the path
     from rlvr.cli import main
 

@@ -11,10 +11,10 @@ import torch
 from rlvr.config import RunConfig, load_config
 from rlvr.store.episodes import EpisodeStore
 from rlvr.tasks import registry
+from rlvr.tasks.domain import Domain, VerifierKind
 from rlvr.tasks.source import ListSource
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
 from rlvr.train import checkpoint, loop
-from rlvr.verify.base import register_verifier
 from rlvr.verify.verdict import Check, Verdict
 
 TOY = "trainloop_toy"
@@ -37,11 +37,7 @@ def _toy_source(cfg: object) -> ListSource:
 @pytest.fixture(scope="module", autouse=True)
 def _toy_domain():
     registry.names()  # load the built-ins first
-    registry.register(TOY, _toy_source, verifier=TOY)
-    try:
-        register_verifier(TOY, lambda ctx: _ShareOfVowels())
-    except ValueError:  # already registered by an earlier module run in this process
-        pass
+    registry.register(Domain(TOY, _toy_source, verifiers={TOY: VerifierKind(lambda ctx: _ShareOfVowels())}))
     yield
     registry.unregister(TOY)
 
@@ -190,7 +186,7 @@ def test_bf16_mixed_precision_over_weights_not_in_float32_is_refused() -> None:
 
 
 def test_default_heldout_follows_the_procedural_training_domains() -> None:
-    from rlvr.train.parts import heldout_tasks
+    from rlvr.run import heldout_tasks
 
     quick = heldout_tasks(load_config())
     assert len(quick) == 200 and {t.domain for t in quick} == {"code"}
@@ -259,3 +255,40 @@ def test_objectives_and_corrections_train_and_log_the_mismatch(tmp_path: Path, t
         assert abs(m["mismatch/ratio_p50"] - 1.0) < 1e-3
     assert _final(cfg)["step"] == 2
 
+
+
+class _JudgeDown:
+    """A verifier that can never judge: every episode is masked."""
+
+    def verify(self, task: Task, final: FinalState) -> Verdict:
+        return Verdict.infra("the judge is down")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_run_whose_episodes_are_mostly_masked_stops_after_three_steps_in_one_line(
+        tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlvr.cli import main
+
+    down = "trainloop_down"
+    registry.register(Domain(down, lambda _cfg: ListSource(
+        [Task(id=f"d{i}", domain=down, prompt=f"say {i}", limits=TaskLimits(max_tokens=4)) for i in range(20)],
+        name=down), verifiers={down: VerifierKind(lambda ctx: _JudgeDown())}))
+    try:
+        cfg = _cfg(tmp_path, tiny_model_dir, "down", steps=6)
+        cfg = cfg.model_copy(update={"tasks": cfg.tasks.model_copy(update={"train": f"{down}:20", "heldout": ""})})
+        cfg.write(tmp_path / "conf")
+        conf = tmp_path / "conf" / "config.toml"
+        import contextlib
+        import io
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["train", str(conf)])
+        lines = [ln for ln in err.getvalue().splitlines() if ln.startswith("error:")]
+        want = ("error: steps 1-3: most episodes were masked by infra faults in 3 steps in a row; first: verifier: "
+                "the judge is down")
+        assert code == 1 and lines == [want], err.getvalue()
+        steps = sorted({ep.step for ep in EpisodeStore(cfg.run_dir).episodes()})
+        assert steps == [0, 1, 2]  # what ran is kept
+    finally:
+        registry.unregister(down)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.train.evaluation import HeldoutResult
+from rlvr.train.heldout import HeldoutResult
 from rlvr.train.state import RUN_STATE_VERSION, RunState
 
 

@@ -1,4 +1,5 @@
-"""The verifier registry: each kind registers a typed settings model, read once per task; seeds derive by label."""
+"""Verifier kinds: each declares a typed settings model (in its Domain record), read once per task; seeds derive by
+label."""
 from __future__ import annotations
 
 import ast
@@ -11,21 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from rlvr.domains.code.settings import CodeSettings
 from rlvr.errors import UserError
 from rlvr.tasks import registry
+from rlvr.tasks.domain import Domain, VerifierKind
 from rlvr.tasks.loaders import JsonlPack
-from rlvr.tasks.settings import known_settings
+from rlvr.tasks.settings import known_settings, model_of
+from rlvr.tasks.source import ListSource
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify import base
-from rlvr.verify.base import (
-    VerifierSettings,
-    VerifyContext,
-    derive_seed,
-    register_verifier,
-    settings_of,
-    verifier_kinds,
-)
-from rlvr.verify.code_settings import CodeSettings
+from rlvr.verify.base import VerifierSettings, VerifyContext, derive_seed, settings_of, verifier_kinds
 from rlvr.verify.verdict import Verdict
 
 KIND = "test-echo"
@@ -49,9 +45,13 @@ class _Echo:
 
 @pytest.fixture
 def echo() -> Iterator[None]:
-    register_verifier(KIND, _Echo, settings=EchoSettings)
+    registry.register(_echo_domain(KIND))
     yield
-    base._VERIFIERS.pop(KIND, None)
+    registry.unregister(KIND)
+
+
+def _echo_domain(name: str, settings: type = EchoSettings) -> Domain:
+    return Domain(name, lambda _cfg: ListSource([]), verifiers={KIND: VerifierKind(_Echo, settings)})
 
 
 def _task(**verifier: object) -> Task:
@@ -87,15 +87,18 @@ def test_a_jsonl_task_is_checked_when_it_loads(echo: None, tmp_path: Path) -> No
 
 def test_registration_refuses_duplicates_and_untyped_settings(echo: None) -> None:
     with pytest.raises(ValueError, match="already registered"):
-        register_verifier(KIND, _Echo)
+        registry.register(_echo_domain(KIND))
+    with pytest.raises(ValueError, match=f"verifier kind '{KIND}' is already registered"):
+        registry.register(_echo_domain("test-other", settings=VerifierSettings))  # another record, same kind
     with pytest.raises(TypeError, match="VerifierSettings"):
-        register_verifier("test-untyped", _Echo, settings=dict)  # type: ignore[arg-type]
-    assert "test-untyped" not in verifier_kinds()
+        VerifierKind(_Echo, settings=dict)  # type: ignore[arg-type]
+    assert "test-other" not in registry.names()
 
 
 def test_every_built_in_kind_declares_a_frozen_strict_documented_model() -> None:
     for kind in verifier_kinds():
-        model = base._VERIFIERS[kind].settings
+        model = model_of(kind)
+        assert model is not None, kind
         assert model.model_config.get("frozen") and model.model_config.get("extra") == "forbid", kind
         documented = set().union(*(_documented_fields(c) for c in model.__mro__ if c is not object))
         assert set(model.model_fields) <= documented, (kind, set(model.model_fields) - documented)

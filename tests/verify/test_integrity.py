@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.verify.integrity import hard_coded_cases, no_change, parroting, role_of, scan_sources, tampering
+from rlvr.verify.integrity import no_change, parroting, role_of, scan_sources, tampering
+from rlvr.verify.integrity_cases import hard_coded_cases
 
 
 def kinds(files: dict[str, str], names: tuple[str, ...] = (), modules: tuple[str, ...] = ()) -> set[str]:
@@ -109,3 +110,19 @@ def test_parroting_only_values_absent_from_the_document() -> None:
     assert parroting(["ACME Corp", "120.00"], examples, doc).evidence == {}
     assert "parroting" in parroting(["Globex  inc", "120.00"], examples, doc).evidence
     assert parroting(["Globex Inc"], examples, doc + " (formerly Globex Inc)").evidence == {}
+
+
+def test_main_guard_blocks_are_blanked_only_at_top_level_and_without_else() -> None:
+    from rlvr.verify.integrity import runs_programs, without_main_guard
+
+    text = "def f():\n    return 1\n\nif __name__ == '__main__':\n    assert f() == 1\n"
+    assert without_main_guard(text) == "def f():\n    return 1\n\n\n\n"
+    flipped = "x = 1\nif '__main__' == __name__:\n    print(x)\n"
+    assert without_main_guard(flipped) == "x = 1\n\n\n"
+    with_else = "if __name__ == '__main__':\n    a = 1\nelse:\n    a = 2\n"
+    assert without_main_guard(with_else) == with_else  # the else branch runs on import
+    nested = "def g():\n    if __name__ == '__main__':\n        return 1\n"
+    assert without_main_guard(nested) == nested
+    assert not runs_programs({"s.py": text})
+    assert runs_programs({"s.py": "import runpy\n" + text})
+    assert runs_programs({"s.py": text, "helper.py": "exec(open('s.py').read())\n"})

@@ -68,8 +68,8 @@ def test_answer_parroting_only_when_the_answer_is_not_in_the_prompt() -> None:
 
 def test_exact_answer_verifier_flags_a_number_copied_from_the_statement() -> None:
     from rlvr.tasks.spec import FinalState, Task
-    from rlvr.verify.answer import ExactAnswerVerifier
     from rlvr.verify.base import VerifyContext
+    from rlvr.verify.exact import ExactAnswerVerifier
 
     task = Task(id="sum", domain="answers", prompt="A shop sold 17 apples and 25 pears. How many fruits?",
                 answer="42", verifier={"kind": "answer"})
@@ -81,9 +81,9 @@ def test_exact_answer_verifier_flags_a_number_copied_from_the_statement() -> Non
 
 
 def test_answer_domains_flag_a_wrong_answer_copied_from_the_statement() -> None:
+    from rlvr.domains.math.verifier import MathVerifier
     from rlvr.tasks.spec import FinalState, Task
     from rlvr.verify.base import VerifyContext
-    from rlvr.verify.math import MathVerifier
 
     task = Task(id="m", domain="math", prompt="A train leaves at 1450 km/h for 3.5 hours. How far does it go?",
                 answer="5075")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from rlvr.domains.code.verifier import CodeVerifier
 from rlvr.sandbox.base import SandboxPool
 from rlvr.tasks.loaders import load_task_dir
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifyContext
-from rlvr.verify.code import CodeVerifier
 from tests.verify.redteam import TASKS, Hack, Honest, build
 from tests.verify.redteam_classes import CLASS_HACKS, CLASS_HONEST, CLASS_TASKS
 

@@ -10,8 +10,9 @@ import pytest
 
 from rlvr.sandbox.fake import FakePool
 from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify import Check, Flag, Verdict, register_verifier
+from rlvr.verify import Check, Flag, Verdict
 from rlvr.verify.scorer import RemoteVerifier, Scorer, VerdictCache
+from tests.kinds import register_kind
 
 
 class Recording:
@@ -39,10 +40,7 @@ class Recording:
         return Verdict.from_checks([Check(name="ok", score=float(ok), passed=ok)], flags)
 
 
-try:
-    register_verifier("test-scorer", Recording)
-except ValueError:  # registered by an earlier import
-    pass
+register_kind("test-scorer", Recording)
 
 
 def task(name: str, **metadata: Any) -> Task:

@@ -18,13 +18,15 @@ tasks_app = typer.Typer(no_args_is_help=True, help="List, show, sample, build, v
 def tasks_list(json_out: Annotated[bool, typer.Option("--json", help="A list of {name, size, description}.")] = False) -> None:
     """Every registered domain with its size (or "procedural") and a one-line description."""
     from rlvr.tasks import registry
-    from rlvr.tasks.domains import unavailable
+    from rlvr.tasks.registry import unavailable
 
     rows = []
     for name in registry.names():
         src = registry.make(name)
         rows.append({"name": name, "size": src.size if src.size is not None else "procedural",
                      "description": src.description or registry.entry(name).description})
+    for plugin, why in unavailable().items():  # a broken plugin is one line; the others are listed
+        err.print(f"domain plugin {plugin!r} not loaded: {why}", markup=False, highlight=False, soft_wrap=True)
     if json_out:
         _print_json(rows)
         return
@@ -32,8 +34,6 @@ def tasks_list(json_out: Annotated[bool, typer.Option("--json", help="A list of 
     for r in rows:
         table.add_row(r["name"], str(r["size"]), r["description"])
     out.print(table)
-    for mod, why in unavailable().items():
-        err.print(f"[yellow]domain module {mod} unavailable: {why}[/yellow]")
 
 
 @tasks_app.command("show")
@@ -98,9 +98,9 @@ def tasks_build(
     domain: Annotated[str, typer.Option(help="Domain written into each task.toml.")] = "repo",
     json_out: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
 ) -> None:
-    """Turn real Python projects into verified bug-fix and implementation tasks (see rlvr.tasks.build)."""
+    """Turn real Python projects into verified bug-fix and implementation tasks (see rlvr.domains.repo.build)."""
+    from rlvr.domains.repo.build.command import run_build
     from rlvr.sandbox import make_pool
-    from rlvr.tasks.build.command import run_build
 
     run_build(kind, sources, output, n, lambda python: make_pool(python=python, workers=2, spares=0),
               domain=domain, json_out=json_out, console=out, gold_check=_gold_check)
@@ -109,7 +109,7 @@ def tasks_build(
 def _gold_check(task: Any) -> set[str] | None:
     """The hidden tests the code verifier fails on a built project's original tree (None: it passes)."""
     from rlvr.tasks.spec import FinalState
-    from rlvr.verify.code import default_pool
+    from rlvr.verify.base import default_pool
     from rlvr.verify.scorer import Scorer
 
     v = Scorer(default_pool(), retries=0, cache=False).score(task, FinalState(files=dict(task.workspace))).verdict
@@ -159,24 +159,52 @@ def tasks_validate(
 
 @tasks_app.command("profile")
 def tasks_profile(
-    policy: Annotated[str, typer.Option(help="Policy SPEC.")],
     tasks: Annotated[str, typer.Option(help="Tasks SPEC.")],
+    policy: Annotated[str | None, typer.Option(help="Policy SPEC; default the config's [policy].")] = None,
     k: Annotated[int, typer.Option("-k", help="Samples per task.")] = 8,
+    seed: Annotated[int, typer.Option(help="Seed of task sampling and generation.")] = 0,
+    config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], "
+                                                "policy, rollout, sandbox, cluster and schedule sections apply.")] = None,
+    cluster: Annotated[str | None, typer.Option(help="Ray address; default local (or the config's).")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Pre-flight: per-task pass rates, tiers, learnable share, reward variance, verifier determinism."""
     from rich.progress import Progress
 
-    from rlvr.schedule.profile import print_report, run_profile
+    from rlvr.commands.eval import eval_config
+    from rlvr.commands.profile import run_profile
+    from rlvr.schedule.profile import print_report
 
+    if policy is None and config is None:
+        raise UserError("give --policy, or --config FILE with a [policy] section", field="--policy",
+                        fix="e.g. rlvr tasks profile --policy scripted:actions.json --tasks code:20")
+    cfg = eval_config(config, cluster=cluster)
     with Progress(console=err, transient=True, disable=json_out or not err.is_terminal) as bar:
         job = bar.add_task("sampling episodes", total=None)
-        report = run_profile(policy, tasks, k, progress=lambda done, total: bar.update(job, completed=done,
-                                                                                        total=total))
+        report = run_profile(policy, tasks, k, seed=seed, cfg=cfg,
+                             progress=lambda done, total: bar.update(job, completed=done, total=total))
     if json_out:
         _print_json(report.to_json())
     else:
         print_report(report, out)
+
+
+@tasks_app.command("sft-data")
+def tasks_sft_data(
+    spec: Annotated[str, typer.Argument(help="Tasks SPEC of a domain with reference solutions.")],
+    out_path: Annotated[Path, typer.Option("-o", "--output", help="The JSONL file to write.")],
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], "
+                                                "rollout, sandbox and cluster sections apply.")] = None,
+) -> None:
+    """Gold tool trajectories as a chat dataset: each task's reference played through the env (tools run in the
+    sandbox), one conversation a line with `messages` and `tools` (TRL's SFTTrainer reads it)."""
+    from rlvr.commands.eval import eval_config
+    from rlvr.commands.gold import write_sft_data
+
+    written, total = write_sft_data(spec, out_path, eval_config(config), seed=seed)
+    err.print(f"wrote {written} conversations to {out_path} ({total - written} of {total} tasks gave no passing "
+              "trajectory)", markup=False, highlight=False, soft_wrap=True)
 
 
 @tasks_app.command("export")

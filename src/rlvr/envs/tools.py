@@ -241,34 +241,22 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
 )}
 """Every built-in tool by name."""
 
-DOMAIN_TOOLS: dict[str, dict[str, Tool]] = {}
-"""A domain's own tools, offered to its multi-turn tasks beside the built-ins (e.g. blender's `run_scene`)."""
-
-
-def register_domain_tools(domain: str, tools: tuple[Tool, ...]) -> None:
-    """Add tools for one domain's tasks (called by the module that implements them); clashes are refused."""
-    for tool in tools:
-        if tool.name in TOOLS or tool.name in DOMAIN_TOOLS.get(domain, {}):
-            raise ValueError(f"tool {tool.name!r} is already registered")
-        DOMAIN_TOOLS.setdefault(domain, {})[tool.name] = tool
-
-
 BASH = Tool("bash", "Run one bash command in the workspace (the project's environment on PATH; output capped).",
             _params(command="bash command line"), bash)
-"""The terminal of the repository domains' multi-turn tasks."""
-REPO_DOMAINS = ("repo", "repo-real")
-for _domain in REPO_DOMAINS:
-    register_domain_tools(_domain, (BASH,))
+"""A terminal, offered by the domains that list it in their `Domain.tools` (the repository domains)."""
 
 
 def tools_for(task: Task | None) -> dict[str, Tool]:
-    """The tools of `task`: the built-ins and its domain's own (verifier modules register those on import)."""
+    """The tools of `task`: the built-ins and its domain's own (`Domain.tools`)."""
     if task is None:
         return TOOLS
-    from rlvr.tasks.settings import load_plugins
+    from rlvr.tasks.registry import tools_of
 
-    load_plugins()
-    return {**TOOLS, **DOMAIN_TOOLS.get(task.domain, {})}
+    own = {t.name: t for t in tools_of(task.domain)}
+    clash = sorted(set(own) & set(TOOLS))
+    if clash:  # a domain's tool never silently replaces a built-in one the model was told about
+        raise ValueError(f"domain {task.domain!r} declares a tool named like a built-in one: {clash[0]!r}")
+    return {**TOOLS, **own}
 
 
 def call_tool(name: str, ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:

@@ -59,9 +59,10 @@ from openenv.core.env_server.types import (
 )
 from openenv.core.mcp_client import MCPToolClient
 
+from rlvr.config import RunConfig
 from rlvr.envs.tools import tools_for
 from rlvr.errors import UserError
-from rlvr.integrations.episode import Runtime, tool_specs, verdict_metadata
+from rlvr.integrations.session import Runtime, tool_specs, verdict_metadata
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 """Seconds a session may sit idle before its environment is closed and its sandbox given back."""
@@ -104,7 +105,7 @@ class RlvrEnvironment(Environment):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__()
         self.runtime = runtime
-        self.episode = runtime.episode()
+        self.session = runtime.session()
         self.closed = False
         self._state = State(step_count=0)
 
@@ -115,7 +116,7 @@ class RlvrEnvironment(Environment):
         if kwargs:
             raise ValueError(f"unknown reset argument {min(kwargs)!r}: reset takes seed, episode_id, task")
         chosen = self.runtime.task(task, seed or 0)
-        messages = self.episode.start(chosen, seed or 0)
+        messages = self.session.start(chosen, seed or 0)
         self._state = State(episode_id=episode_id, step_count=0, task=chosen.key)  # type: ignore[call-arg]
         return RlvrObservation(metadata={
             "task": chosen.key, "prompt": chosen.prompt, "multi_turn": chosen.multi_turn,
@@ -124,27 +125,27 @@ class RlvrEnvironment(Environment):
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if isinstance(action, ListToolsAction):
-            task = self.episode.task
+            task = self.session.task
             specs = tool_specs(task) if task is not None else [t.spec() for t in tools_for(None).values()]
             return RlvrToolList(tools=_tools(specs))
         if not isinstance(action, CallToolAction):
             raise TypeError(f"unsupported action {type(action).__name__}: send list_tools or call_tool")
         name = action.tool_name
-        if self.closed or self.episode.task is None:
+        if self.closed or self.session.task is None:
             why = "this session has expired; open a new connection" if self.closed else "call reset first"
             return RlvrToolObservation(tool_name=name, error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR,
                                                                         message=why))
-        offered = {s["function"]["name"] for s in tool_specs(self.episode.task)}
+        offered = {s["function"]["name"] for s in tool_specs(self.session.task)}
         if name not in offered:
             return RlvrToolObservation(tool_name=name, error=ToolError(
                 error_type=ToolErrorType.TOOL_NOT_FOUND, message=f"unknown tool {name!r}; tools: {', '.join(sorted(offered))}"))
         self._state.step_count += 1
-        text, done = self.episode.call(name, action.arguments)
+        text, done = self.session.call(name, action.arguments)
         if not done:
             return RlvrToolObservation(tool_name=name, result=text)
-        scored = self.episode.finish()
+        scored = self.session.finish()
         return RlvrToolObservation(tool_name=name, result=text, done=True, reward=scored.reward,
-                                   metadata={**verdict_metadata(scored), "truncated_by": self.episode.truncated_by})
+                                   metadata={**verdict_metadata(scored), "truncated_by": self.session.truncated_by})
 
     @property
     def state(self) -> State:
@@ -157,7 +158,7 @@ class RlvrEnvironment(Environment):
     def close(self) -> None:
         """Give the sandbox back; the session can no longer lease one (idempotent)."""
         self.closed = True
-        self.episode.close()
+        self.session.close()
 
 
 def _version() -> str:
@@ -255,17 +256,18 @@ def check_port(host: str, port: int) -> None:
 
 
 def serve(tasks: str, *, host: str = "127.0.0.1", port: int = 8000, token_file: str | None = None,
-          max_sessions: int = 64, idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S) -> None:
-    """`rlvr serve`: check every input, then serve until interrupted (the pool is closed on the way out)."""
+          max_sessions: int = 64, idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S, config: RunConfig | None = None) -> None:
+    """`rlvr serve`: check every input, then serve until interrupted (the pool is closed on the way out). A run
+    `config` gives the tasks its `[tasks.domains]` settings and the sessions its sandbox, cluster and Scorer."""
     import uvicorn
 
-    from rlvr.integrations.episode import resolve_tasks
+    from rlvr.integrations.session import resolve_tasks
 
     token = read_token(token_file) if token_file else None
     if max_sessions < 1 or idle_timeout <= 0:
         raise UserError("--max-sessions and --idle-timeout must be positive", fix="e.g. --max-sessions 64")
     check_port(host, port)
-    resolved = resolve_tasks(tasks)
+    resolved = resolve_tasks(tasks, settings=config.tasks.domains if config is not None else None)
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -273,7 +275,7 @@ def serve(tasks: str, *, host: str = "127.0.0.1", port: int = 8000, token_file: 
     if not loopback and token is None:
         print(f"warning: serving on {host} without --token-file: anyone who can reach it can run code in the "
               "sandboxes", file=sys.stderr)
-    with Runtime(resolved) as runtime:
+    with Runtime(resolved, config=config) as runtime:
         _ = runtime.scorer  # start the pool and the Scorer before the first session
         app = create_app(runtime, token=token, max_sessions=max_sessions, idle_timeout=idle_timeout)
         print(f"rlvr serve: {len(resolved)} tasks on ws://{host}:{port}/ws"

@@ -20,7 +20,7 @@ from typing import Any
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from rlvr.errors import UserError
-from rlvr.integrations.episode import Runtime, tool_specs, verdict_metadata
+from rlvr.integrations.session import Runtime, tool_specs, verdict_metadata
 
 
 def _get(cfg: Any, key: str) -> Any:
@@ -49,34 +49,34 @@ class RlvrTextEnv(BaseTextEnv):
         self.seed = int(extras.get("seed") or 0)
         self.task = runtime.task(ref, self.seed)
         self.max_turns = self.task.limits.max_turns
-        self.episode = runtime.episode()
+        self.session = runtime.session()
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """Lease the sandbox and give the opening messages: the row's prompt when it has one, else the Env's."""
-        messages = self.episode.start(self.task, self.seed, system_prompt=self.task.multi_turn)
+        messages = self.session.start(self.task, self.seed, system_prompt=self.task.multi_turn)
         opening = [{"role": m.role, "content": m.content} for m in messages]
         return (list(prompt) if prompt else opening), {"task": self.task.key, "tools": tool_specs(self.task)}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         self.turns += 1
-        feedback, done = self.episode.act(action)
+        feedback, done = self.session.act(action)
         if not done:
             return BaseTextEnvStepOutput(observations=[{"role": "user", "content": feedback}], reward=0.0, done=False,
                                          metadata={}, postprocessed_action=None)
-        scored = self.episode.finish()
+        scored = self.session.finish()
         return BaseTextEnvStepOutput(observations=[], reward=scored.reward, done=True,
-                                     metadata={**verdict_metadata(scored), "truncated_by": self.episode.truncated_by},
+                                     metadata={**verdict_metadata(scored), "truncated_by": self.session.truncated_by},
                                      postprocessed_action=None)
 
     def get_metrics(self) -> dict[str, Any]:
-        scored = self.episode.scored
+        scored = self.session.scored
         if scored is None:
             return {}
         return {"passed": float(scored.verdict.passed), "flagged": float(bool(scored.verdict.flags)),
                 "infra_error": float(scored.infra_error is not None)}
 
     def close(self) -> None:
-        self.episode.close()
+        self.session.close()
 
 
 def register(env_id: str = "rlvr", *, tasks: str) -> str:

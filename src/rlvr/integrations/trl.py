@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from rlvr.errors import UserError
-from rlvr.integrations.episode import Runtime, TaskInput, resolve_tasks, tool_specs
+from rlvr.integrations.session import Runtime, TaskInput, resolve_tasks, tool_specs
 from rlvr.sandbox.base import SandboxPool
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.scorer import Scored, Scorer
@@ -35,7 +35,7 @@ TASK_COLUMN = "task_id"
 
 def load_tasks(tasks: TaskInput, *, n: int | None = None, seed: int = 0, offset: int = 0,
                settings: Mapping[str, Mapping[str, Any]] | None = None) -> list[Task]:
-    """Resolve `tasks` to a list of single-turn tasks with unique keys (`rlvr.integrations.episode.resolve_tasks`).
+    """Resolve `tasks` to a list of single-turn tasks with unique keys (`rlvr.integrations.session.resolve_tasks`).
 
     `n`, `seed` and `offset` sample a task source (a procedural one needs `n`); `settings` holds per-domain
     settings for a SPEC, like `[tasks.domains]` of a run config.
@@ -177,24 +177,24 @@ class RlvrToolEnv:
     """Bound by `environment_factory`: the tasks, the sandbox pool and the Scorer of every instance."""
 
     def __init__(self) -> None:
-        self._episode = self.runtime.episode()
+        self._session = self.runtime.session()
         self.last_scored: Scored | None = None
         """The verdict and reward of the latest rollout (for inspection and tests)."""
 
     def reset(self, **row: Any) -> str:
         """Start a rollout on the row's task (`task_id` column); returns the task's prompt."""
         task = self.runtime.task(row.get(TASK_COLUMN))
-        self._episode.start(task, int(row.get("seed") or 0))
+        self._session.start(task, int(row.get("seed") or 0))
         self.last_scored = None
         return task.prompt
 
     def get_reward(self) -> float | None:
         """rlvr's reward for the rollout's final state (None when the verifier could not judge it)."""
-        self.last_scored = self._episode.finish()
+        self.last_scored = self._session.finish()
         return None if self.last_scored.infra_error else self.last_scored.reward
 
     def _call(self, name: str, **arguments: Any) -> str:
-        return self._episode.call(name, arguments)[0]
+        return self._session.call(name, arguments)[0]
 
 
 _JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
@@ -238,7 +238,7 @@ def _tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
 def environment_factory(tasks: TaskInput, *, pool: SandboxPool | None = None, flag_penalty: float = 0.0,
                         max_turns: int | None = None, **select: Any) -> type[RlvrToolEnv]:
     """The class to pass as GRPOTrainer's `environment_factory`, bound to `tasks` (resolved by
-    `rlvr.integrations.episode.resolve_tasks`; `select` holds its n / seed / offset / settings).
+    `rlvr.integrations.session.resolve_tasks`; `select` holds its n / seed / offset / settings).
 
     Every instance shares one sandbox pool (`pool`, or one started on first use) and one Scorer. `max_turns`
     overrides the tasks' turn budgets (set it to GRPOConfig's `max_tool_calling_iterations` + 1).

@@ -11,7 +11,7 @@ subclass and optionally its default `Harness` and `Env`. This module defines the
 - `RlvrHarness` is the default harness: it runs its loop in-process, as verifiers' `Harness.launch` allows,
   with every model call going through the rollout's interception endpoint (so verifiers records the turns,
   tokens and sampling as for any harness), and rlvr's tools executing in a leased rlvr sandbox
-  (`rlvr.integrations.episode.Episode`). It installs nothing and needs no network.
+  (`rlvr.integrations.session.Session`). It installs nothing and needs no network.
 - `RlvrEnv` is the single-agent env with the `subprocess` runtime as its default: the harness program is
   in-process and the tools run in rlvr's own sandbox, so no container or cloud sandbox is needed.
 - `RlvrTask.rlvr` (`@vf.reward`) scores the episode's final state with the runtime's one Scorer; the verdict
@@ -32,7 +32,7 @@ from typing_extensions import Self
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.integrations.episode import Episode, Runtime, verdict_metadata
+from rlvr.integrations.session import Runtime, Session, verdict_metadata
 
 TASKSET_ID = "rlvr-tasks"
 """The id verifiers loads this taskset by (the `rlvr_tasks` module)."""
@@ -54,7 +54,7 @@ class RlvrData(vf.TaskData):
 class RlvrState(vf.State):
     """Per-rollout state (never serialized): the live episode between the harness and the reward."""
 
-    _episode: Episode | None = PrivateAttr(default=None)
+    _session: Session | None = PrivateAttr(default=None)
 
 
 class RlvrTasksetConfig(vf.TasksetConfig):
@@ -106,12 +106,12 @@ class RlvrTask(vf.Task[RlvrData, RlvrState]):
     async def rlvr(self, trace: vf.Trace) -> float:
         """rlvr's reward for the final state of the episode the harness played."""
         state = _state(trace)
-        ep = state._episode
+        ep = state._session
         if ep is None:
             raise RuntimeError(f"no rlvr episode ran for {self.data.task}: it is played by the rlvr-tasks harness "
                                "(leave --env.agent.harness unset)")
         scored = await asyncio.to_thread(ep.finish)
-        state._episode = None
+        state._session = None
         trace.info["rlvr"] = {**verdict_metadata(scored), "truncated_by": ep.truncated_by}
         trace.record_metrics({"rlvr_score": scored.verdict.score, "rlvr_passed": float(scored.verdict.passed),
                               "rlvr_flags": float(len(scored.verdict.flags))})
@@ -158,8 +158,8 @@ class RlvrHarness(vf.Harness[RlvrHarnessConfig]):
         if not isinstance(data, RlvrData):
             raise TypeError(f"the rlvr harness runs rlvr tasks only, got {type(data).__name__}")
         rt = _runtime(data)
-        ep = rt.episode()
-        _state(trace)._episode = ep
+        ep = rt.session()
+        _state(trace)._session = ep
         messages = _wire(await asyncio.to_thread(ep.start, rt.task(data.task), data.seed))
         if data.system_prompt:
             messages.insert(0, {"role": "system", "content": data.system_prompt})
@@ -196,9 +196,9 @@ class RlvrHarness(vf.Harness[RlvrHarnessConfig]):
     async def cleanup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Give back the sandbox of an episode that was never scored (a failed or cancelled rollout)."""
         state = trace.state
-        ep = state._episode if isinstance(state, RlvrState) else None
+        ep = state._session if isinstance(state, RlvrState) else None
         if ep is not None:
-            state._episode = None  # type: ignore[union-attr]
+            state._session = None  # type: ignore[union-attr]
             await asyncio.to_thread(ep.close)
 
 

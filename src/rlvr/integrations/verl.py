@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.integrations.episode import Runtime, TaskInput, resolve_tasks
+from rlvr.integrations.session import Runtime, TaskInput, resolve_tasks
 from rlvr.tasks.spec import Task
 
 DATA_SOURCE_PREFIX = "rlvr/"

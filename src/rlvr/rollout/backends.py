@@ -2,7 +2,7 @@
 
 Backends: `hf` (a local transformers causal LM), `openai` (any OpenAI-compatible server), `scripted`
 (replays actions from a file, for tests) and `vllm` (an in-process vLLM engine, `rlvr[vllm]`; with
-`policy.engines = K`, K engines as Ray actors, rlvr.rollout.engines). Each builder
+`policy.engines = K`, K engines as Ray actors, rlvr.rollout.vllm_fleet). Each builder
 imports its backend when called, so naming a backend pulls in its dependencies (torch, vllm, httpx) and
 nothing else does. The backends import the contract from `rlvr.rollout.policy`, never this module.
 """
@@ -54,7 +54,7 @@ def _vllm(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
         kw = {"device": cfg.device, "dtype": cfg.dtype, "max_context": cfg.max_context,
               "kv_cache_mb": cfg.vllm_kv_cache_mb, "chat_template": cfg.chat_template}
     if cfg is not None and cfg.engines:  # disaggregated: engines as Ray actors on the running Ray (or "auto")
-        from rlvr.rollout.engines import EnginesPolicy
+        from rlvr.rollout.vllm_fleet import EnginesPolicy
 
         return EnginesPolicy(target, engines=cfg.engines, engine_tp=cfg.engine_tp, **kw)
     return VLLMPolicy(target, **kw)

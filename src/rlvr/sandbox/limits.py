@@ -24,12 +24,26 @@ ExecLimits (what `resolve` returns) sets every field and runs as it is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rlvr.sandbox.result import ExecLimits
 
-if TYPE_CHECKING:
-    from rlvr.tasks.spec import Task
+
+class TaskExecFields(Protocol):
+    """What the sandbox reads of a task's limits (`rlvr.tasks.spec.TaskLimits` has these fields; the sandbox, the
+    bottom layer, knows no task record)."""
+
+    @property
+    def exec_timeout_s(self) -> float | None: ...
+    @property
+    def memory_mb(self) -> int | None: ...
+
+
+class Task(Protocol):
+    """Anything with `limits` of that shape: a task."""
+
+    @property
+    def limits(self) -> TaskExecFields: ...
 
 Layer = ExecLimits | Mapping[str, Any] | None
 """Partial limits: an ExecLimits (its set fields), a mapping (its non-None values), or None (nothing)."""

@@ -8,79 +8,45 @@ forked ahead of the next jobs, each in fresh PID, mount, IPC and network namespa
 rlimits and run its job; the zygote supervises the job itself. Per-worker cgroups bound memory and processes. A crashed or hung worker is replaced
 by a pre-started spare and its job retried once, then reported as `infra_error`.
 
-Over 500 lines on purpose: the worker lifecycle (start, warm-up, job, replacement) and the per-job
-accounting against its cgroups are one state machine; split, each half would reach into the other's state.
+The container each worker runs is laid out in `container.py`; one worker's process, job frames and results
+are `worker.py`; this module keeps the pool: leases, workers acquired and replaced, spares refilled, teardown.
 """
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import queue
 import secrets
-import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from typing_extensions import Self
 
-from rlvr.errors import SandboxUnavailable
 from rlvr.sandbox import cgroups, workspace
 from rlvr.sandbox.base import FileMap
+from rlvr.sandbox.container import (
+    Container,
+    Mounts,
+    find_bwrap,
+    inner_interpreter,
+    job_env,
+    stage_mounts,
+    write_etc,
+)
 from rlvr.sandbox.limits import merged
 from rlvr.sandbox.requirements import RequirementsPools
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
-from rlvr.sandbox.wire import recv_frame, send_frame
+from rlvr.sandbox.worker import START_TIMEOUT_S, Worker, WorkerLost, job_result
 from rlvr.sandbox.zygote import CHAINS_AHEAD, python_fast_path
 
-SANDBOX_UID = 65534
-"""The unprivileged user (nobody) that sandboxed programs run as."""
 JOB_GRACE_S = 10.0
 """Extra seconds a worker may take beyond a job's timeout (workspace copies) before it counts as hung."""
-START_TIMEOUT_S = 60.0
-ZYGOTE = Path(__file__).with_name("zygote.py")
-WIRE = Path(__file__).with_name("wire.py")
-RESERVED = ("/", "/workspace", "/tmp", "/proc", "/dev", "/.rlvr", "/usr", "/etc", "/bin", "/sbin", "/lib",
-            "/lib64", "/opt/rlvr")
-Mounts = Mapping[str, "str | os.PathLike[str] | FileMap"]
-"""Sandbox path -> host directory (copied) or FileMap, mounted read-only for the lease."""
-
-
-SHADOWED_ROOTS = ("/tmp", "/dev", "/proc", "/workspace", "/.rlvr", "/opt/rlvr")
-"""Sandbox paths that hold the sandbox's own mounts: host files under them are not visible inside."""
-RELOCATED_PREFIX = "/opt/rlvr/prefix"
-
-
-def _shadowed(path: str) -> bool:
-    return any(path == r or path.startswith(r + "/") for r in SHADOWED_ROOTS)
-
-
-def inner_interpreter(python: str) -> tuple[str, tuple[str, str] | None]:
-    """The interpreter path inside the sandbox, and (host prefix, sandbox prefix) when it had to move.
-
-    A venv under /tmp (a CI checkout, say) would be hidden by the sandbox's fresh /tmp, so its prefix is
-    mounted read-only at RELOCATED_PREFIX instead; a venv finds its site-packages from the path it is run as.
-    """
-    python = os.path.abspath(python)
-    prefix = os.path.dirname(os.path.dirname(python))
-    if not _shadowed(os.path.realpath(prefix)) and not _shadowed(prefix):
-        return python, None
-    return RELOCATED_PREFIX + python[len(prefix):], (os.path.realpath(prefix), RELOCATED_PREFIX)
-
-
-def job_env(python: str) -> dict[str, str]:
-    """The fixed environment of every job: nothing of the host's leaks in. The interpreter's own directory
-    comes first on PATH, so `python`, `pytest` and a venv's other scripts are the sandbox interpreter's."""
-    return {"PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
-            "USER": "sandbox", "LOGNAME": "sandbox", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
-            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
 
 
 def scratch_dir() -> str:
@@ -90,89 +56,6 @@ def scratch_dir() -> str:
     if os.path.isdir(shm) and os.access(shm, os.W_OK) and os.statvfs(shm).f_bavail * os.statvfs(shm).f_frsize > 1 << 30:
         return shm
     return tempfile.gettempdir()
-
-
-def find_bwrap() -> str:
-    path = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
-    if path is None:
-        raise SandboxUnavailable("bubblewrap (bwrap) is not installed",
-                                 fix="apt-get install -y bubblewrap (or `make system-deps`)")
-    return path
-
-
-class _WorkerLost(Exception):
-    """The worker died, hung or spoke garbage: an infrastructure fault, not the program's."""
-
-
-class _Worker:
-    """Host handle of one bubblewrap container running the zygote."""
-
-    def __init__(self, pool: BwrapPool, wid: int) -> None:
-        self.pool = pool
-        self.wid = wid
-        self.cg = pool.cgroups.worker(wid)
-        self.log = pool.base / f"worker-{wid}.log"
-        # the lean template's request pipe (see zygote._fork_lean); without warm modules one template serves all
-        self.lean_rfd, self.lean_wfd = os.pipe() if pool.warm else (-1, -1)
-        try:
-            with open(self.log, "wb") as log:
-                self.proc = subprocess.Popen(pool.bwrap_argv(self), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=log, env={"PATH": "/usr/bin:/bin"}, close_fds=True,
-                                             pass_fds=(self.lean_rfd,) if pool.warm else ())
-        finally:
-            if self.lean_rfd >= 0:
-                os.close(self.lean_rfd)
-        self.rfd, self.wfd = self.proc.stdout.fileno(), self.proc.stdin.fileno()  # type: ignore[union-attr]
-        if self.lean_wfd < 0:
-            self.lean_wfd = self.wfd
-
-    def wait_ready(self) -> None:
-        try:
-            header, _ = recv_frame(self.rfd, time.monotonic() + START_TIMEOUT_S)
-        except (EOFError, TimeoutError, ValueError) as exc:
-            tail = self.log.read_text(errors="replace")[-800:] if self.log.exists() else ""
-            self.kill()
-            raise SandboxUnavailable(f"sandbox worker failed to start: {exc}: {' '.join(tail.split())}",
-                                     fix="run `rlvr sandbox check`") from None
-        if not header.get("ready"):
-            self.kill()
-            raise SandboxUnavailable("sandbox worker sent no ready signal", fix="run `rlvr sandbox check`")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def request(self, header: dict, stdin: bytes, deadline: float, warm: bool) -> tuple[dict, list[bytes]]:
-        """Send a job to the warm or the lean template and wait for its result frame."""
-        try:
-            send_frame(self.wfd if warm else self.lean_wfd, header, stdin)
-            reply, blobs = recv_frame(self.rfd, deadline)
-        except (OSError, EOFError, TimeoutError, ValueError) as exc:
-            raise _WorkerLost(f"{type(exc).__name__}: {exc}") from None
-        if "error" in reply:
-            raise _WorkerLost(reply["error"])
-        return reply, blobs
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        for f in (self.proc.stdin, self.proc.stdout):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
-        if self.lean_wfd != self.wfd:
-            try:
-                os.close(self.lean_wfd)
-            except OSError:
-                pass
-            self.lean_wfd = self.wfd
-        self.cg.destroy()
-        self.log.unlink(missing_ok=True)
 
 
 class IsolatedSandbox:
@@ -243,18 +126,20 @@ class BwrapPool(RequirementsPools):
         (self.base / "leases").mkdir()
         for name in self.cgroups.bind_names():
             (self.base / "cg" / name).mkdir(parents=True, exist_ok=True)
-        self._etc = self._write_etc()
+        self.container = Container(self.bwrap, self.python, self.inner_python, self._relocated, self.base,
+                                   write_etc(self.base), self.env, self.limits.workspace_mb, self.limits.memory_mb,
+                                   tuple(self.warm))
         self._ids = iter(range(10**9))
-        self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._spares: queue.Queue[_Worker] = queue.Queue()
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._spares: queue.Queue[Worker] = queue.Queue()
         self._spare_target = spares
         self._lock = threading.Lock()
-        self._busy: set[_Worker] = set()
+        self._busy: set[Worker] = set()
         self._closed = False
         self._wake = threading.Event()
         self.restarts = 0
         try:
-            started = [_Worker(self, next(self._ids)) for _ in range(workers + spares)]
+            started = [self._start_worker() for _ in range(workers + spares)]
             for w in started:
                 w.wait_ready()
         except BaseException:
@@ -268,73 +153,19 @@ class BwrapPool(RequirementsPools):
         self._refill.start()
         _LIVE.add(self)
 
-    # ------------------------------------------------------------------------------------------ set-up
-    def _write_etc(self) -> Path:
-        etc = self.base / "etc"
-        etc.mkdir()
-        (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:"
-                                    "sandbox:/tmp:/bin/sh\n")
-        (etc / "group").write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n")
-        (etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
-        (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
-        return etc
-
-    def bwrap_argv(self, w: _Worker) -> list[str]:
-        """The bubblewrap command line of one worker."""
-        a = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--hostname",
-             "sandbox", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
-        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-            if os.path.islink(top):
-                a += ["--symlink", os.readlink(top), top]
-            elif os.path.isdir(top):
-                a += ["--ro-bind", top, top]
-        for f in ("ld.so.cache", "ld.so.conf", "localtime"):
-            if os.path.exists(f"/etc/{f}"):
-                a += ["--ro-bind", f"/etc/{f}", f"/etc/{f}"]
-        if os.path.isdir("/etc/alternatives"):
-            a += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
-        for f in ("passwd", "group", "hosts", "nsswitch.conf"):
-            a += ["--ro-bind", str(self._etc / f), f"/etc/{f}"]
-        made: set[str] = set()
-        # the chosen interpreter's own prefix too: a venv outside this one finds its site-packages there
-        own_prefix = os.path.dirname(os.path.dirname(os.path.abspath(self.python)))
-        prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, Path(self.python).parent, own_prefix)}
-        prefixes.add(sys.prefix)
-        if self._relocated is not None:
-            prefixes.discard(self._relocated[0])
-        for prefix in sorted(p for p in prefixes if not p.startswith("/usr/") and not _shadowed(p)):
-            for anc in _ancestors(prefix):  # bwrap would copy the host's modes (/root is 0700)
-                if anc not in made:
-                    made.add(anc)
-                    a += ["--perms", "0755", "--dir", anc]
-            a += ["--ro-bind", prefix, prefix]
-        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/workspace",
-              "--bind", str(self.base), "/.rlvr"]
-        for host_dir, name in w.cg.binds():
-            a += ["--bind", str(host_dir), f"/.rlvr/cg/{name}"]
-        a += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/rlvr",
-              "--ro-bind", str(ZYGOTE), "/opt/rlvr/zygote.py", "--ro-bind", str(WIRE), "/opt/rlvr/wire.py"]
-        if self._relocated is not None:
-            a += ["--ro-bind", self._relocated[0], self._relocated[1]]
-        a += ["--chdir", "/", "--clearenv"]
-        for k, v in self.env.items():
-            a += ["--setenv", k, v]
-        config = {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "procs": w.cg.procs_files(),
-                  "zygote_procs": w.cg.zygote_procs_files(), "python": self.inner_python,
-                  "workspace_mb": self.limits.workspace_mb, "memory_mb": self.limits.memory_mb,
-                  "warm": self.warm, "inodes": 20000}
-        if w.lean_rfd >= 0:
-            config["lean_fd"] = w.lean_rfd
-        return a + [self.inner_python, "/opt/rlvr/zygote.py", json.dumps(config)]
-
     # --------------------------------------------------------------------------------------- workers
+    def _start_worker(self) -> Worker:
+        """A new worker (not yet ready: call its `wait_ready`)."""
+        wid = next(self._ids)
+        return Worker(wid, self.container, self.cgroups.worker(wid), self.base / f"worker-{wid}.log")
+
     def _refill_loop(self) -> None:
         while not self._closed:
             self._wake.wait(timeout=1.0)
             self._wake.clear()
             while not self._closed and self._spares.qsize() < self._spare_target:
                 try:
-                    w = _Worker(self, next(self._ids))
+                    w = self._start_worker()
                     w.wait_ready()
                 except Exception:  # noqa: BLE001  # a failed spare start is retried
                     time.sleep(0.5)
@@ -344,19 +175,19 @@ class BwrapPool(RequirementsPools):
                     return
                 self._spares.put(w)
 
-    def _replace(self, w: _Worker) -> _Worker:
+    def _replace(self, w: Worker) -> Worker:
         """Retire a broken worker and hand back a live one (a warm spare when there is one)."""
         w.kill()
         self.restarts += 1
         try:
             fresh = self._spares.get_nowait()
         except queue.Empty:
-            fresh = _Worker(self, next(self._ids))
+            fresh = self._start_worker()
             fresh.wait_ready()
         self._wake.set()
         return fresh
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self) -> Worker:
         if self._closed:
             raise RuntimeError("sandbox pool is closed")
         while True:
@@ -386,13 +217,13 @@ class BwrapPool(RequirementsPools):
                 before = w.cg.prepare(limits.memory_mb, limits.processes + self._supervisors)
                 try:
                     reply, blobs = w.request(header, stdin, time.monotonic() + limits.timeout_s + JOB_GRACE_S, warm)
-                except _WorkerLost as exc:
+                except WorkerLost as exc:
                     error = f"sandbox worker lost (attempt {attempt}): {exc}"
                     self._busy.discard(w)
                     w = self._replace(w)
                     self._busy.add(w)
                     continue
-                return _result(reply, blobs, w.cg.usage(before), limits, time.perf_counter() - t0, attempt)
+                return job_result(reply, blobs, w.cg.usage(before), limits, time.perf_counter() - t0, attempt)
         finally:
             self._busy.discard(w)
             self._idle.put(w)
@@ -430,7 +261,7 @@ class BwrapPool(RequirementsPools):
         try:
             d.mkdir()  # never parents=True: a closed pool's directory must not come back
             (d / "ws").mkdir()
-            sb = IsolatedSandbox(self, lease_id, _stage_mounts(d, mounts or {}))
+            sb = IsolatedSandbox(self, lease_id, stage_mounts(d, mounts or {}))
             if files:
                 sb.write_files(files)
             yield sb
@@ -476,59 +307,6 @@ class BwrapPool(RequirementsPools):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _ancestors(path: str) -> list[str]:
-    """/a/b/c -> ["/a", "/a/b"]."""
-    parts = Path(path).parts[1:-1]
-    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _stage_mounts(lease_dir: Path, mounts: Mounts) -> list[list[str]]:
-    """Copy trusted material under the lease dir; return [relative source, sandbox target] pairs."""
-    staged: list[list[str]] = []
-    for i, (target, source) in enumerate(sorted(mounts.items())):
-        norm = os.path.normpath(target)
-        if not target.startswith("/") or norm != target or any(
-                norm == r or (r != "/" and norm.startswith(r + "/")) for r in RESERVED):
-            raise ValueError(f"mount target {target!r} must be a normalised absolute path outside {RESERVED}")
-        rel = f"ro/{i}"
-        if isinstance(source, Mapping):
-            (lease_dir / rel).mkdir(parents=True)
-            workspace.write_files(lease_dir / rel, source)
-        else:
-            src = Path(source)
-            if not src.is_dir():
-                raise ValueError(f"mount source {str(src)!r} is not a directory")
-            shutil.copytree(src, lease_dir / rel, symlinks=True)
-        staged.append([rel, target])
-    return staged
-
-
-_STATUS_RULES: list[tuple[ExecStatus, Callable[[dict, cgroups.JobUsage], bool]]] = [
-    (ExecStatus.memory_limit, lambda r, u: u.oom_killed),
-    (ExecStatus.process_limit, lambda r, u: u.pids_hit),
-    (ExecStatus.output_limit, lambda r, u: r["output_exceeded"]),
-    (ExecStatus.file_limit, lambda r, u: r["signal"] == 25 or (r["exit_code"] != 0 and (
-        r.get("workspace_full") or r.get("file_at_cap") or not r.get("workspace_copied", True)))),
-    (ExecStatus.timeout, lambda r, u: r["timed_out"] or r["signal"] == 24),
-    (ExecStatus.ok, lambda r, u: r["exit_code"] == 0),
-]
-"""First matching rule wins (SIGXFSZ is 25, SIGXCPU is 24); otherwise exit_nonzero."""
-
-
-def _result(reply: dict, blobs: list[bytes], usage: cgroups.JobUsage, limits: ExecLimits, wall: float,
-            attempts: int) -> ExecResult:
-    out, err, chan = (blobs + [b"", b"", b""])[:3]
-    status = next((s for s, rule in _STATUS_RULES if rule(reply, usage)), ExecStatus.exit_nonzero)
-    return ExecResult(
-        status=status, exit_code=reply["exit_code"], signal=reply["signal"],
-        stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-        stdout_truncated=reply["stdout_total"] > limits.output_bytes,
-        stderr_truncated=reply["stderr_total"] > limits.output_bytes,
-        wall_s=wall, cpu_s=usage.cpu_s, peak_memory_mb=usage.peak_memory_mb, attempts=attempts,
-        channel=chan.decode("utf-8", "replace"), error=reply.get("spawn_error") or None,
-    )
 
 
 _LIVE: weakref.WeakSet[BwrapPool] = weakref.WeakSet()

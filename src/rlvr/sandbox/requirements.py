@@ -7,7 +7,7 @@ task, an interpreter whose environment has them.
 A pool that can (a `ProvidesRequirements`: the isolated and the unisolated pools through `RequirementsPools`; the
 Ray pool forwards the requirements to the node that runs the job) keeps one derived pool per environment, started on first need with
 its own limits and warm modules, and closes them with itself. The environment is a venv made once per set of
-requirements (`rlvr.tasks.build.env.ensure_env`, cached under `env_cache()`), mounted read-only in the sandbox
+requirements (`rlvr.sandbox.venvs.ensure_env`, cached under `env_cache()`), mounted read-only in the sandbox
 like the interpreter itself, so a candidate can use the packages and never change them.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlvr.errors import UserError
+import rlvr.sandbox.venvs as env
 from rlvr.sandbox.base import SandboxPool
 
 
@@ -56,8 +57,6 @@ class RequirementsPools(ProvidesRequirements):
         """A pool of the same kind and limits on the interpreter `python`."""
 
     def for_requirements(self, requirements: Sequence[str]) -> SandboxPool:
-        from rlvr.tasks.build import env
-
         key = tuple(sorted(requirements))
         lock = self.__dict__.setdefault("_derived_lock", threading.Lock())
         with lock:

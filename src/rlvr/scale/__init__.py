@@ -1,4 +1,5 @@
-"""Ray backends for the sandbox pool (scale-out). Needs rlvr[ray]; local stays the default.
+"""The cluster (needs rlvr[ray]; local stays the default): `cluster` connects to Ray, places actors and starts and
+stops them for every user of Ray in rlvr; `ray_pool` is the sandbox pool as actors across the nodes.
 
 `pool_for(cfg)` is how the trainer and `rlvr eval` get their sandbox pool: the local isolated pool, or — when
 `[cluster] address` is set (or `--cluster ADDRESS`) — a `RayPool` of pool actors across the cluster, with no

@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rlvr.config import SandboxConfig
 from rlvr.errors import UserError
@@ -36,14 +34,14 @@ from rlvr.sandbox import limits_from
 from rlvr.sandbox.base import FileMap, SandboxPool
 from rlvr.sandbox.requirements import ProvidesRequirements, pool_for
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
+from rlvr.scale import cluster
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.scorer import RemoteVerifier
 from rlvr.verify.verdict import Verdict
 
-ACTOR_FAULTS = (RayActorError, ActorDiedError, ActorUnavailableError)
+ACTOR_FAULTS = cluster.actor_faults()
 
 
-@ray.remote(num_cpus=0)
 class PoolActor:
     """Holds one node's local sandbox pool and the leases opened on it."""
 
@@ -175,12 +173,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
 
     def __init__(self, address: str | None = None, sandbox: SandboxConfig | None = None, *,
                  slots_per_node: int | None = None, connect_timeout_s: float = 60.0) -> None:
-        if not ray.is_initialized():
-            try:
-                ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise UserError(f"cannot connect to the Ray cluster at {address!r}: {exc}", field="cluster.address",
-                                fix="start it with `ray start --head` or give the right address") from None
+        cluster.connect(address)
         self.sandbox = sandbox or SandboxConfig()
         self.limits = limits_from(self.sandbox)
         """The sandbox defaults, as each node's pool holds them."""
@@ -190,24 +183,18 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         self.replaced = 0
         self.retried = 0
         deadline = time.monotonic() + connect_timeout_s
-        while not self._alive_nodes() and time.monotonic() < deadline:
+        while not cluster.alive_nodes() and time.monotonic() < deadline:
             time.sleep(0.2)
-        for node_id in self._alive_nodes():
+        for node_id in cluster.alive_nodes():
             self._slots.append(self._start(node_id))
         if not self._slots:
             raise UserError("the Ray cluster has no alive nodes", field="cluster.address", fix="add nodes")
         ray.get([s.handle.ping.remote() for s in self._slots])
 
     # ------------------------------------------------------------------ placement and fault handling
-    @staticmethod
-    def _alive_nodes() -> list[str]:
-        return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
-
     def _start(self, node_id: str) -> _Slot:
-        handle = PoolActor.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
-            max_concurrency=self.slots_per_node + 4, max_restarts=0,
-        ).remote(self.sandbox.model_dump())
+        handle = cluster.start(PoolActor, self.sandbox.model_dump(), strategy=cluster.on_node(node_id), num_cpus=0,
+                               max_concurrency=self.slots_per_node + 4)
         return _Slot(node_id=node_id, handle=handle)
 
     def _mark_dead(self, slot: _Slot) -> None:
@@ -216,11 +203,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             if not slot.alive:
                 return
             slot.alive = False
-            try:
-                ray.kill(slot.handle, no_restart=True)
-            except Exception:  # already gone
-                pass
-            if slot.node_id in self._alive_nodes():
+            cluster.kill(slot.handle)
+            if slot.node_id in cluster.alive_nodes():
                 fresh = self._start(slot.node_id)
                 slot.handle, slot.alive, slot.in_flight = fresh.handle, True, 0
                 slot.leases = set()  # the old actor's workspaces are gone (their holders see `_lost`)
@@ -334,14 +318,10 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         return [s.handle for s in self._slots if s.alive]
 
     def close(self) -> None:
-        for slot in self._slots:
-            if slot.alive:
-                try:
-                    ray.get(slot.handle.shutdown.remote(), timeout=30)
-                    ray.kill(slot.handle, no_restart=True)
-                except Exception:  # shutting down: a dead actor is fine
-                    pass
-                slot.alive = False
+        live = [slot for slot in self._slots if slot.alive]
+        for slot in live:
+            slot.alive = False
+        cluster.stop([slot.handle for slot in live], "shutdown", timeout_s=30)  # a dead actor is fine
 
     def __enter__(self) -> RayPool:
         return self

@@ -3,19 +3,17 @@
 `profile_episodes` reads k sampled episodes per task and reports per-task pass rates and tiers, the share of
 tasks in the learnable band, the within-group reward variance, and verifier determinism: a sample of final
 states is verified twice more, and both new verdicts must agree with each other and with the stored one.
-`run_profile` samples those episodes with a policy and the rollout engine.
+`rlvr.commands.profile.run_profile` samples those episodes with a policy and the rollout engine.
 """
 from __future__ import annotations
 
 import random
 import statistics
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlvr.config import ScheduleConfig
-from rlvr.errors import UserError
 from rlvr.rollout.groups import is_zero_variance, reward_variance
 from rlvr.schedule.tiers import LEARNABLE, TIER_NAMES, UNSEEN, tier_of
 from rlvr.tasks.spec import FinalState, Task
@@ -168,39 +166,6 @@ def profile_episodes(tasks: Sequence[Task], episodes: Sequence[Episode], k: int,
         pass_rate=sum(e.passed for e in unmasked) / len(unmasked) if unmasked else None,
         masked=len(episodes) - len(unmasked),
     )
-
-
-def run_profile(policy_spec: str, tasks_spec: str, k: int, *, seed: int = 0,
-                config: ScheduleConfig | None = None, sample: int = DETERMINISM_SAMPLE,
-                progress: Callable[[int, int], None] | None = None) -> ProfileReport:
-    """Sample `k` episodes per task of `tasks_spec` with the policy, then profile them."""
-    from rlvr.config import RolloutConfig
-    from rlvr.rollout.backends import make_policy
-    from rlvr.rollout.engine import RolloutEngine
-    from rlvr.sandbox import make_pool
-    from rlvr.tasks.selection import resolve
-    from rlvr.verify.scorer import Scorer
-
-    if k < 1:
-        raise UserError(f"-k must be >= 1, got {k}", field="k", fix="sample at least 2 per task to see variance")
-    tasks = resolve(tasks_spec, seed=seed)
-    if not tasks:
-        raise UserError("no tasks selected", field="tasks", fix="name a domain or pack with tasks")
-    policy = make_policy(policy_spec)
-    # Agents act in a sandbox only on tasks with a workspace or tools; answer-only tasks need none (a verifier
-    # that runs code brings its own pool when the context has none).
-    needs_pool = any(t.multi_turn or t.workspace for t in tasks)
-    with make_pool() if needs_pool else nullcontext() as pool:
-        engine = RolloutEngine(policy, pool, config=RolloutConfig(group_size=k), progress=progress)
-        episodes = engine.run(tasks, k, step=0, seed=seed)
-        fresh = Scorer(pool, retries=0, cache=False)  # re-verification must not be answered from a cache
-
-        def reverify(task: Task, final: FinalState, ep_seed: int) -> Verdict:
-            return fresh.score(task, final, ep_seed).verdict
-
-        by_key = {t.key: t for t in tasks}
-        det = check_determinism(by_key, episodes, reverify, sample=sample, seed=seed)
-    return profile_episodes(tasks, episodes, k, config or ScheduleConfig(), det)
 
 
 def print_report(report: ProfileReport, console: Any) -> None:

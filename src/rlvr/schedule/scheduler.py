@@ -82,19 +82,12 @@ class Scheduler:
             self.load_pass_rates(config.pass_rates_from)
 
     @classmethod
-    def from_config(cls, cfg: RunConfig, held_out: Mapping[str, Collection[int]] | None = None) -> Scheduler:
-        """The scheduler of a run: `tasks.train` resolved with the `tasks.domains` settings; `held_out`: indices
-        of finite sources that the run's held-out set uses (left out of training)."""
-        from rlvr.tasks import registry
-        from rlvr.tasks.selection import parse
-
-        selections = []
-        for sel in parse(cfg.tasks.train):
-            name = sel.source.name
-            if name in cfg.tasks.domains and registry.is_registered(name):
-                sel = Selection(registry.make(name, **cfg.tasks.domains[name]), sel.n)
-            selections.append(sel)
-        return cls(selections, cfg.schedule, seed=cfg.seed, heldout_offset=cfg.tasks.heldout_offset,
+    def from_config(cls, cfg: RunConfig, selections: Sequence[Selection],
+                    held_out: Mapping[str, Collection[int]] | None = None) -> Scheduler:
+        """The scheduler of a run over `selections` (its `tasks.train`, resolved with the domain settings by
+        `rlvr.run.selections`); `held_out`: indices of finite sources that the run's held-out set uses (left out
+        of training)."""
+        return cls(list(selections), cfg.schedule, seed=cfg.seed, heldout_offset=cfg.tasks.heldout_offset,
                    held_out=held_out)
 
     # ------------------------------------------------------------------------------------------ set-up

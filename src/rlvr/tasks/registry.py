@@ -1,111 +1,181 @@
-"""The domain registry: `register(name, factory, config_model)`, `make(name, **config)`.
+"""The domain registry: `register(Domain(...))`, `make(name, **settings)`, and the lookups every layer shares.
 
-Built-in domains register themselves when `rlvr.tasks.domains` is imported; third-party packages can add
-theirs through the `rlvr.domains` entry-point group (each entry point is a callable that registers).
+Domains arrive through the `rlvr.domains` entry-point group, the built-in ones (declared in rlvr's own
+pyproject.toml) exactly as third-party packages do (`rlvr domains new NAME` scaffolds one). An entry point names
+a `Domain`, an iterable of them, or a callable returning either (a family computed at load time, like the
+reasoning-gym domains). A plugin that fails to load is recorded as one line naming the package and its error
+(`unavailable()`, shown by `rlvr tasks list`); the other domains still load. Duplicates are refused, unknown
+names answered with "did you mean".
 """
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib.metadata
+import threading
+from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from rlvr.errors import UserError
+from rlvr.tasks.domain import Domain, NoConfig, VerifierKind
 from rlvr.tasks.source import TaskSource
 
+__all__ = ["Domain", "NoConfig", "VerifierKind", "entry", "is_registered", "kinds", "load", "make", "names",
+           "register", "tools_of", "unavailable", "unregister", "verifier_kind", "verifier_of"]
 
-class NoConfig(BaseModel):
-    """Config model of a domain that takes no settings."""
+GROUP = "rlvr.domains"
+"""The entry-point group domain packages declare themselves in."""
 
-    model_config = ConfigDict(extra="forbid")
-
-
-@dataclass(frozen=True)
-class DomainEntry:
-    """One registered domain."""
-
-    name: str
-    factory: Callable[..., TaskSource]
-    config_model: type[BaseModel]
-    description: str
-    verifier: str | None
-    """Verifier kind used for this domain's tasks (None: the domain name)."""
+_DOMAINS: dict[str, Domain] = {}
+_KINDS: dict[str, tuple[VerifierKind, set[str]]] = {}
+"""Verifier kind -> (its record, the domains that declare it)."""
+_unavailable: dict[str, str] = {}
+_state = {"loaded": False, "done": False}
+_lock = threading.RLock()  # scorers on several threads look domains up at once
 
 
-_REGISTRY: dict[str, DomainEntry] = {}
-_loaded = False
-
-
-def register(name: str, factory: Callable[..., TaskSource], config_model: type[BaseModel] = NoConfig,
-             *, description: str = "", verifier: str | None = None) -> None:
-    """Register a domain. `factory(config)` receives a validated `config_model` instance."""
-    if not name or any(c.isspace() or c in ",:" for c in name):
-        raise ValueError(f"invalid domain name {name!r}: no spaces, commas or colons")
-    if name in _REGISTRY:
-        raise ValueError(f"domain {name!r} is already registered")
-    _REGISTRY[name] = DomainEntry(name, factory, config_model, description.strip().splitlines()[0]
-                                  if description.strip() else "", verifier)
+def register(domain: Domain) -> None:
+    """Register one domain and the verifier kinds it defines; a second domain of the same name, or a kind
+    declared again with a different record, is refused."""
+    if not isinstance(domain, Domain):
+        raise TypeError(f"register() takes a Domain, got {type(domain).__name__}")
+    with _lock:
+        if domain.name in _DOMAINS:
+            raise ValueError(f"domain {domain.name!r} is already registered")
+        for kind, spec in domain.verifiers.items():
+            known = _KINDS.get(kind)
+            if known is not None and known[0] != spec:
+                raise ValueError(f"verifier kind {kind!r} is already registered (by domain "
+                                 f"{min(known[1])!r}); domain {domain.name!r} declares another")
+        _DOMAINS[domain.name] = domain
+        for kind, spec in domain.verifiers.items():
+            _KINDS.setdefault(kind, (spec, set()))[1].add(domain.name)
 
 
 def unregister(name: str) -> None:
-    """Remove a domain (tests and plugins that re-register)."""
-    _REGISTRY.pop(name, None)
+    """Remove a domain and the kinds no other domain declares (tests and plugins that re-register)."""
+    with _lock:
+        domain = _DOMAINS.pop(name, None)
+        if domain is None:
+            return
+        for kind in domain.verifiers:
+            owners = _KINDS[kind][1]
+            owners.discard(name)
+            if not owners:
+                del _KINDS[kind]
 
 
-def _ensure_loaded() -> None:
-    global _loaded
-    if _loaded:
+def _domains_of(obj: Any) -> list[Domain]:
+    """What an entry point loaded, as Domains: a Domain, an iterable of them, or a callable returning either."""
+    if callable(obj) and not isinstance(obj, Domain):
+        obj = obj()
+    if isinstance(obj, Domain):
+        return [obj]
+    if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes)):
+        found = list(obj)
+        if all(isinstance(d, Domain) for d in found):
+            return found
+    raise TypeError(f"expected a Domain or a list of Domains, got {type(obj).__name__}")
+
+
+def _why(ep: importlib.metadata.EntryPoint, exc: BaseException) -> str:
+    """One line: the package, the entry point and its error."""
+    dist = getattr(ep, "dist", None)
+    package = dist.name if dist is not None else ep.value.split(":")[0].split(".")[0]
+    if isinstance(exc, ModuleNotFoundError) and package == "rlvr":
+        return f"rlvr: needs {exc.name} (pip install 'rlvr[domains]')"
+    text = str(exc).strip().splitlines()
+    return f"{package} ({ep.value}): {type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def load() -> None:
+    """Load every `rlvr.domains` entry point once (the first lookup does it)."""
+    if _state["done"]:
         return
-    _loaded = True
-    from rlvr.tasks import domains
+    with _lock:  # a second thread waits for the first, never sees a half-filled registry
+        if _state["loaded"]:  # done, or a plugin's import re-entered on this thread
+            return
+        _state["loaded"] = True
+        for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+            try:
+                for domain in _domains_of(ep.load()):
+                    if _DOMAINS.get(domain.name) is not domain:
+                        register(domain)
+            except Exception as exc:  # noqa: BLE001  (a broken plugin costs its own domains, never the others)
+                _unavailable[ep.name] = _why(ep, exc)
+        _state["done"] = True
 
-    domains.load_builtin()
-    domains.load_plugins()
+
+def unavailable() -> dict[str, str]:
+    """Entry points that failed to load, each with one line naming the package and the error."""
+    load()
+    return dict(_unavailable)
 
 
 def names() -> list[str]:
     """Every registered domain name, sorted."""
-    _ensure_loaded()
-    return sorted(_REGISTRY)
+    load()
+    return sorted(_DOMAINS)
 
 
-def entry(name: str) -> DomainEntry:
-    """The entry of `name`; an unknown name raises UserError with "did you mean"."""
-    _ensure_loaded()
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.5)
+def entry(name: str) -> Domain:
+    """The Domain of `name`; an unknown name raises UserError with "did you mean"."""
+    load()
+    if name not in _DOMAINS:
+        close = difflib.get_close_matches(name, list(_DOMAINS), n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else "see `rlvr tasks list`"
+        if _unavailable:
+            hint += "; not loaded: " + "; ".join(f"{k}: {v}" for k, v in sorted(_unavailable.items()))
         raise UserError(f"unknown domain {name!r}", field="domain", fix=hint)
-    return _REGISTRY[name]
+    return _DOMAINS[name]
 
 
 def is_registered(name: str) -> bool:
-    _ensure_loaded()
-    return name in _REGISTRY
+    load()
+    return name in _DOMAINS
 
 
-def make(name: str, **config: Any) -> TaskSource:
-    """Build the task source of domain `name` with validated `config`."""
-    e = entry(name)
+def make(name: str, **settings: Any) -> TaskSource:
+    """Build the task source of domain `name` with validated `settings`."""
+    d = entry(name)
     try:
-        cfg = e.config_model(**config)
+        cfg = d.settings(**settings)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise UserError(f"{err['msg']}", field=f"{name}.{loc}",
-                        fix=f"valid settings: {', '.join(e.config_model.model_fields) or 'none'}") from None
-    src = e.factory(cfg)
+                        fix=f"valid settings: {', '.join(d.settings.model_fields) or 'none'}") from None
+    src = d.source(cfg)
     if not src.name:
         src.name = name
     if not src.description:
-        src.description = e.description
+        src.description = d.description
     return src
 
 
 def verifier_kind(domain: str) -> str:
     """The verifier kind for tasks of `domain` (the domain's declared verifier or its own name)."""
-    if is_registered(domain):
-        return _REGISTRY[domain].verifier or domain
-    return domain
+    load()
+    d = _DOMAINS.get(domain)
+    return d.kind if d is not None else domain
+
+
+def verifier_of(kind: str) -> VerifierKind | None:
+    """The record of verifier kind `kind`, or None when no loaded domain declares it."""
+    load()
+    found = _KINDS.get(kind)
+    return found[0] if found is not None else None
+
+
+def kinds() -> list[str]:
+    """Every verifier kind a loaded domain declares, sorted."""
+    load()
+    return sorted(_KINDS)
+
+
+def tools_of(domain: str) -> tuple[Any, ...]:
+    """The domain's own tools (`rlvr.envs.tools.Tool`); none for an unknown domain."""
+    load()
+    d = _DOMAINS.get(domain)
+    return d.tools if d is not None else ()

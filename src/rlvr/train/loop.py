@@ -32,19 +32,20 @@ import torch
 from rich.console import Console
 
 from rlvr.config import RunConfig, load_config
-from rlvr.errors import UserError
+from rlvr.errors import MostlyMasked, UserError
+from rlvr.monitor.evals import first_mask_error
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.groups import group_key, zero_variance_groups
 from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, SUMMARY_FILE, RunLayout, heldout_label
 from rlvr.train import checkpoint, distributed
 from rlvr.train.advantages import episode_advantages, estimator
 from rlvr.train.distributed import Dist
-from rlvr.train.evaluation import HeldoutResult, evaluate
+from rlvr.train.heldout import HeldoutResult, evaluate
 from rlvr.train.losses import aggregate_fn, loss_fn
 from rlvr.train.parts import Parts, build
 from rlvr.train.progress import TrainProgress
 from rlvr.train.rollouts import AheadRollouts, SyncRollouts, rollouts_for
-from rlvr.train.sft import jsonl_examples, reference_examples, train_sft
+from rlvr.train.sft import gold_examples, jsonl_examples, reference_examples, train_sft
 from rlvr.train.state import RunState
 from rlvr.train.update import correction_settings, samples_from
 
@@ -77,9 +78,7 @@ def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     t_start = time.perf_counter()
     validate(cfg)
     if distributed.ray_launch(cfg):  # `--cluster` with world_size > 1: Ray starts the ranks, each runs this
-        from rlvr.scale.ray_train import run_on_ray
-
-        return run_on_ray(run, cfg, resume)
+        return distributed.run_on_ray(run, cfg, resume)
     dist = distributed.init(cfg)  # a bad world size, backend or launch is refused before any work
     try:
         return _run(cfg, resume, dist, t_start)
@@ -111,8 +110,13 @@ def _run(cfg: RunConfig, resume: bool, dist: Dist, t_start: float) -> dict[str, 
             progress.note(f"resuming from the checkpoint after step {start} of {cfg.train.steps}")
         seed_of = functools.partial(step_seed, cfg.seed)
         with rollouts_for(parts, seed_of, state.step, state.pending) as rollouts:
+            masked = MaskedSteps()
             for step in range(state.step, cfg.train.steps):
                 metrics = train_step(parts, step, rollouts)
+                stop = masked.check(step, metrics, parts.extras.pop("first_mask_error", None)) if dist.main else None
+                stop = dist.broadcast(stop)  # every rank stops together
+                if stop:
+                    raise MostlyMasked(stop)
                 state.step = step + 1
                 progress.rl_step(step + 1, metrics)
                 every = cfg.train.heldout_every
@@ -145,9 +149,12 @@ def validate(cfg: RunConfig) -> None:
         raise UserError(f"mixed_precision = {cfg.train.mixed_precision!r} keeps float32 weights and optimizer "
                         f"state, but policy.dtype is {cfg.policy.dtype!r}", field="train.mixed_precision",
                         fix='set policy.dtype = "float32", or mixed_precision = "no" to train in that dtype')
-    if cfg.sft.enabled and cfg.sft.source != "reference" and not Path(cfg.sft.source).is_file():
+    if cfg.sft.enabled and cfg.sft.source not in ("reference", "gold") and not Path(cfg.sft.source).is_file():
         raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
-                        fix='give a JSONL file of {prompt, completion} records, or "reference"')
+                        fix='give a JSONL file of {prompt, completion} records, "reference" or "gold"')
+    if cfg.sft.recovery_every and cfg.train.world_size > 1:
+        raise UserError("recovery samples in the loop run on one rank only", field="sft.recovery_every",
+                        fix="set sft.recovery_every = 0 to train on several ranks")
 
 
 def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts | None = None) -> dict[str, float]:
@@ -162,6 +169,7 @@ def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts |
         batch = rollouts.sample(step)
     with timer("rollout"):
         episodes, metrics = rollouts.run(step, batch)
+    parts.extras["first_mask_error"] = first_mask_error(episodes)
     with timer("update"):
         metrics.update(update_policy(parts, episodes, step))
         metrics.update(rollouts.publish(step + 1))
@@ -169,9 +177,40 @@ def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts |
         if parts.dist.main:  # rank 0 holds every episode of the step: it alone stores, observes and logs them
             parts.store.write(step, parts.retention.kept(episodes))
             metrics.update(parts.scheduler.observe(episodes))
-            metrics.update(timer.metrics())
-            metrics.update(parts.monitor.log(step, episodes, metrics))
+    if parts.recovery is not None and parts.recovery.enabled and parts.dist.main:
+        parts.recovery.observe(batch, episodes)
+        if parts.recovery.due(step):  # failures back into training: recovery samples, one SFT step
+            with timer("recovery"):
+                metrics.update(parts.recovery.step(seed=step_seed(parts.cfg.seed, step)))
+                parts.sync_generation()
+    if parts.dist.main:
+        metrics.update(timer.metrics())
+        metrics.update(parts.monitor.log(step, episodes, metrics))
     return metrics
+
+
+class MaskedSteps:
+    """Stops a run after `LIMIT` steps in a row in which most episodes were masked by infra faults: it would
+    train on nothing and say nothing about the policy. The step's episodes are already stored."""
+
+    LIMIT = 3
+
+    def __init__(self) -> None:
+        self.run = 0
+        self.first_error: str | None = None
+
+    def check(self, step: int, metrics: dict[str, float], first_error: str | None) -> str | None:
+        """Why the run must stop after `step`, or None (rank 0's view: it holds every episode)."""
+        total = metrics.get("train/episodes", 0.0)
+        if total and metrics.get("train/masked_episodes", 0.0) > total / 2:
+            self.run += 1
+            self.first_error = self.first_error or first_error
+        else:
+            self.run, self.first_error = 0, None
+        if self.run < self.LIMIT:
+            return None
+        return (f"steps {step + 2 - self.LIMIT}-{step + 1}: most episodes were masked by infra faults in "
+                f"{self.LIMIT} steps in a row; first: {self.first_error or 'unknown'}")
 
 
 def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str, float]:
@@ -196,6 +235,7 @@ def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str,
         "train/staleness_mean": sum(lags) / len(lags) if lags else 0.0,
         "train/staleness_max": float(max(lags, default=0)),
         "train/masked_episodes": float(len(episodes) - len(judged)),
+        "train/episodes": float(len(episodes)),
         "reward/mean": sum(ep.reward for ep in judged) / len(judged) if judged else 0.0,
         "reward/pass_rate": sum(ep.passed for ep in judged) / len(judged) if judged else 0.0,
     })
@@ -252,9 +292,13 @@ def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: 
     state = RunState()
     if cfg.sft.enabled and cfg.sft.steps > 0:
         with progress.phase("sft", cfg.sft.steps) as advance:
+            heldout = {t.key for t in parts.heldout}  # never trained on, whatever the source
             if cfg.sft.source == "reference":
-                examples = reference_examples(parts.train_sources, cfg.sft.examples, seed=cfg.seed,
-                                              limit_index=cfg.tasks.heldout_offset)
+                examples: list[Any] = reference_examples(parts.train_sources, cfg.sft.examples, seed=cfg.seed,
+                                                         limit_index=cfg.tasks.heldout_offset, exclude=heldout)
+            elif cfg.sft.source == "gold":
+                examples = gold_examples(parts.train_sources, cfg.sft.examples, parts.gold_engine, parts.policy,
+                                         seed=cfg.seed, limit_index=cfg.tasks.heldout_offset, exclude=heldout)
             else:
                 examples = jsonl_examples(cfg.sft.source)
             state.sft = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,

@@ -1,4 +1,5 @@
-"""What a training run shows while it runs: rich progress bars per phase, and the final pass@1 lines."""
+"""What a training run shows while it runs: rich progress bars per phase (plain lines at least every 30 s when
+stderr is a log file, `rlvr.progress`), and the final pass@1 lines."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -6,9 +7,10 @@ from contextlib import contextmanager
 from typing import Any, Self
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from rlvr.config import RunConfig
+from rlvr.progress import Progress
 
 
 class TrainProgress:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.train.evaluation import HeldoutResult
+from rlvr.train.heldout import HeldoutResult
 
 RUN_STATE_VERSION = 1
 

@@ -1,12 +1,13 @@
-"""The Verifier protocol and the verifier registry: each kind's factory and its typed `[verifier]` settings.
+"""The Verifier protocol, and building the verifier of a kind: the kinds the domains declare (their `Domain`
+records, `rlvr.tasks.registry`) and the generic ones of this layer (`answer`).
 
 A verifier judges a task's final state and returns a Verdict. It never raises for the candidate's faults
 (those are low scores or flags); `verify()` below also turns an unexpected exception inside a verifier into
 an `infra_error` verdict, so one broken verifier never kills a batch nor scores an episode 0.
 
 A task's `[verifier]` table is validated against its kind's settings model when the task loads
-(`rlvr.tasks.settings`, where `register_verifier` records the model); verifiers and tools then read it typed,
-through `settings_of(task)`.
+(`rlvr.tasks.settings`, from the model the kind's record names); verifiers and tools then read it typed, through
+`settings_of(task)`.
 """
 from __future__ import annotations
 
@@ -19,19 +20,13 @@ from typing import Protocol, runtime_checkable
 
 from rlvr.errors import UserError
 from rlvr.sandbox.base import SandboxPool
-from rlvr.tasks.settings import (
-    VerifierSettings,
-    kind_of,
-    load_plugins,
-    register_settings,
-    settings_of,
-    unknown_kind,
-)
+from rlvr.tasks import registry
+from rlvr.tasks.settings import VerifierSettings, kind_of, known_kinds, settings_of, unknown_kind
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.verdict import Verdict
 
-__all__ = ["Verifier", "VerifierEntry", "VerifierFactory", "VerifierSettings", "VerifyContext", "derive_seed",
-           "kind_of", "make_verifier", "register_verifier", "settings_of", "verifier_kinds", "verify"]
+__all__ = ["Verifier", "VerifierFactory", "VerifierSettings", "VerifyContext", "derive_seed", "kind_of",
+           "make_verifier", "settings_of", "verifier_kinds", "verify"]
 
 
 @dataclass
@@ -58,39 +53,28 @@ class Verifier(Protocol):
 VerifierFactory = Callable[[VerifyContext], Verifier]
 
 
-@dataclass(frozen=True)
-class VerifierEntry:
-    """One registered verifier kind."""
+def _generic(kind: str) -> VerifierFactory | None:
+    """The factory of a generic kind of this layer (`rlvr.tasks.settings.GENERIC_KINDS`)."""
+    if kind == "answer":
+        from rlvr.verify.exact import ExactAnswerVerifier
 
-    factory: VerifierFactory
-    """Builds the verifier from a VerifyContext."""
-    settings: type[VerifierSettings]
-    """The model of the `[verifier]` table of this kind's tasks."""
-
-
-_VERIFIERS: dict[str, VerifierEntry] = {}
-
-
-def register_verifier(kind: str, factory: VerifierFactory,
-                      settings: type[VerifierSettings] = VerifierSettings) -> None:
-    """Register a verifier kind with the model of its tasks' `[verifier]` tables; duplicates are refused."""
-    if kind in _VERIFIERS:
-        raise ValueError(f"verifier {kind!r} is already registered")
-    register_settings(kind, settings)  # refuses a model that is not a VerifierSettings
-    _VERIFIERS[kind] = VerifierEntry(factory, settings)
+        return ExactAnswerVerifier
+    return None
 
 
 def verifier_kinds() -> list[str]:
-    load_plugins()
-    return sorted(_VERIFIERS)
+    """Every verifier kind that can be built: the loaded domains' and the generic ones."""
+    return known_kinds()
 
 
 def make_verifier(kind: str, ctx: VerifyContext | None = None) -> Verifier:
     """Build a verifier of `kind`; an unknown kind answers with "did you mean"."""
-    load_plugins()
-    if kind not in _VERIFIERS:
-        raise unknown_kind(kind, list(_VERIFIERS))
-    return _VERIFIERS[kind].factory(ctx or VerifyContext())
+    spec = registry.verifier_of(kind)
+    factory = spec.factory if spec is not None else _generic(kind)
+    if factory is None:
+        raise unknown_kind(kind, known_kinds())
+    verifier: Verifier = factory(ctx or VerifyContext())
+    return verifier
 
 
 def derive_seed(seed: int, *parts: str) -> int:

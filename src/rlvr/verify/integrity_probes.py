@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rlvr.verify.harness.values import encode, same
 from rlvr.verify.integrity import NOT_LITERAL as _NOT
 from rlvr.verify.integrity import Findings, literal, role_of
+from rlvr.verify.values import encode, same
 
 MIN_PROBES = 3
 """Literal keys with constant results, right on the reference, from which a table counts as hard-coding."""

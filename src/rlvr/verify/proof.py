@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from rlvr.errors import UserError
+from rlvr.progress import Progress
 from rlvr.tasks import registry
 from rlvr.tasks.source import ListSource, TaskSource
 from rlvr.tasks.spec import Task
@@ -88,8 +89,8 @@ def prove_rows(rows: list[dict[str, Any]], ctx: VerifyContext | None = None) -> 
     todo = [r for r in rows if r.get("ok") and isinstance(r.get("loaded"), Task)]
     console = Console(stderr=True)
     with Progress(TextColumn("proving verifiers"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as progress:
-        bar = progress.add_task("prove", total=len(todo))
+                  console=console, transient=True, unit="tasks") as progress:
+        bar = progress.add_task("proving verifiers", total=len(todo))
         for row in todo:
             try:
                 ok, detail = _row_detail(prove(row["loaded"], ctx))

@@ -1,0 +1,206 @@
+"""Eval reports: pass@1 and pass@k per domain with bootstrap confidence intervals, why episodes were masked, and
+comparisons of two runs.
+
+Every policy evaluated with the same tasks SPEC and seed sees the same tasks, initial states and per-episode
+sampling seeds, so two checkpoints or two models are compared on identical work. pass@k is the unbiased
+estimator of Chen et al. (2021) from n samples with c passes: 1 - C(n-c, k) / C(n, k), averaged over tasks.
+Episodes masked by an infra fault do not count as samples. Intervals are 95% percentile bootstraps over tasks;
+a comparison resamples the tasks both runs share, paired.
+
+`rlvr eval` (`rlvr.commands.eval.run_eval`) builds these reports; held-out evaluation during training
+(`rlvr.train.heldout`) uses the same estimators.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlvr.errors import UserError
+from rlvr.rollout.episode import Episode
+
+EVAL_SCHEMA_VERSION = 1
+BOOTSTRAP_ROUNDS = 2000
+EVAL_FILE = "eval.json"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct (numerically stable product form)."""
+    if not 0 <= c <= n or k < 1 or k > n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def bootstrap_ci(values: Sequence[float], *, rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `values` (resampled with replacement)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return (float("nan"), float("nan"))
+    if arr.size == 1 or np.all(arr == arr[0]):
+        return (float(arr[0]), float(arr[0]))
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, arr.size, size=(rounds, arr.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (float(lo), float(hi))
+
+
+def task_counts(episodes: Sequence[Episode]) -> dict[str, dict[str, list[int]]]:
+    """domain -> task id -> [samples, passes], infra-masked episodes left out."""
+    out: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    for ep in episodes:
+        row = out[ep.domain].setdefault(ep.task_id, [0, 0])
+        if ep.masked:
+            continue
+        row[0] += 1
+        row[1] += int(ep.passed)
+    return dict(out)
+
+
+def summarize(counts: dict[str, dict[str, list[int]]], k: int, *, seed: int = 0,
+              masked: dict[str, int] | None = None) -> dict[str, dict[str, Any]]:
+    """Per-domain n (tasks judged), samples, pass@1, pass@k and their intervals."""
+    result: dict[str, dict[str, Any]] = {}
+    for domain, tasks in sorted(counts.items()):
+        judged = [(n, c) for n, c in tasks.values() if n > 0]
+        p1 = [c / n for n, c in judged]
+        pk = [pass_at_k(n, c, k) for n, c in judged if n >= k]
+        result[domain] = {
+            "n": len(judged), "samples": sum(n for n, _ in judged), "k": k,
+            "pass@1": float(np.mean(p1)) if p1 else None, "pass@1_ci": list(bootstrap_ci(p1, seed=seed)) if p1 else None,
+            "pass@k": float(np.mean(pk)) if pk else None, "pass@k_ci": list(bootstrap_ci(pk, seed=seed)) if pk else None,
+            "tasks_short_of_k": len(judged) - len(pk), "unjudged_tasks": len(tasks) - len(judged),
+            "masked_episodes": (masked or {}).get(domain, 0),
+        }
+    return result
+
+
+def mask_error(ep: Episode) -> str | None:
+    """Why an episode was masked (the verifier's infra error, or the fault that stopped its rollout), or None."""
+    if ep.verdict is not None and ep.verdict.infra_error is not None:
+        return f"verifier: {ep.verdict.infra_error}"
+    if ep.masked:
+        return f"rollout: {ep.metadata.get('error') or 'infra fault'}"
+    return None
+
+
+_EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Timeout|Refused|Exit))\b")
+
+
+def mask_reason(error: str) -> str:
+    """The reason class of a mask error: where it happened and the error's kind (the first exception named in
+    it, else the message's first words), so that a thousand refused connections count as one reason."""
+    where, _, message = error.partition(": ")
+    head = message.strip().splitlines()[0] if message.strip() else "infra fault"
+    named = _EXCEPTION.search(head)
+    return f"{where}: {named.group(1) if named else head[:80]}"
+
+
+def mask_reasons(episodes: Sequence[Episode]) -> dict[str, int]:
+    """Masked episodes counted per reason (`mask_reason`), most frequent first."""
+    counts: dict[str, int] = defaultdict(int)
+    for ep in episodes:
+        error = mask_error(ep)
+        if error is not None:
+            counts[mask_reason(error)] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def first_mask_error(episodes: Sequence[Episode]) -> str | None:
+    """The first masked episode's error, in one line."""
+    for ep in episodes:
+        error = mask_error(ep)
+        if error is not None:
+            return " ".join(error.split())[:300]
+    return None
+
+
+def report(episodes: Sequence[Episode], *, k: int, seed: int, policy: str, tasks: str,
+           extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The eval report: one JSON-ready object whose `domains` maps each domain to its figures, with the masked
+    episodes counted per reason and the first mask error."""
+    counts = task_counts(episodes)
+    masked: dict[str, int] = defaultdict(int)
+    for ep in episodes:
+        masked[ep.domain] += int(ep.masked)
+    return {"schema_version": EVAL_SCHEMA_VERSION, "policy": policy, "tasks": tasks, "k": k, "seed": seed,
+            "episodes": len(episodes), "masked_episodes": sum(masked.values()),
+            "mask_reasons": mask_reasons(episodes), "first_mask_error": first_mask_error(episodes),
+            "domains": summarize(counts, k, seed=seed, masked=masked), "per_task": counts, **(extra or {})}
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """An eval report from `eval.json` or a directory holding one."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / EVAL_FILE
+    if not p.is_file():
+        raise UserError("no eval report here", file=p, fix=f"give an {EVAL_FILE} written by `rlvr eval` or its directory")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"not a JSON eval report ({exc})", file=p, fix="give an eval.json written by `rlvr eval`") from None
+    if not isinstance(data, dict) or not isinstance(data.get("domains"), dict):
+        raise UserError("not an eval report (no `domains` object)", file=p, fix="give an eval.json written by `rlvr eval`")
+    return data
+
+
+def _paired(a: dict[str, list[int]], b: dict[str, list[int]], k: int, fn: Callable[[int, int], float]
+            ) -> tuple[float | None, list[float] | None, int]:
+    shared = [t for t in a if t in b and a[t][0] >= k and b[t][0] >= k]
+    if not shared:
+        return None, None, 0
+    diffs = [fn(*b[t]) - fn(*a[t]) for t in shared]
+    return float(np.mean(diffs)), list(bootstrap_ci(diffs)), len(shared)
+
+
+def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """B minus A per domain: pass@1 and pass@k differences with paired intervals over shared tasks."""
+    k = min(int(a.get("k", 1)), int(b.get("k", 1)))
+    out: dict[str, Any] = {"k": k, "domains": {}}
+    for domain in sorted(set(a["domains"]) | set(b["domains"])):
+        ta = (a.get("per_task") or {}).get(domain, {})
+        tb = (b.get("per_task") or {}).get(domain, {})
+        d1, ci1, shared = _paired(ta, tb, 1, lambda n, c: c / n)
+        dk, cik, _ = _paired(ta, tb, k, lambda n, c: pass_at_k(n, c, k))
+        ra, rb = a["domains"].get(domain, {}), b["domains"].get(domain, {})
+        out["domains"][domain] = {
+            "a_pass@1": ra.get("pass@1"), "b_pass@1": rb.get("pass@1"), "delta_pass@1": d1, "delta_pass@1_ci": ci1,
+            "a_pass@k": ra.get("pass@k"), "b_pass@k": rb.get("pass@k"), "delta_pass@k": dk, "delta_pass@k_ci": cik,
+            "shared_tasks": shared,
+        }
+    return out
+
+
+def new_eval_dir(root: str | Path = "runs/eval") -> Path:
+    """A fresh directory `<root>/<UTC time>[-n]` for one eval."""
+    import time
+
+    base = Path(root) / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    run_dir, n = base, 1
+    while True:
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir
+        except FileExistsError:
+            n += 1
+            run_dir = base.with_name(f"{base.name}-{n}")
+
+
+def write_report(rep: dict[str, Any], root: str | Path = "runs/eval", *, run_dir: str | Path | None = None) -> Path:
+    """Write a report to `<run_dir>/eval.json` (default: a fresh `<root>/<UTC time>/`), atomically."""
+    target = Path(run_dir) if run_dir is not None else new_eval_dir(root)
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / EVAL_FILE
+    tmp = path.with_name(f".{EVAL_FILE}.tmp")
+    tmp.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,94 @@
+"""The `Domain` record: everything rlvr knows about one domain, declared once by the package that implements it.
+
+A domain package (`rlvr/domains/<name>/`, or any installed package) builds one `Domain` and exposes it through
+the `rlvr.domains` entry-point group; `rlvr.tasks.registry` loads it and every layer reads it from there: the
+loaders validate a task's `[verifier]` table against the settings model of its kind, the env offers the domain's
+tools, the verify layer builds the kind's verifier, `rlvr tasks list` shows the description. Nothing else about
+a domain is registered anywhere.
+
+The record sits at the bottom of the pipeline, so it names what the upper layers provide only by shape: a tool
+is an `rlvr.envs.tools.Tool`, a verifier factory takes an `rlvr.verify.base.VerifyContext` and returns an
+`rlvr.verify.base.Verifier`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from rlvr.tasks.source import TaskSource
+from rlvr.tasks.spec import Task
+
+
+class VerifierSettings(BaseModel):
+    """The `[verifier]` table of a task, for a kind with no settings beyond `kind`; each kind with settings
+    subclasses it. Unknown keys are refused, so a typo never silently weakens a task."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str | None = None
+    """Verifier kind; default the verifier of the task's domain."""
+
+    def check(self, task: Task) -> None:
+        """Checks of the settings against the rest of the task (e.g. that the files they name exist); raises
+        UserError. Runs once, when the settings are first read."""
+
+    def workspace_tests(self) -> list[str] | None:
+        """The workspace tests the env's `run_tests` tool runs (None: every test_*.py / *_test.py file)."""
+        return None
+
+
+class NoConfig(BaseModel):
+    """Settings model of a domain that takes no settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class VerifierKind:
+    """One verifier kind: how to build its verifier and the model of its tasks' `[verifier]` tables."""
+
+    factory: Callable[[Any], Any]
+    """`factory(ctx: VerifyContext) -> Verifier`."""
+    settings: type[VerifierSettings] = VerifierSettings
+    """The model of the `[verifier]` table of this kind's tasks, validated when a task loads."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.settings, type) and issubclass(self.settings, VerifierSettings)):
+            raise TypeError(f"the settings of a verifier kind must subclass VerifierSettings, got {self.settings!r}")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One domain, whole: where its tasks come from, how they are judged and what tools its episodes get."""
+
+    name: str
+    """The name tasks carry in `Task.domain` and specs use (`code:64`); no spaces, commas or colons."""
+    source: Callable[[Any], TaskSource]
+    """`source(settings)` builds the task source from a validated `settings` instance."""
+    settings: type[BaseModel] = NoConfig
+    """The model of the domain's settings (`[tasks.domains.<name>]` in a run config); unknown keys refused."""
+    description: str = ""
+    """One line for `rlvr tasks list` (only the first line is kept)."""
+    verifier: str | None = None
+    """The verifier kind its tasks use when they name none (None: the domain's name)."""
+    verifiers: Mapping[str, VerifierKind] = field(default_factory=dict)
+    """The verifier kinds this domain defines. A kind may be declared by several domains only as the same
+    `VerifierKind` (the reasoning-gym family shares one); domains that reuse another's kind (repo uses `code`)
+    only name it in `verifier`."""
+    tools: tuple[Any, ...] = ()
+    """Tools (`rlvr.envs.tools.Tool`) offered to its multi-turn tasks beside the built-in ones."""
+    def __post_init__(self) -> None:
+        if not self.name or any(c.isspace() or c in ",:" for c in self.name):
+            raise ValueError(f"invalid domain name {self.name!r}: no spaces, commas or colons")
+        lines = self.description.strip().splitlines()
+        object.__setattr__(self, "description", lines[0] if lines else "")
+        object.__setattr__(self, "verifiers", dict(self.verifiers))
+        object.__setattr__(self, "tools", tuple(self.tools))
+
+    @property
+    def kind(self) -> str:
+        """The verifier kind of its tasks."""
+        return self.verifier or self.name

@@ -1,0 +1,37 @@
+"""The generic verifier kind `answer`: the marked final answer must equal the task's answer exactly."""
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.tasks.settings import AnswerSettings, settings_of
+from rlvr.tasks.spec import FinalState, Task
+from rlvr.verify.extract import extract_answer, normalize_text
+from rlvr.verify.integrity_probes import answer_parroting
+from rlvr.verify.verdict import Check, Verdict
+
+__all__ = ["AnswerSettings", "ExactAnswerVerifier"]
+
+
+class ExactAnswerVerifier:
+    """Kind `answer`: the marked final answer must equal `task.answer` (whitespace-normalised, and
+    case-insensitive when the task's `[verifier] case_sensitive = false`). Binary: 1.0 or 0. A wrong answer
+    copied from the statement (a literal of the prompt, where the right answer is none) is flagged `parroting`
+    (`rlvr.verify.integrity_probes.answer_parroting`)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def verify(self, task: Task, final: FinalState) -> Verdict:
+        s = settings_of(task, AnswerSettings)
+        found = extract_answer(final.answer, s.fallback)
+        if found.text is None:
+            return Verdict.from_checks([Check(name="answer", score=0.0, detail=found.problem)],
+                                       details={"extracted": None, "how": found.how})
+        gold, seen = normalize_text(str(task.answer)), normalize_text(found.text)
+        if not s.case_sensitive:
+            gold, seen = gold.casefold(), seen.casefold()
+        ok = gold == seen
+        check = Check(name="answer", score=float(ok), passed=ok,
+                      detail="exact match" if ok else f"expected {str(task.answer)[:80]!r}, got {found.text[:80]!r}")
+        flags = [] if ok else answer_parroting(found.text, task.prompt, str(task.answer)).flags()
+        return Verdict.from_checks([check], flags=flags, details={"extracted": found.text, "how": found.how})
