@@ -5,7 +5,8 @@ import pytest
 
 from rlvr.config import MonitorConfig
 from rlvr.monitor import DETECTORS, Monitor
-from rlvr.monitor.detectors import History, mismatch_kl, mismatch_ratio, reward_without_heldout
+from rlvr.monitor.detectors import History, mismatch_kl, mismatch_ratio, no_tool_calls, reward_without_heldout
+from tests.monitor.agentic import agent_run
 from tests.store.synthetic import PLANTS, run
 
 PLANTED = {"flag_rate": "flag_rate_rising", "reward_without_heldout": "reward_without_heldout",
@@ -21,8 +22,12 @@ def _alerts(tmp_path, plant, seed=0, steps=12, **cfg):
     return mon.alerts
 
 
+AGENTIC = {"no_tool_calls"}
+"""Planted in multi-turn runs played through the real Env (tests.monitor.agentic), below."""
+
+
 def test_every_detector_has_a_planted_case():
-    assert set(PLANTED.values()) == set(DETECTORS) and set(PLANTED) == set(PLANTS)
+    assert set(PLANTED.values()) | AGENTIC == set(DETECTORS) and set(PLANTED) == set(PLANTS)
 
 
 @pytest.mark.parametrize("steps", [6, 12])
@@ -121,3 +126,41 @@ def test_mismatch_needs_patience_and_takes_its_thresholds_from_the_config():
 def test_mismatch_alert_is_raised_once_per_onset(tmp_path):
     alerts = [a for a in _alerts(tmp_path, "mismatch_ratio", steps=12) if a.detector == "mismatch_ratio"]
     assert len(alerts) == 1 and alerts[0].key == "high" and alerts[0].step == 8  # onset 6, patience 3
+
+
+def _agent_alerts(run_dir, pool, **kw):
+    with Monitor(run_dir, MonitorConfig(tensorboard=False, patience=3)) as mon:
+        for step, eps in agent_run(pool, **kw):
+            mon.log(step, eps)
+    return [a for a in mon.alerts if a.detector == "no_tool_calls"]
+
+
+def test_no_tool_calls_fires_once_the_policy_stopped_using_its_tools(tmp_path, pool):
+    import json
+
+    [alert] = _agent_alerts(tmp_path, pool, steps=8, stop_at=4)
+    assert alert.step == 6 and alert.value == 1.0 and alert.threshold == 1.0  # onset 4, patience 3
+    assert len(alert.episode_ids) == 4 and "stopped using its tools" in alert.message
+    recs = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
+    assert [r["detector"] for r in recs if r["detector"] == "no_tool_calls"] == ["no_tool_calls"]
+    metrics = [json.loads(x)["metrics"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["agent/no_tool_call_share"] for m in metrics] == [0.0] * 4 + [1.0] * 4
+    assert metrics[0]["agent/tool_calls_per_episode"] == 2
+
+
+def test_no_tool_calls_is_quiet_while_tools_are_used_and_on_runs_without_them(tmp_path, pool):
+    assert _agent_alerts(tmp_path / "healthy", pool, steps=6) == []
+    # single-turn episodes never call a tool, and are no sign of a policy that stopped using them
+    assert _agent_alerts(tmp_path / "single", pool, steps=6, single_turn=True) == []
+
+
+def test_no_tool_calls_needs_patience_and_takes_its_threshold_from_the_config():
+    cfg = MonitorConfig(patience=3)
+    assert no_tool_calls(_mismatch_history([{"agent/no_tool_call_share": 0.0}, {}, {}]), 2, [], cfg) == []
+    most = _mismatch_history([{"agent/no_tool_call_share": v} for v in (0.0, 0.75, 0.75, 0.75)])
+    assert no_tool_calls(most, 3, [], cfg) == []
+    [alert] = no_tool_calls(most, 3, [], MonitorConfig(patience=3, no_tool_call_share=0.75))
+    assert alert.value == 0.75 and alert.threshold == 0.75
+    two = _mismatch_history([{"agent/no_tool_call_share": v} for v in (0.0, 0.0, 1.0, 1.0)])
+    assert no_tool_calls(two, 3, [], cfg) == []  # 2 steps < patience
+    assert no_tool_calls(History(), 0, [], cfg) == []

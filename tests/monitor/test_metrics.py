@@ -40,3 +40,36 @@ def test_every_family_namespaces_its_metrics():
     for family, fn in METRICS.items():
         for name in fn(eps):
             assert name.split("/")[0] in (family, "verdict"), name
+
+
+def test_agent_metrics_read_tool_use_from_the_env_transcripts(pool):
+    from rlvr.monitor.metrics import agent_metrics
+    from tests.monitor.agentic import FIX_RUN, PROSE, SINGLE, play, text_call
+
+    fixed = play(pool, FIX_RUN, passed=True)  # 4 turns, 4 calls; the first run_tests exits non-zero
+    flail = play(pool, [PROSE, "<tool_call>{bad</tool_call>", text_call("nope"), text_call("read_file", path="x.py")])
+    prose = play(pool, [PROSE, PROSE])
+    single = play(pool, ["4"], task=SINGLE, passed=True)  # no tools offered: not an agentic episode
+    masked = episode(0, "m", infra="sandbox crashed")
+    assert [m.role for m in single.messages] == ["user", "assistant"]
+    m = agent_metrics([fixed, flail, prose, single, masked])
+    assert m["agent/episodes"] == 3
+    assert m["agent/tool_calls_per_episode"] == pytest.approx((4 + 2 + 0) / 3)
+    # errors: the failing run_tests, the unknown tool, the missing file; the malformed call is not a tool call
+    assert m["agent/tool_error_rate"] == pytest.approx(3 / 6)
+    assert m["agent/malformed_calls_per_episode"] == pytest.approx(1 / 3)
+    assert m["agent/no_tool_call_share"] == pytest.approx(1 / 3)
+    assert m["agent/turns_to_pass"] == 4 and m["agent/run_tests_before_pass"] == 2
+    assert m["agent/turns_per_episode"] == pytest.approx((4 + 4 + 2) / 3)
+    assert {k: v for k, v in compute_metrics([fixed, single]).items() if k.startswith("agent/")} == agent_metrics([fixed])
+
+
+def test_agent_metrics_count_timeouts_as_errors_and_skip_runs_without_tools(pool):
+    from rlvr.monitor.metrics import agent_metrics
+    from tests.monitor.agentic import SINGLE, play
+
+    assert agent_metrics([episode(0, "t", exec_status="timeout", error="TimeoutError")])["agent/tool_error_rate"] == 1
+    assert agent_metrics([episode(0, "t", exec_status="ok")])["agent/tool_error_rate"] == 0
+    assert agent_metrics([episode(0, "t", exec_status="infra_error", error="x")])["agent/tool_error_rate"] == 0
+    assert agent_metrics([play(pool, ["4"], task=SINGLE)]) == {}
+    assert "agent/turns_to_pass" not in agent_metrics([episode(0, "t", reward=0.0)])  # no pass, no figure

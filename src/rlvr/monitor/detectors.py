@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlvr.config import MonitorConfig
+from rlvr.monitor.metrics import is_multi_turn
 from rlvr.rollout.episode import Episode
 
 MAX_LINKED_EPISODES = 20
@@ -217,6 +218,20 @@ def mismatch_ratio(h: History, step: int, eps: list[Episode], cfg: MonitorConfig
     return alerts
 
 
+def no_tool_calls(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    """The policy stopped using its tools: `agent/no_tool_call_share` (rlvr.monitor.metrics.agent_metrics) at or
+    above `no_tool_call_share` for `patience` steps. Steps without multi-turn episodes log no share, so a run
+    without them never raises it."""
+    shares = [v for _, v in h.series("agent/no_tool_call_share", step)]
+    if not _held(shares, cfg.patience, lambda v: v >= cfg.no_tool_call_share):
+        return []
+    ids = [e.episode_id for e in eps if not e.masked and is_multi_turn(e)][:MAX_LINKED_EPISODES]
+    return [Alert(step, "no_tool_calls", f"the policy stopped using its tools: {shares[-1]:.0%} of multi-turn "
+                  f"episodes made no tool call for {cfg.patience} steps (read one: does it answer in prose, or "
+                  f"write calls its chat template does not parse?)", shares[-1], cfg.no_tool_call_share,
+                  episode_ids=ids)]
+
+
 DETECTORS: dict[str, Detector] = {
     "flag_rate_rising": flag_rate_rising,
     "reward_without_heldout": reward_without_heldout,
@@ -226,6 +241,7 @@ DETECTORS: dict[str, Detector] = {
     "zero_variance_groups": zero_variance_groups,
     "mismatch_kl": mismatch_kl,
     "mismatch_ratio": mismatch_ratio,
+    "no_tool_calls": no_tool_calls,
 }
 """Every anomaly detector, by name."""
 

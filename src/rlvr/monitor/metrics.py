@@ -4,6 +4,11 @@ Masked episodes (infra faults) are left out of reward and pass-rate figures: the
 policy's, and `infra/rate` counts them. Run-level figures the episodes cannot show (phase timings
 `time/<phase>`, `policy/idle_fraction`, `policy/entropy`, the sampler/trainer mismatch `mismatch/*`, the held-out
 pass rate) come from the trainer as extras.
+
+The `agent/*` family reads tool use from the transcript, as the Env recorded it (rlvr.envs.env): every executed
+call is answered by a `tool` message, whose content starts with `error:` for an unknown tool or bad arguments
+and whose `exec_status` says how a command ended; a malformed call is answered by a `user` message
+`error: ...` instead, and is not a tool call.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rlvr.envs.messages import Message
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.groups import group_rewards, is_zero_variance
 
@@ -134,10 +140,74 @@ def group_metrics(eps: list[Episode]) -> Metrics:
     return {"groups/count": float(len(judged)), "groups/zero_variance_share": zero / len(judged)}
 
 
+RUN_TESTS = "run_tests"
+"""The tool that runs the visible tests (rlvr.envs.tools)."""
+NOT_TOOL_ERRORS = frozenset({None, "ok", "infra_error"})
+"""Exec statuses of a tool result that are not the policy's error (an infra fault is the sandbox's)."""
+
+
+def is_multi_turn(ep: Episode) -> bool:
+    """Whether the episode acted through tools (a multi-turn task): `metadata["multi_turn"]` when the rollout
+    recorded it, else the transcript says so. A multi-turn Env answers every action (a tool result, a call error
+    or "No tool call found"); a single-turn one never answers, so its transcript ends on the answer (native
+    tool calls in it included: they were not run)."""
+    flag = ep.metadata.get("multi_turn")
+    if isinstance(flag, bool):
+        return flag
+    acted = False
+    for m in ep.messages:
+        if m.role == "tool" or (acted and m.role != "assistant"):
+            return True
+        acted = acted or m.role == "assistant"
+    return False
+
+
+def tool_results(ep: Episode) -> list[Message]:
+    """The tool messages of an episode: one per executed tool call."""
+    return [m for m in ep.messages if m.role == "tool"]
+
+
+def is_tool_error(m: Message) -> bool:
+    """A tool result that was an error: an unknown tool or bad arguments (`error: ...`), or a command that did
+    not end `ok` (exited non-zero, timed out, hit a limit)."""
+    return m.role == "tool" and (m.content.startswith("error:") or m.exec_status not in NOT_TOOL_ERRORS)
+
+
+def malformed_calls(ep: Episode) -> int:
+    """Calls the Env could not parse: each is answered by a `user` message `error: ...` after an action."""
+    acted, n = False, 0
+    for m in ep.messages:
+        acted = acted or m.role == "assistant"
+        n += acted and m.role == "user" and m.content.startswith("error: ")
+    return n
+
+
+def agent_metrics(eps: list[Episode]) -> Metrics:
+    """Tool use of the step's multi-turn episodes (masked ones left out): calls per episode, the share of calls
+    whose result was an error, the share of episodes with no tool call, turns and `run_tests` calls to a pass."""
+    agents = [e for e in eps if not e.masked and is_multi_turn(e)]
+    if not agents:
+        return {}
+    results = [tool_results(e) for e in agents]
+    calls = sum(len(r) for r in results)
+    out: Metrics = {"agent/episodes": float(len(agents)),
+                    "agent/tool_calls_per_episode": calls / len(agents),
+                    "agent/no_tool_call_share": sum(not r for r in results) / len(agents),
+                    "agent/malformed_calls_per_episode": float(np.mean([malformed_calls(e) for e in agents])),
+                    "agent/turns_per_episode": float(np.mean([e.num_turns for e in agents]))}
+    if calls:
+        out["agent/tool_error_rate"] = sum(is_tool_error(m) for r in results for m in r) / calls
+    passed = [(e, r) for e, r in zip(agents, results) if e.passed]
+    if passed:
+        out["agent/turns_to_pass"] = float(np.mean([e.num_turns for e, _ in passed]))
+        out["agent/run_tests_before_pass"] = float(np.mean([sum(m.name == RUN_TESTS for m in r) for _, r in passed]))
+    return out
+
+
 METRICS: dict[str, Callable[[list[Episode]], Metrics]] = {
     "reward": reward_metrics, "pass_rate": pass_rate_metrics, "flags": flag_metrics, "infra": infra_metrics,
     "episode": length_metrics, "sandbox": sandbox_metrics, "policy": throughput_metrics,
-    "episode_time": timing_metrics, "groups": group_metrics,
+    "episode_time": timing_metrics, "groups": group_metrics, "agent": agent_metrics,
 }
 """Every metric family, by namespace."""
 

@@ -1,7 +1,11 @@
 """The run report: one self-contained HTML file (inline CSS, JS and SVG plots; nothing fetched from a network).
 
-It shows pass-rate curves per domain, reward distributions over time, flags and alerts linked to their
-episodes, failure clusters, sandbox health, and an episode viewer. The page is a template shipped with the
+It shows pass-rate curves per domain, reward distributions over time, tool use, flags and alerts linked to their
+episodes, failure clusters, sandbox health, and an episode viewer whose transcript shows every turn with its tool
+calls and their results, as the model saw them. An eval directory (`rlvr eval`: an `eval.json` beside the
+episodes) gets an eval's report instead of learning curves: pass@1 and pass@k per domain with their intervals,
+per-task outcomes, masked episodes per reason, tool use per domain, the transcripts, and optionally a second
+eval side by side (`rlvr.monitor.evals.compare`). The page is a template shipped with the
 package (`report.html`) plus the run's data as one inline JSON document; every text from a run is inserted
 as text by the page's script, never as markup.
 """
@@ -18,9 +22,14 @@ from typing import Any
 
 import duckdb
 
+from rlvr.envs.parse import parse_text
+from rlvr.errors import UserError
+from rlvr.monitor.evals import EVAL_FILE, compare, load_report, mask_error, mask_reason, pass_at_k
+from rlvr.monitor.metrics import agent_metrics, is_multi_turn, is_tool_error, malformed_calls, tool_results
 from rlvr.monitor.monitor import read_jsonl, read_metrics
+from rlvr.rollout.episode import Episode
 from rlvr.store.episodes import EpisodeStore, open_run
-from rlvr.store.failures import cluster, failed_episodes
+from rlvr.store.failures import cluster, failed_episodes, load_episodes
 from rlvr.store.layout import RunLayout
 from rlvr.store.query import connect
 from rlvr.store.schema import row_to_episode
@@ -33,16 +42,23 @@ MAX_FRAMES = 4
 """Rendered frames shown per episode."""
 MAX_FRAME_BYTES = 256 * 1024
 """Frame files above this size are not inlined."""
+MASKED_EXAMPLES = 5
+"""Masked episodes linked per mask reason in an eval's report."""
 _DATA_MARK = "/*__REPORT_DATA__*/"
 
 # (chart id, section, title, metric prefix or name, y range); series from metrics.jsonl.
-_METRIC_CHARTS: list[tuple[str, str, str, list[str], tuple[float, float] | None]] = [
+_METRIC_CHARTS: list[tuple[str, str, str, list[str], tuple[float, float | None] | None]] = [
     ("heldout", "Learning", "Held-out pass rate", ["heldout/", "eval/"], (0, 1)),
     ("entropy", "Learning", "Policy entropy", ["policy/entropy"], None),
     ("sandbox_latency", "Sandbox health", "Sandbox latency (ms)", ["sandbox/p50_ms", "sandbox/p95_ms"], None),
     ("throughput", "Throughput and timing", "Generated tokens per second", ["policy/tokens_per_s"], None),
     ("idle", "Throughput and timing", "Policy idle fraction", ["policy/idle_fraction"], (0, 1)),
     ("phases", "Throughput and timing", "Phase timings (s)", ["time/"], None),
+    ("agent_use", "Episodes", "Tool use per multi-turn episode (calls, turns, to a pass)",
+     ["agent/tool_calls_per_episode", "agent/turns_per_episode", "agent/turns_to_pass",
+      "agent/run_tests_before_pass", "agent/malformed_calls_per_episode"], (0, None)),
+    ("agent_errors", "Episodes", "Tool errors and episodes without a tool call (share)",
+     ["agent/tool_error_rate", "agent/no_tool_call_share"], (0, 1)),
 ]
 
 
@@ -108,18 +124,34 @@ def _clip(text: str | None) -> str | None:
     return text[:MAX_TEXT] + f"\n... [{len(text) - MAX_TEXT} more characters in the store]"
 
 
-def _viewer_episode(row: dict[str, Any]) -> dict[str, Any]:
-    ep = row_to_episode(row)
+def _calls(m: Any) -> list[dict[str, Any]]:
+    """The calls of an assistant message: its native `tool_calls`, else those its text holds (the Env parses the
+    same text format, rlvr.envs.parse)."""
+    if m.role != "assistant":
+        return []
+    if m.tool_calls:
+        return [{"name": c.name, "arguments": c.arguments, "native": True} for c in m.tool_calls]
+    return [{"name": c.name, "arguments": c.arguments, "native": False} for c in parse_text(m.content)[0]]
+
+
+def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
     v = ep.verdict
+    results = tool_results(ep)
     return {
         "id": ep.episode_id, "step": ep.step, "task_id": ep.task_id, "domain": ep.domain, "reward": ep.reward,
         "passed": ep.passed, "masked": ep.masked, "status": ep.status, "truncated_by": ep.truncated_by,
         "group_id": ep.group_id, "sample_index": ep.sample_index, "policy_version": ep.policy_version,
+        "run": run, "num_turns": ep.num_turns,
         "score": v.score if v else None, "infra_error": v.infra_error if v else None,
+        "mask_error": mask_error(ep),
         "checks": [c.model_dump(mode="json") for c in (v.checks if v else [])],
         "flags": [f.model_dump(mode="json") for f in (v.flags if v else [])],
         "messages": [{"role": m.role, "content": _clip(m.content), "name": m.name, "exec_status": m.exec_status,
+                      "error": is_tool_error(m), "elided": m.elided, "calls": _calls(m),
                       "tool_calls": [c.model_dump(mode="json") for c in m.tool_calls]} for m in ep.messages],
+        "agent": {"multi_turn": is_multi_turn(ep), "tool_calls": len(results),
+                  "tool_errors": sum(is_tool_error(m) for m in results), "malformed_calls": malformed_calls(ep),
+                  "run_tests": sum(m.name == "run_tests" for m in results)},
         "final_answer": _clip(ep.final_state.answer),
         "files": {k: _clip(t) for k, t in list(ep.final_state.files.items())[:20]},
         "timings": ep.timings,
@@ -161,11 +193,18 @@ def _viewer_ids(con: duckdb.DuckDBPyConnection, linked: list[str]) -> list[str]:
     return ids
 
 
-def build_report_data(run_dir: str | Path, store: EpisodeStore | None = None) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-serialisable document."""
+def build_report_data(run_dir: str | Path, store: EpisodeStore | None = None,
+                      compare_with: str | Path | None = None) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-serialisable document: a training run's, or an eval's (a directory
+    holding `eval.json`), with `compare_with` a second eval shown beside it."""
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
+    if (run_dir / EVAL_FILE).is_file():
+        return _eval_report_data(run_dir, store, compare_with)
     store = store or open_run(run_dir)
+    if compare_with is not None:
+        raise UserError(f"--compare shows two evals side by side, and this directory holds no {EVAL_FILE}",
+                        file=run_dir, fix="give two directories written by `rlvr eval`")
     metrics = read_metrics(layout.metrics)
     alerts = read_jsonl(layout.alerts)
     clusters = [c.to_json() for c in cluster(failed_episodes(store))]
@@ -180,15 +219,100 @@ def build_report_data(run_dir: str | Path, store: EpisodeStore | None = None) ->
         charts = _store_charts(con) + _metric_charts(metrics)
     finally:
         con.close()
-    config = layout.config
     return {
-        "run": {"name": run_dir.resolve().name, "dir": str(run_dir), "store": store.url,
-                "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "steps": store.steps(),
-                "episodes": n, "passed": passed or 0, "masked": masked or 0,
-                "config": config.read_text(encoding="utf-8", errors="replace") if config.is_file() else None},
-        "charts": charts, "alerts": alerts, "clusters": clusters,
-        "episodes": [_viewer_episode(r) for r in rows],
+        "kind": "train", "run": _run_header(run_dir, store, n, passed, masked), "charts": charts, "alerts": alerts,
+        "clusters": clusters, "episodes": [_viewer_episode(row_to_episode(r)) for r in rows],
     }
+
+
+def _run_header(run_dir: Path, store: EpisodeStore, n: int, passed: int | None, masked: int | None) -> dict[str, Any]:
+    config = RunLayout(run_dir).config
+    return {"name": run_dir.resolve().name, "dir": str(run_dir), "store": store.url,
+            "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "steps": store.steps(),
+            "episodes": n, "passed": passed or 0, "masked": masked or 0,
+            "config": config.read_text(encoding="utf-8", errors="replace") if config.is_file() else None}
+
+
+def _eval_report_data(run_dir: Path, store: EpisodeStore | None, compare_with: str | Path | None) -> dict[str, Any]:
+    """An eval's report: its figures from `eval.json`, its episodes from the store beside it."""
+    rep = load_report(run_dir)
+    store = store or open_run(run_dir)
+    eps = load_episodes(store)
+    cap = MAX_VIEWER_EPISODES // (1 if compare_with is None else 2)
+    section, ids = _eval_section(run_dir, rep, eps, cap)
+    clusters = [c.to_json() for c in cluster(e for e in eps if not e.passed)]
+    ids = _capped_ids([e for c in clusters for e in c["examples"]][:cap // 4] + ids, cap)
+    viewer = [_viewer_episode(e, "A" if compare_with is not None else None) for e in _pick(eps, ids)]
+    data: dict[str, Any] = {
+        "kind": "eval", "run": _run_header(run_dir, store, len(eps), sum(e.passed for e in eps),
+                                           sum(e.masked for e in eps)),
+        "charts": [], "alerts": [], "clusters": clusters, "eval": section, "episodes": viewer}
+    if compare_with is not None:
+        b_dir = Path(compare_with)
+        rep_b = load_report(b_dir)
+        b_dir = b_dir if b_dir.is_dir() else b_dir.parent
+        eps_b = load_episodes(open_run(b_dir))
+        section_b, ids_b = _eval_section(b_dir, rep_b, eps_b, cap)
+        data["episodes"] += [_viewer_episode(e, "B") for e in _pick(eps_b, ids_b)]
+        data["compare"] = {"b": section_b, "diff": compare(rep, rep_b),
+                           "tasks": _compare_tasks(section["tasks"], section_b["tasks"])}
+    return data
+
+
+def _pick(eps: list[Episode], ids: list[str]) -> list[Episode]:
+    chosen = set(ids)
+    return sorted((e for e in eps if e.episode_id in chosen), key=lambda e: (e.domain, e.task_id, e.sample_index))
+
+
+def _capped_ids(ids: list[str], cap: int) -> list[str]:
+    return list(dict.fromkeys(ids))[:cap]
+
+
+def _eval_section(run_dir: Path, rep: dict[str, Any], eps: list[Episode], cap: int) -> tuple[dict[str, Any], list[str]]:
+    """What the page shows of one eval, and the episodes to embed: a few per mask reason, then every task's
+    samples in turn (its first sample of every task, then the second, ...) up to `cap`."""
+    k = int(rep.get("k") or 1)
+    by_task: dict[tuple[str, str], list[Episode]] = defaultdict(list)
+    for e in sorted(eps, key=lambda e: (e.sample_index, e.episode_id)):
+        by_task[(e.domain, e.task_id)].append(e)
+    counts = {(d, t): nc for d, tasks in (rep.get("per_task") or {}).items() for t, nc in tasks.items()}
+    tasks = []
+    for d, t in sorted(set(counts) | set(by_task)):
+        n, c = counts.get((d, t)) or (0, 0)
+        group = by_task.get((d, t), [])
+        tasks.append({"domain": d, "task_id": t, "samples": n, "passes": c, "pass@1": c / n if n else None,
+                      "pass@k": pass_at_k(n, c, k) if n >= k else None, "masked": sum(e.masked for e in group),
+                      "episode_ids": [e.episode_id for e in group]})
+    examples: dict[str, list[str]] = defaultdict(list)
+    for e in eps:
+        error = mask_error(e)
+        if error is not None and len(examples[mask_reason(error)]) < MASKED_EXAMPLES:
+            examples[mask_reason(error)].append(e.episode_id)
+    rounds = max((len(g) for g in by_task.values()), default=0)
+    round_robin = [g[i].episode_id for i in range(rounds) for g in by_task.values() if i < len(g)]
+    ids = _capped_ids([i for v in examples.values() for i in v] + round_robin, cap)
+    domains = sorted({e.domain for e in eps})
+    agent = {d: m for d in domains if (m := agent_metrics([e for e in eps if e.domain == d]))}
+    if len(agent) > 1:
+        agent["all"] = agent_metrics(eps)
+    keys = ("policy", "k", "seed", "episodes", "planned_episodes", "partial", "stopped", "wall_s",
+            "masked_episodes", "mask_reasons", "first_mask_error", "domains", "sampling")
+    section = {"name": run_dir.resolve().name, "dir": str(run_dir), "tasks_spec": rep.get("tasks"),
+               **{key: rep.get(key) for key in keys}, "tasks": tasks, "mask_examples": dict(examples),
+               "agent": agent}
+    return section, ids
+
+
+def _compare_tasks(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Both evals' outcome of every task either holds, side by side."""
+    ra, rb = ({(r["domain"], r["task_id"]): r for r in rows} for rows in (a, b))
+    out = []
+    for key in sorted(set(ra) | set(rb)):
+        x, y = ra.get(key), rb.get(key)
+        pa, pb = (r["pass@1"] if r else None for r in (x, y))
+        out.append({"domain": key[0], "task_id": key[1], "a": x, "b": y,
+                    "delta_pass@1": pb - pa if pa is not None and pb is not None else None})
+    return out
 
 
 def render_html(data: dict[str, Any]) -> str:
@@ -199,11 +323,19 @@ def render_html(data: dict[str, Any]) -> str:
     return template.replace(_DATA_MARK, blob, 1)
 
 
-def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
-    """Write `<run_dir>/report.html` (or `output`) and return its path."""
+def write_report(run_dir: str | Path, output: str | Path | None = None, *,
+                 compare_with: str | Path | None = None) -> Path:
+    """Write `<run_dir>/report.html` (or `output`) and return its path; with `compare_with` (a second eval),
+    the two evals side by side, by default in `<run_dir>/compare-<its name>.html`."""
     run_dir = Path(run_dir)
-    html = render_html(_sanitize(build_report_data(run_dir)))
-    path = Path(output) if output is not None else RunLayout(run_dir).report
+    html = render_html(_sanitize(build_report_data(run_dir, compare_with=compare_with)))
+    if output is not None:
+        path = Path(output)
+    elif compare_with is not None:
+        b = Path(compare_with)
+        path = run_dir / f"compare-{(b if b.is_dir() else b.parent).resolve().name}.html"
+    else:
+        path = RunLayout(run_dir).report
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.envs.messages import Message
+from rlvr.envs.parse import CALL_RE, parse_text
 from rlvr.rollout.episode import Episode
 from rlvr.store.failures import signature
 
@@ -34,6 +35,43 @@ def _msg(m: Message) -> dict[str, Any]:
         out["tool_call_id"] = m.tool_call_id or ""
         out["name"] = m.name or ""
     return out
+
+
+def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """A transcript as chat-template messages, the form TRL's SFTTrainer and Hugging Face chat templates read:
+    an assistant turn's tool calls (native, or in rlvr's text format, which is then taken out of its content)
+    as `tool_calls` with their arguments as objects, and each tool message with the id of the call it answers."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []  # ids of the calls not answered yet, in order
+    n = 0
+    for m in messages:
+        if m.role == "assistant":
+            calls = list(m.tool_calls) or parse_text(m.content)[0]
+            content = m.content if m.tool_calls else CALL_RE.sub("", m.content).strip()
+            rec: dict[str, Any] = {"role": "assistant", "content": content}
+            if calls:
+                ids = []
+                for c in calls:
+                    ids.append(c.id or f"call_{n}")
+                    n += 1
+                rec["tool_calls"] = [{"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                                     for i, c in zip(ids, calls)]
+                pending = ids
+            out.append(rec)
+        elif m.role == "tool":
+            rec = {"role": "tool", "content": m.content, "name": m.name or ""}
+            rec["tool_call_id"] = pending.pop(0) if pending else (m.tool_call_id or "")
+            out.append(rec)
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def sft_record(ep: Episode, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """One conversation of a chat SFT dataset: `messages` (`chat_messages`), `tools` (the OpenAI tool specs the
+    episode offered, empty for a single-turn task), and where it came from."""
+    return {"messages": chat_messages(ep.messages), "tools": tools, "task_id": ep.task_id, "domain": ep.domain,
+            "episode_id": ep.episode_id}
 
 
 def split_prompt(ep: Episode) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

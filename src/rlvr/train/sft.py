@@ -1,7 +1,9 @@
-"""Supervised warm start: teach the policy the answer format from reference solutions or a JSONL file.
+"""Supervised warm start: teach the policy the answer format from reference solutions, gold tool trajectories or a
+JSONL file.
 
 The prompt is rendered exactly as the rollout engine renders a single-turn episode (one user message through
-the policy's chat template), so what SFT teaches is what RL later samples from. Only completion tokens and
+the policy's chat template), so what SFT teaches is what RL later samples from; a gold trajectory (`[sft] source =
+"gold"`, `rlvr.rollout.gold`) is an episode's own token record, played through the env by the run's engine. Only completion tokens and
 the end-of-turn token carry loss. The learning rate is constant: a warm start whose rate was annealed to zero
 is a poor start for RL on a small model.
 """
@@ -9,9 +11,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -19,7 +22,11 @@ from torch import nn
 from rlvr.config import SFTConfig
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
+from rlvr.rollout.episode import Episode
 from rlvr.tasks.source import TaskSource
+from rlvr.tasks.spec import Task
+from rlvr.train.activations import enable_activation_checkpointing
+from rlvr.train.logprobs import token_scores
 
 
 @dataclass(frozen=True)
@@ -32,15 +39,13 @@ class SFTExample:
     """The assistant's reply it should learn to give."""
 
 
-def reference_examples(sources: Sequence[TaskSource], n: int, *, seed: int = 0,
-                       limit_index: int | None = None) -> list[SFTExample]:
-    """`n` examples from the sources' reference solutions (single-turn tasks whose gold is an answer).
-
-    Procedural sources are drawn at random indices below `limit_index` (the held-out offset), so SFT never
-    sees a held-out task; finite sources are sampled by `seed`. Tasks without an answer-style gold are skipped.
-    """
+def draw_tasks(sources: Sequence[TaskSource], n: int, *, seed: int = 0, limit_index: int | None = None,
+               exclude: Collection[str] = ()) -> list[tuple[TaskSource, Task]]:
+    """About `n` training tasks spread over the sources, never a held-out one: procedural sources are drawn at
+    random indices below `limit_index` (the held-out offset), finite ones sampled by `seed`, and any task whose
+    key is in `exclude` (the run's held-out set) is left out."""
     rng = random.Random(seed)
-    out: list[SFTExample] = []
+    out: list[tuple[TaskSource, Task]] = []
     per_source = max(1, -(-n // max(1, len(sources))))
     for src in sources:
         if src.size is None:
@@ -50,15 +55,48 @@ def reference_examples(sources: Sequence[TaskSource], n: int, *, seed: int = 0,
             indices = src.indices(min(per_source, src.size), seed=seed)
         for i in indices:
             task = src.get(i)
-            gold = src.gold(task)
-            if gold is None or gold.answer is None or task.multi_turn:
-                continue
-            out.append(SFTExample(task.prompt, gold.answer))
+            if task.key not in exclude:
+                out.append((src, task))
+    return out
+
+
+def reference_examples(sources: Sequence[TaskSource], n: int, *, seed: int = 0, limit_index: int | None = None,
+                       exclude: Collection[str] = ()) -> list[SFTExample]:
+    """`n` examples from the sources' reference solutions (single-turn tasks whose gold is an answer), drawn by
+    `draw_tasks` (never a held-out task). Tasks without an answer-style gold are skipped."""
+    out: list[SFTExample] = []
+    for src, task in draw_tasks(sources, n, seed=seed, limit_index=limit_index, exclude=exclude):
+        gold = src.gold(task)
+        if gold is None or gold.answer is None or task.multi_turn:
+            continue
+        out.append(SFTExample(task.prompt, gold.answer))
     if not out:
         raise UserError("the training tasks have no single-turn reference answers to learn from",
-                        field="sft.source", fix="give a JSONL file of {prompt, completion} records")
-    rng.shuffle(out)
+                        field="sft.source", fix='use source = "gold" for multi-turn tasks, or a JSONL file of '
+                                                "{prompt, completion} records")
+    random.Random(seed).shuffle(out)
     return out[:n]
+
+
+def gold_examples(sources: Sequence[TaskSource], n: int, engine_for: Callable[[Any], Any], encoder: Any, *,
+                  seed: int = 0, limit_index: int | None = None, exclude: Collection[str] = ()) -> list[Encoded]:
+    """Gold trajectories of about `n` training tasks (`rlvr.rollout.gold`: each reference played through the
+    env by `engine_for(policy)`, the run's engine), as the trained policy's token records; never a held-out
+    task. A domain without references is a UserError naming it."""
+    from rlvr.rollout.gold import plan_for, play
+
+    plans = [plan_for(task, src) for src, task in
+             draw_tasks(sources, n, seed=seed, limit_index=limit_index, exclude=exclude)]
+    episodes = play(plans, engine_for, encoder=encoder, seed=seed)
+    if not episodes:
+        raise UserError("no gold trajectory of the training tasks passed its verifier", field="sft.source",
+                        fix="check the domains' references with `rlvr tasks validate --domain NAME`")
+    return [episode_example(ep) for ep in episodes]
+
+
+def episode_example(ep: Episode) -> Encoded:
+    """An episode's token record as an SFT example: loss on the assistant's tokens (its `loss_mask`)."""
+    return Encoded(list(ep.token_ids), list(ep.loss_mask))
 
 
 def jsonl_examples(path: str | Path) -> list[SFTExample]:
@@ -107,21 +145,36 @@ def sft_loss(model: nn.Module, batch: Sequence[Encoded], pad_id: int) -> torch.T
     ids = torch.tensor([e.ids + [pad_id] * (width - len(e.ids)) for e in batch], device=dev)
     att = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in batch], device=dev)
     mask = torch.tensor([e.mask + [0] * (width - len(e.mask)) for e in batch], dtype=torch.float32, device=dev)
-    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-    logp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-    m = mask[:, 1:]
-    return -(logp * m).sum() / m.sum().clamp(min=1.0)
+    logp = token_scores(model, ids, att, 1.0).logp  # over chunks of positions: no (B, T, V) logits
+    return -(logp * mask).sum() / mask[:, 1:].sum().clamp(min=1.0)
 
 
-def train_sft(policy, examples: Sequence[SFTExample], cfg: SFTConfig, *, seed: int = 0,
-              on_step: Callable[[int, float], None] | None = None) -> dict[str, float]:
-    """`cfg.steps` AdamW steps at a constant rate over shuffled examples; returns `sft/*` metrics.
+def sft_step(model: nn.Module, batch: Sequence[Encoded], pad_id: int, opt: torch.optim.Optimizer,
+             params: Sequence[torch.nn.Parameter]) -> float:
+    """One AdamW step of `sft_loss` on `batch` (gradients clipped at 1); the loss."""
+    loss = sft_loss(model, batch, pad_id)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return float(loss.detach())
+
+
+def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, *, seed: int = 0,
+              on_step: Callable[[int, float], None] | None = None,
+              activation_checkpointing: bool = False) -> dict[str, float]:
+    """`cfg.steps` AdamW steps at a constant rate over shuffled examples (prompt/completion pairs, or token
+    records such as gold trajectories); returns `sft/*` metrics.
 
     Dropout stays off (the model is kept in eval mode): with fresh procedural data there is nothing to
-    regularise, and RL later compares log-probs of the same deterministic function.
+    regularise, and RL later compares log-probs of the same deterministic function. `activation_checkpointing`
+    checkpoints every block (a run's updater has already done so on the same model when
+    `train.activation_checkpointing` is set).
     """
     model = policy.model
-    encoded = [encode(policy, ex, policy.max_context) for ex in examples]
+    if activation_checkpointing:
+        enable_activation_checkpointing(model)
+    encoded = [ex if isinstance(ex, Encoded) else encode(policy, ex, policy.max_context) for ex in examples]
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     rng = random.Random(seed)
@@ -134,12 +187,7 @@ def train_sft(policy, examples: Sequence[SFTExample], cfg: SFTConfig, *, seed: i
             rng.shuffle(fresh)
             order.extend(fresh)
         batch = [encoded[order.pop()] for _ in range(min(cfg.batch_size, len(encoded)))]
-        loss = sft_loss(model, batch, policy.pad_id)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(sft_step(model, batch, policy.pad_id, opt, params))
         if on_step is not None:
             on_step(step + 1, losses[-1])
     policy.version += 1

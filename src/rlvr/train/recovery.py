@@ -1,0 +1,88 @@
+"""Recovery from failure, in the loop: failed episodes mined during RL go back into training as recovery samples.
+
+Every `sft.recovery_every` RL steps, up to `sft.recovery_samples` of the honest failures of those steps (multi-
+turn, judged, not passed, not flagged: a flagged attempt is a hack, not a mistake to recover from) become
+recovery samples: the failed episode's turns before its last one are replayed through the env as they were
+(context, no loss), then the task's gold turns continue from the state they left (write the fix, run the
+tests, submit), played through the env and scored like any episode (`rlvr.rollout.gold.recovery_plan`). The
+samples that pass get one SFT step (`train.sft.sft_step`, at `sft.lr`, its own AdamW state). A held-out task is
+never used: the RL batch never holds one, and the mixer checks the run's held-out keys besides.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import torch
+
+from rlvr.config import SFTConfig
+from rlvr.rollout.episode import Episode
+from rlvr.rollout.gold import play, recovery_plan
+from rlvr.tasks.spec import Task
+from rlvr.train.sft import episode_example, sft_step
+
+__all__ = ["RecoveryMixer", "honest_failure"]
+
+
+def honest_failure(ep: Episode) -> bool:
+    """A judged attempt that failed without a flag (what a recovery sample starts from)."""
+    return not ep.masked and not ep.passed and not (ep.verdict is not None and ep.verdict.flags)
+
+
+class RecoveryMixer:
+    """Collects the failures of the RL steps and, when due, trains one SFT step on their recovery samples."""
+
+    def __init__(self, policy: Any, cfg: SFTConfig, engine_for: Any, heldout: Collection[str] = ()) -> None:
+        self.policy = policy
+        self.cfg = cfg
+        self.engine_for = engine_for
+        """`engine_for(gold_policy)`: the run's rollout engine on a gold policy (its pool, Scorer, rollout)."""
+        self.heldout = set(heldout)
+        self.failures: list[tuple[Episode, Task]] = []
+        self._opt: torch.optim.Optimizer | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.cfg.recovery_every > 0
+
+    def observe(self, tasks: Sequence[Task], episodes: Sequence[Episode]) -> None:
+        """Keep the step's honest failures of multi-turn training tasks (newest first)."""
+        if not self.enabled:
+            return
+        by_key = {t.key: t for t in tasks}
+        fresh = [(ep, by_key[f"{ep.domain}/{ep.task_id}"]) for ep in episodes
+                 if honest_failure(ep) and f"{ep.domain}/{ep.task_id}" in by_key]
+        fresh = [(ep, t) for ep, t in fresh if t.multi_turn and t.key not in self.heldout]
+        self.failures = (fresh + self.failures)[: 4 * self.cfg.recovery_samples]
+
+    def due(self, step: int) -> bool:
+        return self.enabled and (step + 1) % self.cfg.recovery_every == 0
+
+    def step(self, seed: int = 0) -> dict[str, float]:
+        """Recovery samples of the collected failures, one SFT step on those that pass; `recovery/*` metrics."""
+        plans, seen = [], set()
+        for ep, task in self.failures:
+            if task.key in seen or task.key in self.heldout:
+                continue
+            plan = recovery_plan(ep, task)
+            if plan is not None:
+                plans.append(plan)
+                seen.add(task.key)
+            if len(plans) >= self.cfg.recovery_samples:
+                break
+        self.failures = []
+        samples = play(plans, self.engine_for, encoder=self.policy, seed=seed)
+        metrics = {"recovery/failures": float(len(plans)), "recovery/samples": float(len(samples))}
+        if not samples:
+            return metrics
+        model = self.policy.model
+        params = [p for p in model.parameters() if p.requires_grad]
+        if self._opt is None:
+            self._opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
+        was_training = model.training
+        model.eval()  # as in the warm start: no dropout, the same function RL compares log-probs of
+        metrics["recovery/loss"] = sft_step(model, [episode_example(e) for e in samples], self.policy.pad_id,
+                                            self._opt, params)
+        model.train(was_training)
+        self.policy.version += 1
+        return metrics
