@@ -72,3 +72,24 @@ def test_cli_errors_are_one_line(tmp_path, cli):
     EpisodeStore(tmp_path).write(0, [episode(0, "t")])
     res = cli(["query", str(tmp_path), "SELECT FROM WHERE"])
     assert res.code == 2 and res.stderr.startswith("error: SQL error") and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_cli_json_numbers_are_numbers(run_dir, cli):
+    """DuckDB sums integers as HUGEINT and keeps DECIMALs: both reach Python as Decimal, and JSON must still hold
+    numbers (an int for a count or an integer sum, a float for a fraction), never their text."""
+    sql = ("SELECT count(*) AS n, sum(step) AS total, sum(num_flags > 0) AS flagged, avg(reward) AS mean, "
+           "sum(1.25::DECIMAL(10, 2)) AS dec, [sum(step)] AS listed, {'s': sum(step)} AS nested, "
+           "'nan'::DOUBLE AS nan FROM episodes")
+    res = cli(["query", str(run_dir), sql, "--json"])
+    assert res.code == 0, res.stderr
+    store = EpisodeStore(run_dir)
+    eps = store.episodes()
+    [row] = json.loads(res.stdout)
+    assert row["n"] == len(eps) and type(row["n"]) is int
+    assert row["total"] == sum(e.step for e in eps) and type(row["total"]) is int
+    assert row["flagged"] == sum(bool(e.verdict.flags) for e in eps) and type(row["flagged"]) is int
+    assert isinstance(row["mean"], float) and row["dec"] == 1.25 * len(eps) and type(row["dec"]) is float
+    assert row["listed"] == [row["total"]] and row["nested"] == {"s": row["total"]}
+    assert row["nan"] is None  # JSON has no NaN: null, so that any JSON reader can read the output
+    table = cli(["query", str(run_dir), "SELECT sum(step) AS total FROM episodes"])
+    assert table.code == 0 and f" {row['total']} " in table.stdout and '"' not in table.stdout  # not quoted text

@@ -1,6 +1,11 @@
 """SQL over a run's episodes with DuckDB: the store's Parquet parts as the view `episodes`."""
 from __future__ import annotations
 
+import datetime
+import math
+from decimal import Decimal
+from typing import Any
+
 import duckdb
 import pyarrow as pa
 
@@ -44,6 +49,30 @@ def query(store: EpisodeStore, sql: str) -> pa.Table:
                         fix="query the table `episodes`; see its columns with DESCRIBE episodes") from None
     finally:
         con.close()
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    """A result's rows as JSON values: numbers stay numbers. DuckDB sums integers as HUGEINT and keeps DECIMAL
+    columns, which reach Python as `Decimal`; those become an int (no fractional digits) or a float. Timestamps,
+    dates and times become ISO 8601 strings; a NaN or infinite float, which JSON cannot hold, becomes null."""
+    return [{k: _plain(v) for k, v in row.items()} for row in table.to_pylist()]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return None
+        exponent = value.as_tuple().exponent
+        return int(value) if isinstance(exponent, int) and exponent >= 0 else float(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _sql_str(s: str) -> str:
