@@ -39,3 +39,20 @@ def elide(messages: Sequence[Message], fits: Callable[[list[Message]], bool]) ->
         if fits(out):
             return out, done, True
     return out, done, fits(out)
+
+
+TOOL_CUT = "\n[... {n} tokens of output cut to fit rollout.max_tool_output_tokens ...]\n"
+"""What the model sees in place of the middle of a tool output longer than `rollout.max_tool_output_tokens`."""
+
+
+def cap_tokens(text: str, limit: int, encode: Callable[[str], list[int]],
+               decode: Callable[[list[int]], str]) -> tuple[str, int]:
+    """`text` cut to about `limit` tokens: its first third and last two thirds kept (errors are usually at
+    the end) around a visible marker saying how many tokens were cut; (text, tokens cut), 0 when it fits."""
+    ids = encode(text)
+    if len(ids) <= limit:
+        return text, 0
+    head = limit // 3
+    tail = limit - head
+    cut = len(ids) - head - tail
+    return decode(ids[:head]) + TOOL_CUT.format(n=cut) + decode(ids[len(ids) - tail:]), cut

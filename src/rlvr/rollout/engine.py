@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.config import RolloutConfig
-from rlvr.envs.context import elide
+from rlvr.envs.context import cap_tokens, elide
 from rlvr.envs.env import Env
 from rlvr.envs.messages import Message
 from rlvr.errors import InfraError, Stalled, UserError
@@ -186,6 +186,13 @@ class RolloutEngine:
         ep.metadata = {"finish_reasons": [], "tool_calls": 0, "call_errors": 0}
         return _Live(ep, task, env, TokenStream(self.encoder) if self.encoder is not None else None)
 
+    @property
+    def context_limit(self) -> int:
+        """Tokens an episode's context may hold: `rollout.max_context_tokens`, at most the model's window."""
+        window = self.encoder.max_context  # type: ignore[union-attr]
+        cap = self.config.max_context_tokens
+        return window if cap is None else min(cap, window)
+
     def _version(self) -> int:
         """The version that generates now: a separate generation copy's, else the policy's."""
         return generation_version(self.policy)
@@ -257,13 +264,30 @@ class RolloutEngine:
         action = live.messages[-1]
         res = live.env.step(action, num_tokens=comp.num_tokens, finish_reason=comp.finish_reason,
                              call_errors=comp.call_errors)
-        live.messages.extend(res.messages)
+        live.messages.extend(self._capped(live, res.messages))
         live.ep.metadata["tool_calls"] += res.info.get("tool_calls", 0)
         live.ep.metadata["call_errors"] += res.info.get("call_errors", 0)
         live.ep.timings["tools"] += time.perf_counter() - t0
         if res.terminated or res.truncated:
             return self._finish(live, "done" if res.terminated else "truncated", res.truncated_by)
         return "ready"
+
+    def _capped(self, live: _Live, messages: Sequence[Message]) -> list[Message]:
+        """Tool results cut to `rollout.max_tool_output_tokens` (head and tail around a visible marker), so one
+        large output cannot fill the context; counted in the episode's `tool_outputs_cut`."""
+        limit = self.config.max_tool_output_tokens
+        decode = getattr(self.encoder, "decode", None)
+        if limit is None or self.encoder is None or decode is None:
+            return list(messages)
+        out = []
+        for m in messages:
+            if m.role == "tool":
+                text, cut = cap_tokens(m.content, limit, self.encoder.encode, decode)
+                if cut:
+                    m = m.model_copy(update={"content": text})
+                    live.ep.metadata["tool_outputs_cut"] = live.ep.metadata.get("tool_outputs_cut", 0) + 1
+            out.append(m)
+        return out
 
     def _finish(self, live: _Live, status: str, truncated_by: str | None) -> str:
         ep = live.ep
@@ -362,7 +386,7 @@ class RolloutEngine:
             return None, 0, "tokens"
         if live.stream is None:
             return None, budget, None
-        limit = self.encoder.max_context  # type: ignore[union-attr]
+        limit = self.context_limit
         reserve = min(budget, max(1, limit // 8))
         trial = live.stream.copy()  # committed only if the turn fits, so the record never outgrows the context
         prompt = trial.prompt(live.messages)

@@ -18,7 +18,9 @@ from torch import Tensor, nn
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
+from rlvr.train.activations import enable_activation_checkpointing
 from rlvr.train.distributed import COMPUTE_DTYPES, SINGLE, Dist, casts_itself, unwrapped
+from rlvr.train.logprobs import TokenScores, token_scores
 from rlvr.train.losses import (
     IS_CORRECTIONS,
     IS_LEVELS,
@@ -32,6 +34,7 @@ from rlvr.train.losses import (
     loss_fn,
     named,
 )
+from rlvr.train.packing import Layout, can_pack, packed, padded, token_micro_batches, unpack
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,9 @@ def gathered_logprobs(logits: Tensor, input_ids: Tensor) -> Tensor:
 
 
 def token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, temperature: float) -> Tensor:
-    """Log-prob of each token given its prefix, shape (B, T); position 0 (no prefix) gets 0."""
-    return gathered_logprobs(next_token_logits(model, input_ids, attention_mask, temperature), input_ids)
+    """Log-prob of each token given its prefix, shape (B, T); position 0 (no prefix) gets 0. Computed over
+    chunks of positions (rlvr.train.logprobs): the (B, T, V) logits are never built."""
+    return token_scores(model, input_ids, attention_mask, temperature).logp
 
 
 ENTROPY_CHUNK = {"cpu": 1 << 20, "cuda": 1 << 26}
@@ -89,7 +93,8 @@ cache; larger on a GPU. It also bounds the extra memory of the entropy."""
 @torch.no_grad()
 def generated_entropy(logits: Tensor, mask: Tensor) -> Tensor:
     """Entropy (nats) of the distribution each generated token was drawn from, one value per generated token
-    (`logits` from `next_token_logits`: position t predicts token t + 1)."""
+    (`logits` from `next_token_logits`: position t predicts token t + 1). The update computes it with the
+    log-probs, chunk by chunk (rlvr.train.logprobs); this is the same from whole logits."""
     flat = logits.detach().reshape(-1, logits.shape[-1])
     positions = mask[:, 1:].reshape(-1).nonzero().squeeze(-1)
     rows = max(1, ENTROPY_CHUNK.get(logits.device.type, ENTROPY_CHUNK["cuda"]) // logits.shape[-1])
@@ -206,6 +211,8 @@ class PolicyUpdater:
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg.warmup_steps))
         self.compute_dtype = COMPUTE_DTYPES[cfg.mixed_precision]
         """bf16 under `train.mixed_precision`: what the forward passes compute in (None: the weights' dtype)."""
+        if cfg.activation_checkpointing:  # in place on the model: SFT on the same model is checkpointed too
+            enable_activation_checkpointing(model)
 
     @property
     def device(self) -> torch.device:
@@ -249,7 +256,10 @@ class PolicyUpdater:
         if self.dist.active:  # every rank's micro-batch statistics (loss and grad_norm are already global)
             token_stats = self.dist.all_gather({k: v for k, v in stats.items() if k not in ("loss", "grad_norm")})
             stats.update({k: [x for rank in token_stats for x in rank.get(k, [])] for k in token_stats[0]})
+        pad, computed = stats.pop("padded_tokens", []), stats.pop("computed_tokens", [])
         out = {f"train/{k}": sum(v) / len(v) for k, v in stats.items() if v}
+        if computed:
+            out["train/padding_fraction"] = sum(pad) / max(sum(computed), 1.0)
         out["train/lr"] = self.optimizer.param_groups[0]["lr"]
         out["train/samples"] = float(len(samples))
         # The proximal pass runs every sample on every rank; the first minibatch is shared out between ranks.
@@ -267,7 +277,7 @@ class PolicyUpdater:
         # Several ranks: each takes its share of the chunk (every rank holds the whole chunk; `totals` are the
         # chunk's, i.e. global), and FSDP2/DDP average gradients over ranks, so the loss is scaled by the world
         # size to sum them; padding micro-batches (live False) keep the collectives paired and add nothing.
-        for micro, live in self.dist.micro_batches(chunk, self.cfg.micro_batch_size):
+        for micro, live in self.micro_batches(chunk):
             loss, micro_stats = self.micro_loss(micro, totals, probe if live else None)
             (loss * (self.dist.world_size if live else 0.0)).backward()
             if live:
@@ -284,39 +294,71 @@ class PolicyUpdater:
         stats.setdefault("grad_norm", []).append(float(grad_norm))
         self.optimizer.zero_grad(set_to_none=True)
 
+    def micro_batches(self, chunk: Sequence[Sample]) -> list[tuple[list[Sample], bool]]:
+        """This rank's (micro-batch, live) pairs of an optimizer step's chunk: `micro_batch_size` samples each,
+        or cut by `micro_batch_tokens` (rlvr.train.packing)."""
+        budget = self.cfg.micro_batch_tokens
+        if budget is None:
+            return self.dist.micro_batches(chunk, self.cfg.micro_batch_size)
+        return token_micro_batches(chunk, [len(s.token_ids) for s in chunk], budget, can_pack(self.model),
+                                   self.dist.rank, self.dist.world_size)
+
+    def layout(self, micro: Sequence[Sample], model: nn.Module) -> Layout:
+        """Where the micro-batch's samples sit in the forward pass: one packed row under a token budget (when
+        the model separates packed episodes), else one padded row each."""
+        ids, masks = [s.token_ids for s in micro], [s.loss_mask for s in micro]
+        if self.cfg.micro_batch_tokens is not None and can_pack(model):
+            return packed(ids, masks, self.device)
+        return padded(ids, masks, self.pad_id, self.device)
+
+    def scores(self, model: nn.Module, micro: Sequence[Sample], width: int, *, entropy: bool = False,
+               stats: dict[str, float] | None = None) -> TokenScores:
+        """Log-probs (and the generated tokens' entropy) of the micro-batch under `model`, as (samples, width)
+        tensors whatever the layout; computed over chunks of positions (rlvr.train.logprobs)."""
+        lay = self.layout(micro, model)
+        if stats is not None:  # summed over the step into train/padding_fraction
+            stats["padded_tokens"], stats["computed_tokens"] = float(lay.padding), float(lay.computed)
+        with self.cast(model):
+            out = token_scores(model, lay.input_ids, lay.attention_mask, self.temperature,
+                               position_ids=lay.position_ids, entropy_mask=lay.loss_mask if entropy else None)
+        ent = None if out.entropy is None else unpack(out.entropy, lay, width)
+        return TokenScores(logp=unpack(out.logp, lay, width), entropy=ent)
+
     @torch.no_grad()
     def with_proximal(self, samples: Sequence[Sample], probe: MismatchProbe | None = None) -> list[Sample]:
         """The samples with their log-probs under the current weights (the decoupled-PPO proximal policy)."""
-        out: list[Sample] = []
-        for i in range(0, len(samples), self.cfg.micro_batch_size):
-            micro = samples[i:i + self.cfg.micro_batch_size]
+        if self.cfg.micro_batch_tokens is None:
+            micros = [list(samples[i:i + self.cfg.micro_batch_size])
+                      for i in range(0, len(samples), self.cfg.micro_batch_size)]
+        else:  # every sample on every rank, as without a budget
+            micros = [m for m, _ in token_micro_batches(samples, [len(s.token_ids) for s in samples],
+                                                        self.cfg.micro_batch_tokens, can_pack(self.model))]
+        done: dict[int, Sample] = {}
+        for micro in micros:
             b = collate(micro, self.pad_id, self.device)
-            with self.cast(self.model):
-                logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
-            logp = gathered_logprobs(logits, b["input_ids"]) * b["mask"]
+            sc = self.scores(self.model, micro, b["mask"].shape[1], entropy=probe is not None)
+            logp = sc.logp * b["mask"]
             if probe is not None:
-                probe.add(logp, b["old_logp"], generated_entropy(logits, b["mask"]), b["mask"])
-            del logits
+                probe.add(logp, b["old_logp"], sc.entropy[b["mask"].bool()], b["mask"])  # type: ignore[index]
             for s, row in zip(micro, logp.tolist()):
-                out.append(dataclasses.replace(s, proximal=row[:len(s.token_ids)]))
-        return out
+                done[id(s)] = dataclasses.replace(s, proximal=row[:len(s.token_ids)])
+        return [done[id(s)] for s in samples]  # in the samples' order, whatever the micro-batches' grouping
 
     def micro_loss(self, micro: Sequence[Sample], totals: BatchTotals,
                    probe: MismatchProbe | None = None) -> tuple[Tensor, dict[str, float]]:
         """This micro-batch's share of the batch loss (gradient-carrying) and its token statistics; `probe`
         collects the mismatch and entropy of these forward passes."""
         b = collate(micro, self.pad_id, self.device)
-        with self.cast(self.model):
-            logits = next_token_logits(self.model, b["input_ids"], b["attention_mask"], self.temperature)
-        logp = gathered_logprobs(logits, b["input_ids"])
+        width = b["mask"].shape[1]
+        layout_stats: dict[str, float] = {}
+        sc = self.scores(self.model, micro, width, entropy=probe is not None, stats=layout_stats)
+        logp = sc.logp
         if probe is not None:
-            probe.add(logp, b["old_logp"], generated_entropy(logits, b["mask"]), b["mask"])
-        del logits
+            probe.add(logp, b["old_logp"], sc.entropy[b["mask"].bool()], b["mask"])  # type: ignore[index]
         ref_logp = None
         if self.settings.kl_coef > 0:
-            ref = self.reference()
-            with torch.no_grad(), self.cast(ref):
-                ref_logp = token_logprobs(ref, b["input_ids"], b["attention_mask"], self.temperature)
+            with torch.no_grad():
+                ref_logp = self.scores(self.reference(), micro, width).logp
         old_logp, is_weight, extra = b["old_logp"], None, {}
         if "prox_logp" in b:  # decoupled PPO: clip against the proximal policy, weight by proximal / behaviour
             is_weight, extra = behaviour_weight(b["prox_logp"], b["old_logp"], b["mask"], self.correction,
@@ -329,7 +371,7 @@ class PolicyUpdater:
         loss = self.aggregate(per_token, b["mask"], totals)
         n = b["mask"].sum().clamp(min=1.0)
         out = {k: float((v * b["mask"]).sum() / n) for k, v in token_stats.items()}
-        return loss, out
+        return loss, {**out, **layout_stats}
 
     def reference(self) -> nn.Module:
         """The frozen reference: the given model, or the policy with its LoRA adapters switched off (the peft
@@ -360,6 +402,10 @@ class _AdapterOff(nn.Module):
     def forward(self, **kw):
         with self.inner.disable_adapter():
             return self.inner(**kw)
+
+    def get_base_model(self) -> nn.Module:
+        """The transformers model inside, where rlvr.train.logprobs finds the LM head and its attention."""
+        return self.inner.get_base_model()
 
 
 def _split(order: list[int], parts: int) -> list[list[int]]:
