@@ -97,6 +97,14 @@ def _data(out: Path, model: Path, **train: object) -> dict:
     }
 
 
+def _sft_file(tmp: Path) -> dict:
+    """An SFT warm start for the equivalence runs: batches of 3 split unevenly over 2 ranks (2 + 1)."""
+    data = tmp / "sft.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"say vowels {i}", "completion": "aeiou"[: 1 + i % 5]}) + "\n"
+                            for i in range(10)))
+    return {"enabled": True, "source": str(data), "steps": 4, "batch_size": 3, "lr": 3e-3}
+
+
 def _torchrun(config: Path, n: int = 2, *, launcher: tuple[str, ...] = (), module: bool = False,
               timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src"), **(env or {})}
@@ -126,18 +134,20 @@ def _weights(run_dir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> tuple[RunConfig, RunConfig]:
-    """The same config trained by one process and by two gloo ranks launched with torchrun."""
+    """The same config, an SFT warm start then RL, trained by one process and by two gloo ranks launched with
+    torchrun."""
     import warnings
 
     from rlvr.train import loop
 
     tmp = tmp_path_factory.mktemp("dist-runs")
-    one = RunConfig.model_validate(_data(tmp / "one", model_dir))
+    sft = _sft_file(tmp)
+    one = RunConfig.model_validate({**_data(tmp / "one", model_dir), "sft": sft})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loop.run(one)
     config = tmp / "two.toml"
-    config.write_text(tomli_w.dumps(_data(tmp / "two", model_dir, world_size=2)))
+    config.write_text(tomli_w.dumps({**_data(tmp / "two", model_dir, world_size=2), "sft": sft}))
     done = _torchrun(config)
     assert done.returncode == 0, done.stderr[-3000:]
     return one, load_config(config)
@@ -164,7 +174,7 @@ def test_two_ranks_equal_one_rank(runs: tuple[RunConfig, RunConfig], model_dir: 
     ma, mb = (read_metrics(RunLayout(c.run_dir).metrics) for c in (one, two))
     updates = 0
     for step in sorted(ma):  # the loss is divided by the global token count: the same loss, not a rank's share
-        for key in ("train/loss", "train/grad_norm", "train/samples", "reward/mean"):
+        for key in ("train/loss", "train/grad_norm", "train/samples", "reward/mean", "sft/final_loss"):
             if key in ma[step]:
                 assert mb[step][key] == pytest.approx(ma[step][key], rel=1e-4, abs=1e-7), (step, key)
         updates += "train/loss" in ma[step]

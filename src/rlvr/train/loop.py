@@ -152,7 +152,9 @@ def validate(cfg: RunConfig) -> None:
     if cfg.sft.enabled and cfg.sft.source not in ("reference", "gold") and not Path(cfg.sft.source).is_file():
         raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
                         fix='give a JSONL file of {prompt, completion} records, "reference" or "gold"')
-    if cfg.sft.recovery_every and cfg.train.world_size > 1:
+    launched = distributed.launch_env()
+    ranks = int(launched["WORLD_SIZE"]) if launched else (cfg.train.world_size or 1)
+    if cfg.sft.recovery_every and ranks > 1:
         raise UserError("recovery samples in the loop run on one rank only", field="sft.recovery_every",
                         fix="set sft.recovery_every = 0 to train on several ranks")
 
@@ -301,7 +303,7 @@ def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: 
                                          seed=cfg.seed, limit_index=cfg.tasks.heldout_offset, exclude=heldout)
             else:
                 examples = jsonl_examples(cfg.sft.source)
-            state.sft = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed,
+            state.sft = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed, dist=parts.dist,
                                   on_step=lambda i, loss: advance(i, loss=loss))
         parts.sync_generation()
         parts.monitor.log(0, [], state.sft)

@@ -28,7 +28,7 @@ class TrainProgress:
         self.bars.start()
         self.console.print(f"rlvr train: run [bold]{self.cfg.name}[/bold] in {self.cfg.run_dir} "
                            f"({self.cfg.train.steps} RL steps of {self.cfg.train.batch_size} tasks x "
-                           f"{self.cfg.rollout.group_size} samples)", highlight=False)
+                           f"{self.cfg.rollout.group_size} samples)", highlight=False, soft_wrap=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -56,7 +56,7 @@ class TrainProgress:
         self.bars.update(self._rl, completed=step, info=info)
 
     def note(self, text: str) -> None:
-        self.console.print(text, highlight=False, markup=False)
+        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
     def final(self, summary: dict[str, Any]) -> None:
         """The closing lines: held-out pass@1 before and after RL, and where the run and its report are."""

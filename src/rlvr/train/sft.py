@@ -10,6 +10,7 @@ is a poor start for RL on a small model.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from rlvr.rollout.episode import Episode
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Task
 from rlvr.train.activations import enable_activation_checkpointing
+from rlvr.train.distributed import SINGLE, Dist
 from rlvr.train.logprobs import token_scores
 
 
@@ -138,38 +140,57 @@ def encode(policy, ex: SFTExample, max_len: int) -> Encoded:
     return Encoded(ids, ([0] * len(prompt) + [1] * len(completion))[:max_len])
 
 
-def sft_loss(model: nn.Module, batch: Sequence[Encoded], pad_id: int) -> torch.Tensor:
-    """Mean cross-entropy over the completion tokens of the batch."""
+def trained_tokens(batch: Sequence[Encoded]) -> int:
+    """Tokens of `batch` that carry loss (position 0 never does: nothing predicts it)."""
+    return sum(sum(e.mask[1:]) for e in batch)
+
+
+def sft_loss(model: nn.Module, batch: Sequence[Encoded], pad_id: int, total: float | None = None) -> torch.Tensor:
+    """Cross-entropy summed over the completion tokens of `batch`, divided by `total` (default the batch's own
+    count: the mean; on several ranks the whole step's, so the shares add up to one rank's loss)."""
     dev = next(model.parameters()).device
     width = max(len(e.ids) for e in batch)
     ids = torch.tensor([e.ids + [pad_id] * (width - len(e.ids)) for e in batch], device=dev)
     att = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in batch], device=dev)
     mask = torch.tensor([e.mask + [0] * (width - len(e.mask)) for e in batch], dtype=torch.float32, device=dev)
     logp = token_scores(model, ids, att, 1.0).logp  # over chunks of positions: no (B, T, V) logits
-    return -(logp * mask).sum() / mask[:, 1:].sum().clamp(min=1.0)
+    denominator = mask[:, 1:].sum().clamp(min=1.0) if total is None else torch.tensor(max(total, 1.0), device=dev)
+    return -(logp * mask).sum() / denominator
 
 
 def sft_step(model: nn.Module, batch: Sequence[Encoded], pad_id: int, opt: torch.optim.Optimizer,
-             params: Sequence[torch.nn.Parameter]) -> float:
-    """One AdamW step of `sft_loss` on `batch` (gradients clipped at 1); the loss."""
-    loss = sft_loss(model, batch, pad_id)
+             params: Sequence[torch.nn.Parameter], dist: Dist = SINGLE) -> float:
+    """One AdamW step of `sft_loss` on `batch` (gradients clipped at 1); the batch's loss.
+
+    On several ranks each takes its share of the batch (`dist.micro_batches`: every rank holds the whole batch)
+    and divides by the batch's token count; FSDP2/DDP average gradients over ranks, so the loss is scaled by the
+    world size to sum them: the step is the one a single rank takes on the whole batch, to float noise. A rank
+    with no share runs a dummy pass whose loss counts 0, so the collectives pair up."""
+    total = float(trained_tokens(batch))
     opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(params, 1.0)
-    opt.step()
-    return float(loss.detach())
+    local = 0.0
+    for mine, live in dist.micro_batches(list(batch), len(batch)):
+        loss = sft_loss(model, mine, pad_id, total)
+        (loss * (dist.world_size if live else 0.0)).backward()
+        local += float(loss.detach()) if live else 0.0
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
+    grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm  # FSDP2: a DTensor
+    if math.isfinite(float(grad_norm)):
+        opt.step()  # a non-finite gradient is skipped, not applied
+    return dist.sum(local)
 
 
 def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, *, seed: int = 0,
               on_step: Callable[[int, float], None] | None = None,
-              activation_checkpointing: bool = False) -> dict[str, float]:
+              activation_checkpointing: bool = False, dist: Dist = SINGLE) -> dict[str, float]:
     """`cfg.steps` AdamW steps at a constant rate over shuffled examples (prompt/completion pairs, or token
     records such as gold trajectories); returns `sft/*` metrics.
 
     Dropout stays off (the model is kept in eval mode): with fresh procedural data there is nothing to
     regularise, and RL later compares log-probs of the same deterministic function. `activation_checkpointing`
     checkpoints every block (a run's updater has already done so on the same model when
-    `train.activation_checkpointing` is set).
+    `train.activation_checkpointing` is set). With several ranks (`dist`) every rank draws the same batches and
+    computes its share of each (`sft_step`): N ranks train what one rank trains.
     """
     model = policy.model
     if activation_checkpointing:
@@ -187,7 +208,7 @@ def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, 
             rng.shuffle(fresh)
             order.extend(fresh)
         batch = [encoded[order.pop()] for _ in range(min(cfg.batch_size, len(encoded)))]
-        losses.append(sft_step(model, batch, policy.pad_id, opt, params))
+        losses.append(sft_step(model, batch, policy.pad_id, opt, params, dist))
         if on_step is not None:
             on_step(step + 1, losses[-1])
     policy.version += 1
