@@ -34,3 +34,16 @@ def test_a_terminal_gets_the_bar_only() -> None:
 def test_the_interval_is_never_above_thirty_seconds(monkeypatch, value, expected) -> None:
     monkeypatch.setenv("RLVR_PROGRESS_INTERVAL_S", value)
     assert interval_s() == expected
+
+
+def test_a_finished_task_is_logged_once_more_then_no_longer(monkeypatch) -> None:
+    sink = io.StringIO()
+    bar = Progress(console=Console(file=sink, force_terminal=False))
+    done = bar.add_task("sft", total=2)
+    running = bar.add_task("rl", total=5)
+    bar.update(done, completed=2)
+    bar.update(running, completed=1)
+    for _ in range(3):
+        bar.log_lines()
+    lines = sink.getvalue().splitlines()
+    assert sum(ln.startswith("sft: 2/2") for ln in lines) == 1 and sum(ln.startswith("rl: 1/5") for ln in lines) == 3

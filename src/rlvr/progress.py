@@ -41,6 +41,7 @@ class Progress(rich_progress.Progress):
         """What the tasks count (`episodes`), shown after the counts of the plain lines."""
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ended: set[Any] = set()
 
     @property
     def logging(self) -> bool:
@@ -68,8 +69,13 @@ class Progress(rich_progress.Progress):
             self.log_lines()
 
     def log_lines(self) -> None:
-        """One plain line per task: its description, done of total, its fields, and the time elapsed."""
+        """One plain line per running task (and one last line for a task that finished since): its description,
+        done of total, its fields, and the time elapsed."""
         for task in list(self.tasks):
+            if task.finished:
+                if task.id in self._ended:
+                    continue
+                self._ended.add(task.id)
             total = f"/{task.total:g}" if task.total is not None else ""
             fields = ", ".join(str(v) if k == "info" else f"{k} {v}"  # `info`: a preformatted field
                                for k, v in task.fields.items() if v not in (None, ""))
