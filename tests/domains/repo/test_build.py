@@ -454,3 +454,4 @@ def test_sites_the_tests_run_come_before_those_run_only_at_import() -> None:
     assert [s[3].start[0] for s in sites] == [5, 1]
     assert [s[3].start[0] for s in generators._sites({"m.py": src}, ("flip_comparison",), random.Random(0),
                                                      {"m.py": {5}})] == [5]
+

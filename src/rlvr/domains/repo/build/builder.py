@@ -27,7 +27,7 @@ import tomllib
 from rlvr.domains.repo.build import env as envs
 from rlvr.domains.repo.build import generators
 from rlvr.domains.repo.build.prompt import describe
-from rlvr.domains.repo.build.runner import SuiteRun, run_suite
+from rlvr.domains.repo.build.runner import SuiteRun, collection_error, run_suite
 from rlvr.domains.repo.build.source import Project, resolve
 from rlvr.sandbox import venvs
 from rlvr.tasks.loaders import CODE_PROTECTED_DEFAULT
@@ -84,6 +84,8 @@ class ProjectReport:
     """The project's import roots (`src` of a src layout; [] when its code is at the root)."""
     requirements: list[str] = field(default_factory=list)
     """What the project's environment holds (its tasks' `requirements`)."""
+    relaxed: list[str] = field(default_factory=list)
+    """The pins relaxed because the environment did not build with them (`"foo==1.0 -> foo"`)."""
     covered_lines: int = 0
     """Lines of the project's sources its kept tests run, where candidates are made (0: the traced run gave
     nothing, so every site was a candidate)."""
@@ -225,14 +227,17 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
     files.update(dist_metadata(project.root, roots))
     with ExitStack() as stack:
         # the env lives in the cache every later run (the tasks' own requirements) finds it in
-        pool = stack.enter_context(pool_factory(str(venvs.ensure_env(reqs, venvs.env_cache()))))
+        made = envs.make_env(reqs, venvs.env_cache())
+        reqs, rep.relaxed = made.requirements, made.relaxed
+        pool = stack.enter_context(pool_factory(str(made.python)))
         first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
         if not first.outcomes and not first.collect_errors and "pytest" in reqs:
             # the suite cannot start on today's pytest (typically a conftest still using hook arguments that
             # pytest 8 removed, such as `path`): the last pytest before them
             stack.close()
-            reqs = sorted(OLD_PYTEST if r == "pytest" else r for r in reqs)
-            pool = stack.enter_context(pool_factory(str(venvs.ensure_env(reqs, venvs.env_cache()))))
+            made = envs.make_env(sorted(OLD_PYTEST if r == "pytest" else r for r in reqs), venvs.env_cache())
+            reqs, rep.relaxed = made.requirements, rep.relaxed + made.relaxed
+            pool = stack.enter_context(pool_factory(str(made.python)))
             first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
         rep.env, rep.requirements = venvs.env_key(reqs), reqs
         second = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
@@ -240,8 +245,7 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
         if verified and gold_check is not None:
             verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check, reqs)
         if not verified:
-            rep.skipped = rep.skipped or (f"tests fail before any change ({rep.tests_kept} of {rep.tests_found} "
-                                          "tests pass both runs in time)")
+            rep.skipped = rep.skipped or _failing_reason(first, rep)
             return
         budget = max(30.0, 3 * sum(first.durations.get(t, 0.0) for t in kept_ids) + 15)
         sources = {r: t for r, t in files.items() if r.endswith(".py") and not is_test_material(r)
@@ -293,6 +297,14 @@ def _stable(first: SuiteRun, second: SuiteRun, rep: ProjectReport, slow_s: float
     rep.skips = sorted(t for t in skipped if t.split("::", 1)[0] in verified)
     rep.deselected = sorted(t for t in ids - keep - skipped if t.split("::", 1)[0] in verified)
     return verified, {t for t in keep if t.split("::", 1)[0] in verified}
+
+
+def _failing_reason(first: SuiteRun, rep: ProjectReport) -> str:
+    """Why the tests fail before any change; when collection failed (a module the tests import is missing, say),
+    with the last line of its error."""
+    reason = f"tests fail before any change ({rep.tests_kept} of {rep.tests_found} tests pass both runs in time)"
+    why = collection_error(first) if first.collect_errors or not first.outcomes else ""
+    return f"{reason}: {why}" if why else reason
 
 
 def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: set[str], rep: ProjectReport,

@@ -37,6 +37,9 @@ def run_build(kind: str, sources: list[str], out: Path, n: int, pool_factory: Po
                       "/".join(str(p.tried.get(g, 0)) for g in gens), "/".join(str(p.kept.get(g, 0)) for g in gens),
                       f"{p.seconds:.0f}", p.skipped or "-")
     console.print(table)
+    for p in report.projects:  # a pin that could not install on this Python, relaxed so the environment built
+        for note in p.relaxed:
+            console.print(f"{p.name} {p.version}: relaxed {note} (the environment did not build with the pin)")
     console.print(f"{report.tasks} tasks written to {out} in {report.seconds:.0f} s")
     return report
 

@@ -47,6 +47,8 @@ def pytest_runtest_logreport(report):
 def pytest_collectreport(report):
     if report.failed:
         _merge("<collect>" + report.nodeid, "failed", 0.0, "collection error")
+        lines = [ln.strip() for ln in str(getattr(report, "longrepr", "") or "").splitlines() if ln.strip()]
+        _R["<collect>" + report.nodeid]["msg"] = (lines[-1] if lines else "")[:300]
 
 
 def pytest_sessionfinish(session):
@@ -122,6 +124,8 @@ class SuiteRun:
     """Workspace file -> the lines of it the tests ran (a traced run only; None otherwise)."""
     imported: dict[str, set[int]] | None = None
     """Workspace file -> the lines of it that ran only while the test modules were imported (a traced run)."""
+    collect_message: str = ""
+    """The last line of the first collection error pytest reported ("" when none did)."""
 
 
 def function_id(nodeid: str) -> str:
@@ -170,10 +174,12 @@ def parse(raw: str | None, status: str, tail: str) -> SuiteRun:
     durations: dict[str, float] = {}
     errors: dict[str, str] = {}
     collect: list[str] = []
+    message = ""
     rank = {"passed": 0, "skipped": 1, "failed": 2}
     for nodeid, r in data.items():
         if nodeid.startswith("<collect>"):
             collect.append(nodeid[len("<collect>"):])
+            message = message or _error_line(str(r.get("msg") or ""))
             continue
         fid = function_id(nodeid)
         if rank[r["outcome"]] >= rank[outcomes.get(fid, "passed")]:
@@ -182,7 +188,35 @@ def parse(raw: str | None, status: str, tail: str) -> SuiteRun:
                 errors[fid] = exc if _EXC_NAME.fullmatch(exc) else "failure"
             outcomes[fid] = r["outcome"]
         durations[fid] = durations.get(fid, 0.0) + float(r["duration"])
-    return SuiteRun(outcomes, durations, errors, collect, status, tail)
+    return SuiteRun(outcomes, durations, errors, collect, status, tail, collect_message=message)
+
+
+_E_LINE = re.compile(r"^E\s+(\S.*)$")
+_SUMMARY = re.compile(r"^ERROR\s+\S+\s+-\s+(\S.*)$")
+_COUNTS = re.compile(r"^[!=\s]*(Interrupted|\d+ (errors?|failed|passed|skipped)\b)")
+"""pytest's closing counts (`1 error in 0.05s`, `Interrupted: 1 error during collection`): no error's text."""
+
+
+def _error_line(line: str) -> str:
+    """`E   ModuleNotFoundError: No module named 'attr'` -> the message, at most 200 characters."""
+    m = _E_LINE.match(line.strip())
+    return (m.group(1) if m else line.strip())[:200]
+
+
+def collection_error(run: SuiteRun) -> str:
+    """The last line of the error that stopped the suite being collected: the plugin's record of the first
+    collection error, else from pytest's output (a conftest that fails to import stops pytest before any report):
+    its last `E   ...` line, else a summary's `ERROR path - ...`, else its last line that names an error; ""
+    when the output says none."""
+    if run.collect_message:
+        return run.collect_message
+    lines = [ln.rstrip() for ln in run.tail.splitlines() if ln.strip()]
+    for pattern in (_E_LINE, _SUMMARY):
+        found = [m.group(1) for m in map(pattern.match, lines) if m]
+        if found:
+            return found[-1].strip()[:200]
+    named = [ln.strip(" =") for ln in lines if re.search(r"error\b", ln, re.IGNORECASE) and not _COUNTS.match(ln)]
+    return named[-1][:200] if named else ""
 
 
 Runner = Callable[[dict[str, str], Sequence[str]], SuiteRun]
