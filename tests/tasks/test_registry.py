@@ -77,3 +77,23 @@ def test_default_gold_and_negatives(counting: None) -> None:
     assert src.gold(task).answer == "2"
     neg = src.negatives(task)
     assert neg["empty_answer"].answer == "" and neg["echoed_prompt"].answer == task.prompt
+
+
+def test_the_older_register_call_builds_the_same_record() -> None:
+    registry.register("counting-old", CountSource, CountConfig, description="Say the next number.", verifier="answer")
+    try:
+        d = registry.entry("counting-old")
+        assert isinstance(d, Domain) and d.kind == "answer" and d.settings is CountConfig
+        assert registry.make("counting-old", start=1).get(0).answer == "2"
+    finally:
+        registry.unregister("counting-old")
+
+
+def test_an_entry_point_may_name_a_domain_a_list_or_a_function() -> None:
+    d = Domain("ep-one", CountSource, CountConfig)
+    assert registry._domains_of(d) == [d]
+    assert registry._domains_of([d, d]) == [d, d]
+    assert registry._domains_of(lambda: [d]) == [d]
+    assert registry._domains_of(lambda: None) == []  # an older plugin that registered itself
+    with pytest.raises(TypeError, match="expected a Domain"):
+        registry._domains_of(lambda: 42)

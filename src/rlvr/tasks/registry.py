@@ -35,9 +35,13 @@ _state = {"loaded": False, "done": False}
 _lock = threading.RLock()  # scorers on several threads look domains up at once
 
 
-def register(domain: Domain) -> None:
+def register(domain: Domain | str, source: Any = None, settings: Any = None, *, description: str = "",
+             verifier: str | None = None) -> None:
     """Register one domain and the verifier kinds it defines; a second domain of the same name, or a kind
-    declared again with a different record, is refused."""
+    declared again with a different record, is refused. The older form `register(name, source, settings,
+    description=..., verifier=...)` builds the same record."""
+    if isinstance(domain, str):
+        domain = Domain(domain, source, settings or NoConfig, description=description, verifier=verifier)
     if not isinstance(domain, Domain):
         raise TypeError(f"register() takes a Domain, got {type(domain).__name__}")
     with _lock:
@@ -67,9 +71,12 @@ def unregister(name: str) -> None:
 
 
 def _domains_of(obj: Any) -> list[Domain]:
-    """What an entry point loaded, as Domains: a Domain, an iterable of them, or a callable returning either."""
+    """What an entry point loaded, as Domains: a Domain, an iterable of them, or a callable returning either (or
+    None: a plugin of the older kind, which called `register` itself)."""
     if callable(obj) and not isinstance(obj, Domain):
         obj = obj()
+        if obj is None:
+            return []
     if isinstance(obj, Domain):
         return [obj]
     if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes)):
