@@ -88,8 +88,14 @@ def eval_(
     max_turns: Annotated[int | None, typer.Option("--max-turns", help="Turns per episode (default: each task's own).")] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="Stop after S seconds and report the finished episodes.")] = None,
     output_dir: Annotated[Path, typer.Option("--output-dir", help="Parent of the eval's directory (<dir>/<UTC time>).")] = Path("runs/eval"),
+    agent: Annotated[str | None, typer.Option("--agent", help="Shell command of your own agent: it runs in each episode's sandbox and calls the policy through OPENAI_BASE_URL ([agent] command).")] = None,
+    agent_dir: Annotated[Path | None, typer.Option("--agent-dir", help="The agent's files, read-only in the sandbox as $RLVR_AGENT_DIR; default the current directory.")] = None,
+    agent_python: Annotated[Path | None, typer.Option("--agent-python", help="Interpreter or venv with the agent's packages (the openai SDK, a framework); default rlvr's.")] = None,
 ) -> None:
     """Evaluate a policy: pass@1 and pass@k per domain with confidence intervals.
+
+    With --agent, your agent is the policy's driver: it runs in each episode's sandbox, calls the gateway in front
+    of the policy, and its final workspace (and stdout, for answer tasks) is judged.
 
     Episodes are kept in the eval directory (rlvr report / query / failures work on it).
 
@@ -124,6 +130,10 @@ def eval_(
         return
     cfg = eval_config(config, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                       max_turns=max_turns, cluster=cluster)
+    agent_options = {k: v for k, v in (("command", agent), ("dir", str(agent_dir) if agent_dir else None),
+                                       ("python", str(agent_python) if agent_python else None)) if v is not None}
+    if agent_options:
+        cfg = cfg.model_copy(update={"agent": cfg.agent.model_copy(update=agent_options)})
     tasks = tasks or (cfg.tasks.heldout if config is not None else None)
     if not tasks or not (policy or config is not None):
         raise UserError("give --policy and --tasks, or --config FILE (or --compare RUN_A --compare RUN_B)",

@@ -407,6 +407,24 @@ class ClusterConfig(Section):
     """Ray address (`auto`, `ray://host:port`); None: run locally."""
 
 
+class AgentConfig(Section):
+    """An agent from outside as the policy (`rlvr eval --agent`): it runs in each episode's sandbox and calls the
+    gateway in front of the policy through OPENAI_BASE_URL (docs/INTEGRATIONS.md, "Train your own agent")."""
+
+    command: str = ""
+    """Shell command that runs the agent in the task's workspace; empty: the built-in env plays the policy."""
+    dir: str = "."
+    """Directory of the agent's files, mounted read-only in the sandbox as $RLVR_AGENT_DIR."""
+    python: str | None = None
+    """Interpreter (or venv directory) with the agent's packages, mounted read-only; None: rlvr's own."""
+    concurrency: int = Field(4, ge=1)
+    """Agents running at once (each holds one sandbox worker)."""
+    memory_mb: int = Field(1024, ge=64)
+    """Memory limit of one agent's process tree, in MiB."""
+    processes: int = Field(128, ge=8)
+    """Processes and threads one agent may run."""
+
+
 class RunConfig(Section):
     """The whole configuration of a run."""
 
@@ -426,6 +444,7 @@ class RunConfig(Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     schema_version: int = CONFIG_SCHEMA_VERSION
     """Version of the config layout (written with every resolved config)."""
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integrations
 DOC = Path(__file__).resolve().parents[2] / "docs" / "INTEGRATIONS.md"
 EXAMPLES = dict(re.findall(r"```python\n# example: (\w+)\n(.*?)```", DOC.read_text(), re.DOTALL))
 EXPECT = {"openenv": "(0.0, False)", "trl": "0.0", "skyrl": "True 0.0 False", "verl": "'score': 1.0",
-          "verifiers": "rewards: [0.0, 0.0]"}
+          "verifiers": "rewards: [0.0, 0.0]", "agent": "episodes: 2 masked: 0"}
 
 
 def test_every_trainer_has_an_example() -> None:

@@ -7,6 +7,7 @@ ends, and stops on Ctrl-C or a time limit with the report of the finished episod
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from rlvr.errors import UserError
 from rlvr.monitor.evals import report
 from rlvr.rollout.episode import Episode
 
-__all__ = ["eval_config", "mostly_masked", "run_eval"]
+__all__ = ["agent_runner", "eval_config", "mostly_masked", "run_eval"]
 
 MOSTLY = 0.5
 """An eval whose masked share of episodes is above this failed for the infrastructure's fault (exit 1)."""
@@ -97,6 +98,28 @@ class _Recorder:
         self._pending, self._last = [], time.monotonic()
 
 
+def agent_runner(built: Any, sampling: Any, on_episode: Any, stack: ExitStack) -> Any:
+    """`--agent`: a gateway in front of the run's policy and an isolated pool on the agent's interpreter, closed
+    with `stack`; the runner plays each episode with the agent (`rlvr.rollout.agents`)."""
+    from rlvr.rollout.agents import AgentRunner, agent_python, check_agent
+    from rlvr.rollout.gateway import Gateway
+    from rlvr.sandbox import make_pool
+
+    cfg = built.cfg
+    check_agent(cfg.agent)  # one line, exit 2, before any sandbox starts
+    if cfg.sandbox.isolation != "bwrap" or cfg.cluster.address:
+        raise UserError("agents run in the local isolated sandbox only", field="sandbox.isolation",
+                        fix='set [sandbox] isolation = "bwrap" and no [cluster] address')
+    gateway = Gateway(built.policy, sampling)
+    stack.callback(gateway.close)
+    python = agent_python(cfg.agent)
+    pool = make_pool(cfg.sandbox, workers=cfg.agent.concurrency, warm=(), spares=0,
+                     **({"python": python} if python else {}))
+    stack.callback(pool.close)
+    return AgentRunner(gateway, pool, built.scorer, cfg.agent, run_id=cfg.name, max_turns=cfg.rollout.max_turns,
+                       max_tokens=cfg.rollout.max_tokens, on_episode=on_episode)
+
+
 def eval_config(config_file: str | Path | None = None, *, temperature: float | None = None,
                 top_p: float | None = None, max_new_tokens: int | None = None, max_turns: int | None = None,
                 cluster: str | None = None) -> Any:
@@ -156,6 +179,10 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:  # the resolved config, its records here (not at a [store] url of the file)
         cfg.model_copy(update={"store": cfg.store.model_copy(update={"url": None})}).write(out)
+    if cfg.agent.command:  # an agent that cannot start is one line, before any model or sandbox starts
+        from rlvr.rollout.agents import check_agent
+
+        check_agent(cfg.agent)
     sampling = SamplingParams.from_config(cfg.policy)
     recorder = _Recorder(store)
     stopped: str | None = None
@@ -165,7 +192,7 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
                "passed"), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
     engine = None
     try:
-        with run.build(cfg, seed=seed) as built, \
+        with run.build(cfg, seed=seed) as built, ExitStack() as stack, \
                 Progress(*columns, console=Console(stderr=True), disable=not show_progress, unit="episodes") as bar:
             job = bar.add_task("eval", total=total, passed=0)
             deadline = _Deadline(time_limit_s)
@@ -176,7 +203,8 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
                            passed=sum(e.passed for e in recorder.episodes if not e.masked))
                 deadline.check()
 
-            engine = built.engine(sampling=sampling, on_episode=finished)
+            engine = agent_runner(built, sampling, finished, stack) if cfg.agent.command else \
+                built.engine(sampling=sampling, on_episode=finished)
             try:  # a SIGINT the deadline sent just as the run ended still lands in here
                 with deadline:
                     engine.run(tasks, k, step=0, seed=seed)

@@ -1,0 +1,123 @@
+"""The gateway (`rlvr.rollout.gateway`) against the in-process policy, and agents in sandboxes through it.
+
+Overhead: the same calls (one user message, `--tokens` new tokens, greedy) on the tiny hf model, once through
+`policy.generate` in this process and once through the openai SDK over loopback HTTP to the gateway; reports
+p50 milliseconds of each and of their difference (goal: gateway overhead <= 5 ms p50). Throughput: `--agents`
+concurrent agents (the openai SDK in a small two-call loop, each in its episode's isolated sandbox, its
+workspace judged) over `--episodes` episodes: episodes/s.
+
+`python benchmarks/bench_gateway.py [--calls 50] [--tokens 4] [--agents 32] [--episodes 64] [--json]`
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+AGENT = """
+import os, openai
+c = openai.OpenAI(max_retries=0)
+m = [{"role": "user", "content": open(os.environ["RLVR_PROMPT_FILE"]).read()}]
+for _ in range(2):
+    r = c.chat.completions.create(model="p", messages=m, max_tokens=4)
+    m += [r.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "go on"}]
+open("sol.py", "w").write("return a + b\\n")
+"""
+
+
+def overhead(policy, calls: int, tokens: int) -> dict[str, float]:
+    import openai
+
+    from rlvr.envs.messages import Message
+    from rlvr.rollout.gateway import Gateway
+    from rlvr.rollout.gateway_server import serve
+    from rlvr.rollout.policy import SamplingParams
+
+    sp = SamplingParams(temperature=0.0, max_new_tokens=tokens)
+    conv = [Message(role="user", content="Say hi.")]
+    local, remote = [], []
+    gw = Gateway(policy, sp, batch_window_s=0.0)
+    with serve(gw) as server:
+        key = gw.open_session("bench").key
+        client = openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
+        for i in range(calls + 3):  # alternate, so both see the same machine load; the first 3 warm up
+            t0 = time.perf_counter()
+            policy.generate([conv], sp, prompt_token_ids=[policy.encode(policy.render(conv))])
+            t1 = time.perf_counter()
+            gw.sessions[key].stream = None  # each call a fresh one-message history, like the local call
+            client.chat.completions.create(model="p", messages=[{"role": "user", "content": "Say hi."}])
+            t2 = time.perf_counter()
+            if i >= 3:
+                local.append((t1 - t0) * 1e3)
+                remote.append((t2 - t1) * 1e3)
+    gw.close()
+    return {"in_process_p50_ms": statistics.median(local), "gateway_p50_ms": statistics.median(remote),
+            "overhead_p50_ms": statistics.median(r - lo for r, lo in zip(remote, local))}
+
+
+def throughput(policy, agents: int, episodes: int) -> dict[str, float]:
+    from rlvr.config import AgentConfig
+    from rlvr.rollout.agents import AgentRunner
+    from rlvr.rollout.gateway import Gateway
+    from rlvr.rollout.policy import SamplingParams
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.sandbox.result import ExecLimits
+    from rlvr.tasks.spec import Task, TaskLimits
+    from rlvr.verify.scorer import Scorer
+
+    agent_dir = Path(tempfile.mkdtemp(prefix="rlvr-bench-agent-"))
+    (agent_dir / "agent.py").write_text(AGENT)
+    tasks = [Task(id=f"t{i}", domain="math", prompt="Add a and b.", workspace={"sol.py": "pass\n"},
+                  answer="0", limits=TaskLimits(max_turns=4, max_tokens=64, wall_s=120))
+             for i in range(max(1, episodes // 2))]
+    gw = Gateway(policy, SamplingParams(max_new_tokens=4))
+    with BwrapPool(ExecLimits(), workers=agents, warm=(), spares=0) as pool:
+        runner = AgentRunner(gw, pool, Scorer(pool), AgentConfig(command="python $RLVR_AGENT_DIR/agent.py",
+                                                                  dir=str(agent_dir), concurrency=agents))
+        t0 = time.perf_counter()
+        eps = runner.run(tasks, 2)
+        wall = time.perf_counter() - t0
+    gw.close()
+    ok = sum(e.status != "infra_error" and e.num_turns == 2 for e in eps)
+    return {"agents": agents, "episodes": len(eps), "complete_episodes": ok, "wall_s": wall,
+            "episodes_per_s": len(eps) / wall}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--tokens", type=int, default=4)
+    ap.add_argument("--agents", type=int, default=32)
+    ap.add_argument("--episodes", type=int, default=64)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.hf import HFPolicy
+
+    torch.set_num_threads(1)
+    tiny = build_tiny_model(Path(tempfile.mkdtemp(prefix="rlvr-bench-tiny-")), n_layer=2, n_embd=64, n_head=4,
+                            n_positions=1024, seed=3)
+    policy = HFPolicy(tiny, device="cpu", threads=1)
+    out = {"overhead": overhead(policy, args.calls, args.tokens)}
+    if args.episodes:
+        out["agents"] = throughput(policy, args.agents, args.episodes)
+    if args.json:
+        print(json.dumps(out))
+        return
+    o = out["overhead"]
+    print(f"gateway overhead per call: p50 {o['overhead_p50_ms']:.2f} ms (in-process {o['in_process_p50_ms']:.2f} "
+          f"ms, through the gateway {o['gateway_p50_ms']:.2f} ms; goal <= 5 ms)")
+    if "agents" in out:
+        a = out["agents"]
+        print(f"{a['agents']} concurrent agents: {a['episodes']} episodes ({a['complete_episodes']} complete) in "
+              f"{a['wall_s']:.1f} s = {a['episodes_per_s']:.2f} episodes/s")
+
+
+if __name__ == "__main__":
+    main()
