@@ -113,3 +113,19 @@ def test_build_closes_what_it_opened_and_borrows_what_it_is_given(monkeypatch) -
     mine.close()
     with pytest.raises(ValueError, match="without a policy"):
         built.engine()
+
+
+def test_eval_with_a_config_and_no_tasks_measures_the_held_out_set_training_measures(cli, tmp_path, monkeypatch) -> None:
+    """`rlvr eval --config` with no --tasks drew tasks:heldout from index 0: training tasks, not the held-out set."""
+    from rlvr.store.episodes import open_run
+
+    monkeypatch.chdir(tmp_path)
+    conf = tmp_path / "c.toml"
+    conf.write_text('[tasks]\ntrain = "code"\nheldout = "code:3"\nheldout_offset = 5000\n')  # procedural
+    (tmp_path / "answer.json").write_text(json.dumps(["<answer>0</answer>"]))
+    res = cli(["eval", "--config", str(conf), "--policy", f"scripted:{tmp_path / 'answer.json'}", "-k", "1"])
+    assert res.code == 0, res.stderr
+    [eval_dir] = sorted((tmp_path / "runs" / "eval").iterdir())
+    seen = sorted(ep.task_id for ep in open_run(eval_dir).episodes())
+    want = sorted(t.id for t in run.heldout_tasks(load_config(conf)))
+    assert seen == want and all(int(i.rsplit("-", 1)[1]) >= 5000 for i in seen)

@@ -101,6 +101,7 @@ def eval_(
 
     Ctrl-C or --time-limit writes the partial report of the finished episodes.
     """
+    from rlvr import run
     from rlvr.commands.eval import eval_config, mostly_masked, run_eval
     from rlvr.monitor.evals import compare as compare_reports
     from rlvr.monitor.evals import load_report, new_eval_dir, write_report
@@ -134,7 +135,8 @@ def eval_(
                                        ("python", str(agent_python) if agent_python else None)) if v is not None}
     if agent_options:
         cfg = cfg.model_copy(update={"agent": cfg.agent.model_copy(update=agent_options)})
-    tasks = tasks or (cfg.tasks.heldout if config is not None else None)
+    heldout = not tasks and config is not None  # the config's held-out set, exactly as its training measures it
+    tasks = tasks or (run.heldout_spec(cfg) if heldout else None)
     if not tasks or not (policy or config is not None):
         raise UserError("give --policy and --tasks, or --config FILE (or --compare RUN_A --compare RUN_B)",
                         fix="e.g. rlvr eval --policy scripted:actions.json --tasks code:20 -k 4")
@@ -143,7 +145,7 @@ def eval_(
     run_dir = new_eval_dir(output_dir)
     try:
         rep = run_eval(policy, tasks, k=k, seed=seed, config=cfg, out_dir=run_dir, time_limit_s=time_limit,
-                       store=EpisodeStore(run_dir, compression=cfg.store.compression))
+                       store=EpisodeStore(run_dir, compression=cfg.store.compression), heldout=heldout)
     except BaseException:
         if not (run_dir / "episodes").exists():  # bad input, or a crash before any episode: nothing half-written
             import shutil

@@ -136,7 +136,7 @@ def eval_config(config_file: str | Path | None = None, *, temperature: float | N
 
 def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0, cluster: str | None = None,
              config: Any = None, show_progress: bool = True, out_dir: str | Path | None = None,
-             store: Any = None, time_limit_s: float | None = None) -> dict[str, Any]:
+             store: Any = None, time_limit_s: float | None = None, heldout: bool = False) -> dict[str, Any]:
     """Evaluate a policy on a tasks SPEC with k samples per task; returns the report.
 
     The policy is `policy_spec` (`hf:PATH`, ...) with the rest of `config.policy` (device, dtype, chat
@@ -173,7 +173,9 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
     if policy_spec:
         backend, target = parse_spec(policy_spec)
         cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"backend": backend, "model": target})})
-    tasks = run.tasks_of(tasks_spec, cfg, seed=seed)  # with the config's [tasks.domains] settings
+    # with the config's [tasks.domains] settings; `heldout`: the config's held-out set as training draws it
+    # (procedural domains from tasks.heldout_offset on, finite ones sampled by the config's seed)
+    tasks = run.heldout_tasks(cfg) if heldout else run.tasks_of(tasks_spec, cfg, seed=seed)
     if not tasks:
         raise UserError(f"tasks spec {tasks_spec!r} selects no tasks", field="--tasks", fix="check the spec")
     out = Path(out_dir) if out_dir is not None else None
