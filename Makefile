@@ -10,6 +10,94 @@ EXTRAS ?= train,domains,ray,trl,dev,real,openenv,skyrl,verifiers
 
 .PHONY: setup quickstart test test-fast bench clean system-deps test-deps test-vllm real-model test-real
 
+# Installer: uv (from PyPI, bootstrapped once into $(UV_TOOLS) with pip) when it can be had, else pip; a uv install
+# that fails is retried with pip. INSTALLER=pip forces pip; UV=/path/to/uv picks a uv. uv reads none of pip's
+# configuration, so the sources pip is configured with here (pip.conf and PIP_* variables: find-links, index-url,
+# extra-index-url, constraint, trusted-host, timeout, cert; `pip config list`) become uv flags, and uv picks the
+# best version across all of them, as pip does (--index-strategy unsafe-best-match). uv's cache is its default one
+# (~/.cache/uv, shared by every clone); UV_CACHE_DIR moves it.
+INSTALLER ?= auto
+UV ?=
+UV_VERSION ?= 0.13.8
+UV_TOOLS ?= .rlvr-cache/uv-tools
+
+define RLVR_UV_SOURCES
+import ast, os, shlex, sys
+got = {}
+for line in sys.stdin:
+    key, sep, raw = line.strip().partition("=")
+    section, _, name = key.rpartition(".")
+    if not sep or section not in ("global", "install", ":env:"):
+        continue
+    try:
+        raw = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        pass
+    got.setdefault(name, {})[section] = str(raw).split()
+def values(name):
+    per = got.get(name, {})
+    return per.get(":env:") or per.get("install") or per.get("global") or []
+args = ["--index-strategy", "unsafe-best-match"]
+if values("no-index")[-1:] in (["1"], ["true"], ["yes"], ["on"]):
+    args.append("--no-index")
+for flag, name in (("--index-url", "index-url"), ("--extra-index-url", "extra-index-url"),
+                   ("--find-links", "find-links"), ("--constraints", "constraint"),
+                   ("--allow-insecure-host", "trusted-host")):
+    vals = values(name)[-1:] if name == "index-url" else values(name)
+    for v in dict.fromkeys(vals):
+        if name != "constraint" or os.path.isfile(v):
+            args += [flag, v]
+print("src=(" + " ".join(shlex.quote(a) for a in args) + ")")
+for var, name in (("UV_HTTP_TIMEOUT", "default-timeout"), ("SSL_CERT_FILE", "cert")):
+    if values(name) and var not in os.environ:
+        print(f"export {var}={shlex.quote(values(name)[-1])}")
+endef
+export RLVR_UV_SOURCES
+
+define RLVR_TORCH_CHECK
+import importlib.metadata as md, sys
+v = md.version("torch")
+nv = sorted({d.metadata["Name"] for d in md.distributions() if (d.metadata["Name"] or "").lower().startswith("nvidia-")})
+if "+cpu" not in v or nv:
+    print(f"WARNING: {sys.prefix}: torch {v} is not the CPU build ({len(nv)} nvidia-* packages); see DEVELOPERS.md",
+          file=sys.stderr)
+endef
+export RLVR_TORCH_CHECK
+
+# The uv to use, empty for pip: UV, else $(UV_TOOLS)/bin/uv, bootstrapped there with pip the first time, else a uv on
+# PATH. Found once per make run, and only when something is to be installed.
+UV_FOUND = $(eval UV_FOUND := $(shell \
+  if [ "$(INSTALLER)" = pip ]; then exit 0; fi; \
+  if [ -n "$(UV)" ]; then echo "$(UV)"; exit 0; fi; \
+  if [ -x "$(UV_TOOLS)/bin/uv" ]; then echo "$(UV_TOOLS)/bin/uv"; exit 0; fi; \
+  mkdir -p "$$(dirname "$(UV_TOOLS)")"; echo "bootstrapping uv==$(UV_VERSION) into $(UV_TOOLS) (pip)" >&2; \
+  if rm -rf "$(UV_TOOLS)" && $(PYTHON) -m venv "$(UV_TOOLS)" >"$(UV_TOOLS).log" 2>&1 && \
+     "$(UV_TOOLS)/bin/python" -m pip install -q "uv==$(UV_VERSION)" >>"$(UV_TOOLS).log" 2>&1 && \
+     "$(UV_TOOLS)/bin/uv" --version >/dev/null 2>&1; then echo "$(UV_TOOLS)/bin/uv"; \
+  elif command -v uv >/dev/null 2>&1; then rm -rf "$(UV_TOOLS)"; command -v uv; \
+  else rm -rf "$(UV_TOOLS)"; echo "uv could not be installed (see $(UV_TOOLS).log): installing with pip" >&2; fi))$(UV_FOUND)
+
+# The shell set-up of every install recipe: $$uv is the uv to use (empty: pip) and $$src the sources as uv flags;
+# `mkvenv DIR` creates a venv (with pip in it: rlvr and make real-model call `python -m pip`), `inst PY ARGS...`
+# installs into PY's venv, `uninst PY NAMES...` removes packages if present, `cpu_torch PY` warns on a CUDA torch.
+INSTALL_SH = uv="$(UV_FOUND)"; src=(); \
+  if [ -n "$$uv" ]; then eval "$$($(PYTHON) -m pip config list 2>/dev/null | $(PYTHON) -c "$$RLVR_UV_SOURCES")"; fi; \
+  mkvenv() { \
+    if [ -n "$$uv" ]; then echo "uv venv $$1"; \
+      "$$uv" venv -q --clear --no-python-downloads --python "$(PYTHON)" "$$1" && \
+        "$$uv" pip install -q --python "$$1/bin/python" "$${src[@]}" pip && return 0; \
+      echo "uv venv failed: creating $$1 with python -m venv" >&2; fi; \
+    echo "python -m venv $$1"; $(PYTHON) -m venv --clear "$$1" && "$$1/bin/python" -m pip install -q --upgrade pip; }; \
+  inst() { local py="$$1"; shift; \
+    if [ -n "$$uv" ]; then echo "uv pip install $$*"; \
+      "$$uv" pip install -q --python "$$py" "$${src[@]}" "$$@" && return 0; \
+      echo "uv pip install failed: retrying with pip" >&2; fi; \
+    echo "pip install $$*"; "$$py" -m pip install -q "$$@"; }; \
+  uninst() { local py="$$1"; shift; \
+    if [ -n "$$uv" ]; then "$$uv" pip uninstall -q --python "$$py" "$$@" 2>/dev/null || true; \
+    else "$$py" -m pip uninstall -y -q "$$@" 2>/dev/null || true; fi; }; \
+  cpu_torch() { "$$1" -c "$$RLVR_TORCH_CHECK" || true; };
+
 setup: system-deps $(STAMP)
 
 # Debian packages: bubblewrap for the sandbox (everyone); chromium for the report's headless browser test
@@ -36,15 +124,16 @@ test-deps:
 	fi
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	@$(INSTALL_SH) mkvenv $(VENV)
 
-# torch first, pinned to the CPU build, so that nothing later pulls a multi-GB CUDA build.
+# torch first, pinned to the CPU build (the wheel on local disk), so that nothing later pulls a multi-GB CUDA build;
+# the extras are then resolved with the same pin, so that no dependency can move torch.
+# torchvision/torchaudio/torchcodec from PyPI do not import against the CPU torch; transformers is fine without them.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q "torch==$(TORCH_VERSION)"
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
-	@# torchvision/torchaudio from PyPI do not import against the CPU torch; transformers is fine without them.
-	-@$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null
+	@$(INSTALL_SH) set -e; \
+	inst $(PY) "torch==$(TORCH_VERSION)"; \
+	inst $(PY) "torch==$(TORCH_VERSION)" -e ".[$(EXTRAS)]"; \
+	uninst $(PY) torchvision torchaudio torchcodec; cpu_torch $(PY)
 	@touch $(STAMP)
 
 quickstart: setup
@@ -73,13 +162,13 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.rlvr-installed
 
 $(VLLM_PY):
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install -q --upgrade pip
+	@$(INSTALL_SH) mkvenv $(VLLM_VENV)
 
 $(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
-	$(VLLM_PY) -m pip install -q "torch==$(TORCH_VERSION)"
-	$(VLLM_PY) -m pip install -q -e ".[train,dev,vllm,ray]"
-	-@$(VLLM_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null
+	@$(INSTALL_SH) set -e; \
+	inst $(VLLM_PY) "torch==$(TORCH_VERSION)"; \
+	inst $(VLLM_PY) "torch==$(TORCH_VERSION)" -e ".[train,dev,vllm,ray]"; \
+	uninst $(VLLM_PY) torchvision torchaudio torchcodec; cpu_torch $(VLLM_PY)
 	@touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP) real-model
@@ -119,10 +208,11 @@ BLENDER_STAMP := $(BLENDER_VENV)/.rlvr-installed
 blender: $(BLENDER_STAMP)
 
 $(BLENDER_STAMP):
-	@test -x $(BLENDER_PY) || $(PYTHON) -m venv $(BLENDER_VENV)
-	@$(BLENDER_PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
-	  { echo "bpy 5.0.1 needs Python 3.11: make blender PYTHON=python3.11" >&2; exit 2; }
-	$(BLENDER_PY) -m pip install -q "bpy==5.0.1" "numpy>=1.26"
+	@$(INSTALL_SH) set -e; \
+	test -x $(BLENDER_PY) || mkvenv $(BLENDER_VENV); \
+	$(BLENDER_PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
+	  { echo "bpy 5.0.1 needs Python 3.11: make blender PYTHON=python3.11" >&2; exit 2; }; \
+	inst $(BLENDER_PY) "bpy==5.0.1" "numpy>=1.26"
 	@touch $(BLENDER_STAMP)
 
 # The blender-marked tests (tests/domains/blender/test_verifier.py and friends); about 5 minutes on 2 cores, plus the
@@ -144,6 +234,14 @@ repo-real: setup
 test-repo-real: repo-real
 	RLVR_REPO_REAL_PACK=$(REPO_REAL_PACK) OMP_NUM_THREADS=1 $(VENV)/bin/rlvr tasks validate --domain repo-real \
 	  -n $(REPO_REAL_VALIDATE)
+
+# What only a GPU can show (benchmarks/gpu_check.py): NCCL update = CPU reference, a vLLM GPU engine with weight
+# sync, the bf16 update, a 32k-token update, vLLM tokens/s against transformers.generate; within 8 minutes, figures
+# as JSON in $(GPU_CHECK_OUT). Without a GPU it says so in one line and exits 0.
+GPU_CHECK_OUT ?= runs/gpu-check
+.PHONY: gpu-check
+gpu-check: setup
+	OMP_NUM_THREADS=1 $(PY) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT)
 
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/run.py
