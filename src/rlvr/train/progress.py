@@ -60,7 +60,7 @@ class TrainProgress:
 
     def final(self, summary: dict[str, Any]) -> None:
         """The closing lines: held-out pass@1 before and after RL, and where the run and its report are."""
-        out = Console()
+        out = Console(soft_wrap=True)  # a line a figure, also in a narrow terminal or a log
         before, after = summary.get("pass1_before"), summary.get("pass1_after")
         if before is not None and after is not None:
             n, k = summary["heldout_tasks"], summary.get("heldout_samples_per_task", 1)
