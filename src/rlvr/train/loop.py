@@ -34,7 +34,9 @@ from rich.console import Console
 from rlvr.config import RunConfig, load_config
 from rlvr.errors import MostlyMasked, UserError
 from rlvr.monitor.evals import first_mask_error
+from rlvr.rollout.agents import refuse_unsupported
 from rlvr.rollout.episode import Episode
+from rlvr.rollout.gateway import split_segments
 from rlvr.rollout.groups import group_key, zero_variance_groups
 from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, SUMMARY_FILE, RunLayout, heldout_label
 from rlvr.train import checkpoint, distributed
@@ -154,6 +156,7 @@ def validate(cfg: RunConfig) -> None:
                         fix='give a JSONL file of {prompt, completion} records, "reference" or "gold"')
     launched = distributed.launch_env()
     ranks = int(launched["WORLD_SIZE"]) if launched else (cfg.train.world_size or 1)
+    refuse_unsupported(cfg, ranks=ranks)  # agents: one rank, synchronous, the local isolated sandbox
     if cfg.sft.recovery_every and ranks > 1:
         raise UserError("recovery samples in the loop run on one rank only", field="sft.recovery_every",
                         fix="set sft.recovery_every = 0 to train on several ranks")
@@ -224,7 +227,8 @@ def update_policy(parts: Parts, episodes: list[Episode], step: int) -> dict[str,
     learn = [ep for ep in episodes if group_key(ep) not in skipped | stale]
     lags = [parts.policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, parts.cfg.train.advantage)
-    samples = samples_from(learn, advantages) if dist.main else None
+    # an agent's episode may hold several segments (it edited its history): each trains on its own tokens
+    samples = samples_from(split_segments(learn), advantages) if dist.main else None
     samples = dist.broadcast(samples)  # rank 0 holds the step's episodes; every rank steps on the same samples
     with dist.collective("the update"):  # FSDP2/DDP collectives run inside it
         metrics = parts.updater.step(samples, seed=step_seed(parts.cfg.seed, step))

@@ -13,6 +13,7 @@ from typing import Any
 from rlvr import run
 from rlvr.config import RunConfig
 from rlvr.monitor.monitor import Monitor
+from rlvr.rollout.agents import AgentRunner, agent_runner
 from rlvr.rollout.engine import RolloutEngine
 from rlvr.rollout.gold import GOLD_SAMPLING
 from rlvr.rollout.policy import SamplingParams
@@ -44,7 +45,8 @@ class Parts:
     scheduler: Scheduler
     scorer: Scorer
     """The run's one scoring seam: the engine, held-out evaluation and every verdict of the run use it."""
-    engine: RolloutEngine
+    engine: RolloutEngine | AgentRunner
+    """Who plays the rollouts: the built-in env loop, or the run's agent through the gateway (`[agent] command`)."""
     retention: Retention
     """Which episodes the store keeps."""
     updater: PolicyUpdater
@@ -59,9 +61,12 @@ class Parts:
     recovery: RecoveryMixer | None = None
     """Recovery samples from the run's failures, every `sft.recovery_every` steps (`rlvr.train.recovery`)."""
 
-    def engine_for(self, sampling: SamplingParams, progress: Any = None, policy: Any = None) -> RolloutEngine:
+    def engine_for(self, sampling: SamplingParams, progress: Any = None,
+                   policy: Any = None) -> RolloutEngine | AgentRunner:
         """Another engine on the same pool and Scorer, on the policy or `policy` (held-out evaluation, and the
-        gold policy that plays reference trajectories)."""
+        gold policy that plays reference trajectories). With an agent, the policy's episodes are the agent's."""
+        if policy is None and isinstance(self.engine, AgentRunner):
+            return self.engine.with_sampling(sampling, progress)
         return RolloutEngine(policy or self.policy, self.pool, self.scorer, config=self.cfg.rollout,
                              sampling=sampling, run_id=self.cfg.name, progress=progress)
 
@@ -134,8 +139,11 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None, dist: Dist = SINGL
                                 ref_model=ref_model, dist=dist)
         monitor = Monitor(cfg.run_dir, cfg.monitor) if dist.main else _NoMonitor()
         stack.callback(monitor.close)
+        engine: RolloutEngine | AgentRunner = built.engine()
+        if cfg.agent.command:  # the agent plays the rollouts, through a gateway in front of the policy
+            engine = agent_runner(cfg, policy, built.scorer, SamplingParams.from_config(cfg.policy), stack)
         parts = Parts(cfg=cfg, run_url=run_url, policy=policy, pool=built.pool, scheduler=scheduler,
-                      scorer=built.scorer, engine=built.engine(),
+                      scorer=built.scorer, engine=engine,
                       retention=Retention(cfg.schedule.failed_retention, seed=cfg.seed), updater=updater,
                       store=EpisodeStore(run_url), monitor=monitor,
                       train_sources=[s.source for s in train],
