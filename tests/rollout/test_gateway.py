@@ -8,8 +8,8 @@ import openai
 import pytest
 import torch
 
-from rlvr.rollout.episode import Episode
-from rlvr.rollout.gateway import Gateway, split_segments
+from rlvr.rollout.episode import Episode, split_segments
+from rlvr.rollout.gateway import Gateway
 from rlvr.rollout.gateway_server import serve
 from rlvr.rollout.hf import HFPolicy
 from rlvr.rollout.policy import Completion, SamplingParams

@@ -80,3 +80,21 @@ def test_cap_tokens_keeps_head_and_tail_around_a_marker(wide: HFPolicy) -> None:
 def test_a_micro_batch_budget_below_the_context_budget_is_refused() -> None:
     with pytest.raises(UserError, match=r"\[train.micro_batch_tokens\].*at least 4096"):
         RunConfig.model_validate({"train": {"micro_batch_tokens": 1024}, "rollout": {"max_context_tokens": 4096}})
+
+
+def test_an_episode_whose_record_starts_over_trains_every_segment_on_what_the_model_saw(wide: HFPolicy,
+                                                                                         pool) -> None:
+    """Elision rewrites earlier text, so the record starts over; the generated tokens before it used to lose their
+    loss mask, and now train as a segment of their own."""
+    from rlvr.rollout.episode import split_segments
+
+    policy = forced(wide, [tc("read_file", path="log.txt")] * 23 + [tc("submit")])
+    cfg = RolloutConfig(max_context_tokens=2500, max_tool_output_tokens=150)
+    [ep] = RolloutEngine(policy, pool, config=cfg, sampling=SamplingParams(max_new_tokens=120)).run([long_task(24)], 1)
+    assert ep.context_elided and ep.metadata["token_restarts"] >= 1
+    records = split_segments([ep])
+    assert len(records) == 1 + len(ep.metadata["segments"]) >= 2
+    for rec in records:  # each exactly what the model saw when it sampled its tokens
+        exact(wide, rec)
+    # every generated token is trained once: in the segment that holds it with its real prefix
+    assert sum(sum(r.loss_mask) for r in records) == ep.num_generated_tokens

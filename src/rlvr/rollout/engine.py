@@ -304,6 +304,8 @@ class RolloutEngine:
         if live.stream is not None:
             ep.token_ids, ep.loss_mask, ep.logprobs = live.stream.ids, live.stream.mask, live.stream.logprobs
             ep.metadata["token_restarts"] = live.stream.restarts
+            if live.stream.segments:  # the records it started over from, each trained on its own tokens
+                ep.metadata["segments"] = live.stream.segments
         return "done"
 
     def _score(self, live: _Live, final: FinalState) -> None:

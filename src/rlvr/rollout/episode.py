@@ -6,6 +6,7 @@ user, the Env.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -71,3 +72,18 @@ class Episode(BaseModel):
     @property
     def passed(self) -> bool:
         return bool(self.verdict and self.verdict.passed)
+
+
+def split_segments(episodes: Sequence[Episode]) -> list[Episode]:
+    """One training record per segment of each episode (the same episode_id, so an advantage keyed by episode
+    reaches each of them). An episode whose token record had to start over (older output elided to fit the
+    context, a template that rewrote earlier text; or a gateway caller that edited its history) keeps its earlier
+    records in `metadata["segments"]`, each exactly what the model saw when it sampled its tokens:
+    `rlvr.train.update.samples_from(split_segments(eps), advantages)` trains every one on its own tokens."""
+    out: list[Episode] = []
+    for ep in episodes:
+        for seg in ep.metadata.get("segments") or []:
+            out.append(ep.model_copy(update={"token_ids": seg["token_ids"], "loss_mask": seg["loss_mask"],
+                                             "logprobs": seg["logprobs"]}))
+        out.append(ep)
+    return out

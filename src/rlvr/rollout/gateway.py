@@ -9,7 +9,7 @@ Segments: when a call's history is not an extension of the previous call's promp
 edited, trimmed or summarised its history), the record so far is closed as a segment and a new one starts
 from a fresh rendering. Each segment is trained on its own tokens, so no token is ever credited with a
 context the model did not see (`Session.fill` puts the last segment in the Episode's token fields and the
-earlier ones in `metadata["segments"]`; `split_segments` makes one training record of each).
+earlier ones in `metadata["segments"]`; `rlvr.rollout.episode.split_segments` makes one training record of each).
 
 Turns the model writes with rlvr's text tool calls (`<tool_call>{...}</tool_call>`) go back as OpenAI
 `tool_calls`; when the agent sends such a turn back, the gateway renders the raw text it generated, so the
@@ -127,18 +127,6 @@ class Session:
             if len(set(self.versions)) > 1:
                 ep.metadata["policy_versions"] = list(self.versions)
         return ep
-
-
-def split_segments(episodes: Sequence[Episode]) -> list[Episode]:
-    """One record per segment (same episode_id, so an advantage keyed by episode reaches each of them):
-    `rlvr.train.update.samples_from(split_segments(eps), advantages)` trains every segment on its own tokens."""
-    out: list[Episode] = []
-    for ep in episodes:
-        for seg in ep.metadata.get("segments") or []:
-            out.append(ep.model_copy(update={"token_ids": seg["token_ids"], "loss_mask": seg["loss_mask"],
-                                             "logprobs": seg["logprobs"]}))
-        out.append(ep)
-    return out
 
 
 @dataclass

@@ -158,6 +158,9 @@ class TokenStream:
     """How many times the stream was rebuilt from a fresh rendering."""
     tools: list[dict[str, Any]] | None = None
     """The episode's tool specs (the Env's `Observation.tools`), given to a template that renders them."""
+    segments: list[dict[str, list[Any]]] = field(default_factory=list)
+    """The records the stream started over from, each holding generated tokens: every one is exactly what the
+    model saw when it sampled them, so it trains on its own (`rlvr.rollout.episode.split_segments`)."""
     _text: str | None = None
     _eos_text: str = ""
 
@@ -175,9 +178,13 @@ class TokenStream:
         return list(self.ids)
 
     def restart(self, rendered: str) -> None:
-        """Replace the record by a fresh rendering (generated tokens in it lose their loss mask)."""
+        """Replace the record by a fresh rendering (generated tokens in it lose their loss mask there); the old
+        record, when it holds generated tokens, is kept as a segment that trains on its own."""
         if self.ids:
             self.restarts += 1
+            if any(self.mask):
+                self.segments.append({"token_ids": list(self.ids), "loss_mask": list(self.mask),
+                                      "logprobs": list(self.logprobs)})
         self.ids = self.encoder.encode(rendered)
         self.mask = [0] * len(self.ids)
         self.logprobs = [0.0] * len(self.ids)
@@ -200,7 +207,7 @@ class TokenStream:
     def copy(self) -> TokenStream:
         """An independent copy (to try a turn's prompt before committing to it)."""
         return TokenStream(self.encoder, list(self.ids), list(self.mask), list(self.logprobs), self.restarts,
-                           self.tools, self._text, self._eos_text)
+                           self.tools, [dict(s) for s in self.segments], self._text, self._eos_text)
 
     def render(self, messages: Sequence[Message]) -> str:
         """A fresh rendering of `messages` with the generation prompt (and the episode's tools, if any)."""

@@ -35,8 +35,7 @@ from rlvr.config import RunConfig, load_config
 from rlvr.errors import MostlyMasked, UserError
 from rlvr.monitor.evals import first_mask_error
 from rlvr.rollout.agents import refuse_unsupported
-from rlvr.rollout.episode import Episode
-from rlvr.rollout.gateway import split_segments
+from rlvr.rollout.episode import Episode, split_segments
 from rlvr.rollout.groups import group_key, zero_variance_groups
 from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, SUMMARY_FILE, RunLayout, heldout_label
 from rlvr.train import checkpoint, distributed
