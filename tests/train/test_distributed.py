@@ -196,7 +196,8 @@ def test_bf16_under_fsdp2_computes_in_bf16_from_float32_shards(runs: tuple[RunCo
     import math
 
     config = tmp_path / "bf16.toml"
-    config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, world_size=2, mixed_precision="bf16")))
+    data = _data(tmp_path, model_dir, world_size=2, mixed_precision="bf16")
+    config.write_text(tomli_w.dumps({**data, "sft": _sft_file(tmp_path)}))  # the warm start of the float32 runs
     done = _torchrun(config, env={"RLVR_TEST_PROBE": str(tmp_path / "probe")})
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in range(2):
