@@ -15,8 +15,10 @@ ppo_clip, token aggregation), on a 2-layer Llama-style model built from its conf
   runs out of memory.
 
 Each configuration runs in a fresh subprocess (one torch thread), whose peak RSS (`ru_maxrss`) is reported;
-the step is timed after the model and the episode are built. `--quick` runs lengths up to 4k only.
-Run: `.venv/bin/python benchmarks/bench_long_context.py [--quick] [--json PATH]`.
+the step is timed after the model and the episode are built. `--quick` runs lengths up to 4k only;
+`--models a,b` runs those models only (names as in the table: llama2-49k, llama2-262k, smollm2-135m),
+`--lengths 4096,8192` those lengths, `--paths long` one path (a run resumed past the dense path's limit).
+Run: `.venv/bin/python benchmarks/bench_long_context.py [--quick] [--models NAMES] [--json PATH]`.
 """
 from __future__ import annotations
 
@@ -110,6 +112,11 @@ def main(argv: list[str]) -> int:
     out_json = argv[argv.index("--json") + 1] if "--json" in argv else None
     lengths = [t for t in LENGTHS if not quick or t <= 4096]
     models = list(MODELS) + (["smollm2-135m"] if SMOLLM2.is_dir() else [])
+    if "--models" in argv:  # a subset, e.g. `--models smollm2-135m`
+        models = [m for m in argv[argv.index("--models") + 1].split(",") if m in models]
+    if "--lengths" in argv:
+        lengths = [int(x) for x in argv[argv.index("--lengths") + 1].split(",")]
+    paths = argv[argv.index("--paths") + 1].split(",") if "--paths" in argv else ["dense", "long"]
     if not SMOLLM2.is_dir():
         print(f"(SmolLM2-135M-Instruct not built at {SMOLLM2}: `make real-model`; skipped)")
     results: list[dict] = []
@@ -119,7 +126,7 @@ def main(argv: list[str]) -> int:
         for length in lengths:
             if name == "smollm2-135m" and length > 8192:
                 break
-            for path in ("dense", "long"):
+            for path in paths:
                 if path == "dense":
                     guess = predicted(dense, length)
                     if dense and "peak_rss_gb" not in dense[-1] or guess is not None and guess > MEMORY_CAP_GB:

@@ -4,7 +4,9 @@ Each conversation samples from its own torch.Generator seeded by `SamplingParams
 stream depends on its seed and prompt only, never on which other episodes share the batch. A prompt that
 several rows continue (a group's samples) and the prefix all prompts share (a system prompt) are prefilled
 once (rlvr.rollout.kvcache); decoding writes into reserved KV buffers and samples the whole batch with tensor
-operations (rlvr.rollout.sampling). The trainer
+operations (rlvr.rollout.sampling). Between calls, each row's keys and values are kept (kvcache.PrefixCache,
+`kv_reuse_tokens` tokens at most): the next turn of an episode, whose prompt extends the previous prompt and
+its sampled tokens, prefills only its new tokens. The trainer
 updates `.model`'s weights in place and increments `.version`. In asynchronous training the trainer first
 calls `separate_weights()`: generation then samples from a copy (rlvr.rollout.weights.GenerationCopy) that
 changes only through `sync_weights()`, and each completion records that copy's version.
@@ -23,7 +25,18 @@ import torch
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
 from rlvr.rollout.builtin import resolve_builtin
-from rlvr.rollout.kvcache import BUCKET, MIN_SHARED, common_prefix, reserved_cache, shared_prompts
+from rlvr.rollout.kvcache import (
+    BUCKET,
+    MIN_SHARED,
+    PrefixCache,
+    common_prefix,
+    fingerprint,
+    is_reserved,
+    prime,
+    reserved_cache,
+    row_kv,
+    shared_prompts,
+)
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.sampling import row_noise, sample_tokens
 from rlvr.rollout.tokens import AUTO, ChatTemplateCodec, choose_chat_template
@@ -116,7 +129,8 @@ class HFPolicy(ChatTemplateCodec):
 
     def __init__(self, model_path_or_name: str | Path, device: str = "auto", dtype: str = "float32", *,
                  max_context: int | None = None, threads: int | None = 1, seed: int = 0,
-                 trust_remote_code: bool = False, chat_template: str = AUTO) -> None:
+                 trust_remote_code: bool = False, chat_template: str = AUTO, kv_reuse_tokens: int | None = None
+                 ) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -132,6 +146,8 @@ class HFPolicy(ChatTemplateCodec):
         self.model.to(self.device).eval()
         self.version = 0
         self._copy: GenerationCopy | None = None
+        self.kv_reuse = PrefixCache(kv_reuse_tokens)
+        """Keys and values kept between calls (`kv_reuse_tokens`: its cap; None: REUSE_BYTES' worth; 0: off)."""
         tok = self.tokenizer
         tok.chat_template = choose_chat_template(tok, chat_template, name)
         self.eos_ids = self._eos_ids()
@@ -211,7 +227,12 @@ class HFPolicy(ChatTemplateCodec):
         strings when there are any."""
         dev, n, longest = self.device, len(prompts), max(budgets)
         cache_kw, _ = _forward_names(model)
+        reuse = self.kv_reuse
+        if reuse.on:
+            reuse.check(fingerprint(model, self.generation_version))
         past, logits, mask, last_pos, width = self._prefill(model, prompts, longest)
+        saved: dict[int, torch.Tensor] = {}  # each row's keys and values, taken before the row leaves the batch
+        keep_kv = reuse.on and is_reserved(past)
         noise = row_noise(seeds, longest, dev)
         toks = torch.zeros((n, longest), dtype=torch.long, device=dev)
         lps = torch.zeros((n, longest), dtype=torch.float32, device=dev)
@@ -234,57 +255,82 @@ class HFPolicy(ChatTemplateCodec):
             live &= ~done
             left = int(live.sum())
             if left == 0:
+                if keep_kv:
+                    _save_rows(past, range(len(rows)), rows, ends, mask, width, saved)
                 break
             if 4 * (len(live) - left) >= len(live):  # finished rows leave the batch (and the KV cache)
                 keep = live.nonzero().squeeze(1)
+                if keep_kv:
+                    _save_rows(past, (~live).nonzero().squeeze(1).tolist(), rows, ends, mask, width, saved)
                 past.batch_select_indices(keep)
                 rows, live, tok, mask, last_pos = rows[keep], live[keep], tok[keep], mask[keep], last_pos[keep]
             step += 1
             out = model(input_ids=tok[:, None], attention_mask=mask[:, :width + step],
                         position_ids=(last_pos + step)[:, None], use_cache=True, **{cache_kw: past})
             past, logits = _cache_of(out), out.logits[:, -1, :]
-        return [(t[:e], p[:e], "stop" if s else "length")
+        outs = [(t[:e], p[:e], "stop" if s else "length")
                 for t, p, e, s in zip(toks.tolist(), lps.tolist(), ends.tolist(), stopped.tolist())]
+        if keep_kv:
+            for r, (ids, _, _) in enumerate(outs):  # the record's next turn starts with prompt + ids[:-1]
+                reuse.store(prompts[r] + ids[:-1], saved[r])
+        return outs
 
     def _prefill(self, model: Any, prompts: list[list[int]], extra: int) -> tuple[Any, torch.Tensor, torch.Tensor,
                                                                                   torch.Tensor, int]:
-        """Each prompt's keys and values, each token computed once: the prefix that all distinct prompts share
-        (at least MIN_SHARED tokens) is prefilled once, then the rest of each distinct prompt (left padded, so
-        the padding sits between the two), and rows that repeat a prompt copy its cache. Returns the cache, each
-        row's next-token logits, its attention mask with `extra` columns for the tokens to come, its last
-        position, and the prompt width."""
+        """Each prompt's keys and values, each token computed once. A prompt that continues a sequence the
+        PrefixCache holds starts from its stored keys and values; otherwise the prefix that all distinct prompts
+        share (at least MIN_SHARED tokens) is prefilled once. Then the rest of each distinct prompt is prefilled
+        (left padded, so the padding sits between the two), and rows that repeat a prompt copy its cache.
+        Returns the cache, each row's next-token logits, its attention mask with `extra` columns for the tokens
+        to come, its last position, and the prompt width."""
         dev = self.device
         distinct, owner = shared_prompts(prompts)
-        shared = common_prefix(distinct) if len(distinct) > 1 else 0
-        shared = shared if shared >= MIN_SHARED else 0
-        rests = [p[shared:] for p in distinct]
-        width = max(len(p) for p in rests)
+        hits = [self.kv_reuse.lookup(p) for p in distinct] if self.kv_reuse.on else [(None, 0)] * len(distinct)
+        kvs = [self.kv_reuse.kv(e) if e is not None else None for e, _ in hits]
+        cached = [n if kv is not None else 0 for (_, n), kv in zip(hits, kvs)]
+        head = max(cached)
+        cache = None
+        for _ in range(2):
+            shared = 0 if head else common_prefix(distinct) if len(distinct) > 1 else 0
+            shared = shared if shared >= MIN_SHARED else 0
+            lead = head or shared  # the columns before the rests: stored prefixes, or the shared one
+            rests = [p[max(shared, c):] for p, c in zip(distinct, cached)]
+            width = max(len(p) for p in rests)
+            cache = reserved_cache(model, lead + width + min(extra, BUCKET))  # grown if rows live longer
+            if cache is not None or not head:
+                break
+            head, cached = 0, [0] * len(distinct)  # stored keys need a reserved cache: prefill all
         ids = torch.full((len(rests), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rests), shared + width + extra), dtype=torch.long)  # the columns to come are ones
+        mask = torch.zeros((len(rests), lead + width + extra), dtype=torch.long)  # the columns to come are ones
         mask[:, :shared] = 1
-        for r, p in enumerate(rests):  # left padding: every row's next token sits in the last column
+        for r, (p, c) in enumerate(zip(rests, cached)):  # left padding: every row's next token in the last column
             ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[r, shared + width - len(p):] = 1
+            mask[r, lead + width - len(p):] = 1
+            mask[r, head - c:head] = 1
         ids, mask = ids.to(dev), mask.to(dev)
-        pos = (mask[:, :shared + width].cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        pos = (mask[:, :lead + width].cumsum(-1) - 1).clamp(min=0)[:, lead:]
         cache_kw, keep_kw = _forward_names(model)
         kw: dict[str, Any] = {keep_kw: 1} if keep_kw else {}
-        cache = reserved_cache(model, shared + width + min(extra, BUCKET))  # grown if rows live longer
+        if head and cache is not None:
+            prime(cache, kvs, cached, head, lead + width + min(extra, BUCKET))
+        if self.kv_reuse.on:
+            self.kv_reuse.reused_tokens += sum(cached[o] for o in owner)
+            self.kv_reuse.prefilled_tokens += sum(len(rests[o]) for o in owner)  # rows' view, not compute
         if shared:
-            head = torch.tensor([distinct[0][:shared]], dtype=torch.long, device=dev)
-            out = model(input_ids=head, attention_mask=mask[:1, :shared], position_ids=pos.new_tensor([list(range(shared))]),
-                        use_cache=True, **kw,
+            head_ids = torch.tensor([distinct[0][:shared]], dtype=torch.long, device=dev)
+            out = model(input_ids=head_ids, attention_mask=mask[:1, :shared],
+                        position_ids=pos.new_tensor([list(range(shared))]), use_cache=True, **kw,
                         **({cache_kw: cache} if cache is not None else {}))
             cache = _cache_of(out)
             cache.batch_select_indices(torch.zeros(len(rests), dtype=torch.long, device=dev))
-        out = model(input_ids=ids, attention_mask=mask[:, :shared + width], position_ids=pos, use_cache=True, **kw,
+        out = model(input_ids=ids, attention_mask=mask[:, :lead + width], position_ids=pos, use_cache=True, **kw,
                     **({cache_kw: cache} if cache is not None else {}))
         past, logits, last_pos = _cache_of(out), out.logits[:, -1, :], pos[:, -1]
         if len(distinct) < len(prompts):
             idx = torch.tensor(owner, device=dev)
             past.batch_select_indices(idx)
             logits, mask, last_pos = logits[idx], mask[idx], last_pos[idx]
-        return past, logits, mask, last_pos, shared + width
+        return past, logits, mask, last_pos, lead + width
 
     def _stop_strings(self, window: torch.Tensor, live: torch.Tensor, stop: tuple[str, ...]) -> torch.Tensor:
         """Rows whose text over their latest tokens (`window`) contains a stop string (live rows only)."""
@@ -293,6 +339,17 @@ class HFPolicy(ChatTemplateCodec):
             if any(s in self.decode(row) for s in stop):
                 hit[j] = True
         return hit
+
+
+def _save_rows(past: Any, batch_rows: Any, rows: torch.Tensor, ends: torch.Tensor, mask: torch.Tensor, width: int,
+               saved: dict[int, torch.Tensor]) -> None:
+    """Copy the keys and values of finished batch rows into `saved` (by original row): the prompt's and all
+    generated tokens' but the last, which was never fed."""
+    originals, stops = rows.tolist(), ends.tolist()
+    for j in batch_rows:
+        r = originals[j]
+        cols = mask[j, :width + stops[r] - 1].nonzero().squeeze(1)
+        saved[r] = row_kv(past, j, cols)
 
 
 @functools.cache

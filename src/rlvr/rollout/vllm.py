@@ -113,7 +113,10 @@ class VLLMPolicy(ChatTemplateCodec):
         for key, value in ENGINE_ENV.items():
             os.environ.setdefault(key, value)
         kw: dict[str, Any] = {"model": str(path), "dtype": dtype, "max_model_len": self.max_context, "seed": seed,
-                              "logprobs_mode": "processed_logprobs", "trust_remote_code": self.trust_remote_code}
+                              "logprobs_mode": "processed_logprobs", "trust_remote_code": self.trust_remote_code,
+                              # a later turn of an episode extends the previous one's tokens: its prefix's KV
+                              # blocks are reused, not prefilled again (policy.engine_options may turn it off)
+                              "enable_prefix_caching": True}
         if kv_cache_mb is not None:
             kw["kv_cache_memory_bytes"] = kv_cache_mb << 20
         if device == "cpu" or (device == "auto" and not _cuda()):
