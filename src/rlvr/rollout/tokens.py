@@ -4,8 +4,9 @@ Invariant: every token with loss_mask 1 was sampled by the policy right after ex
 `ids`, and `logprobs` holds its behaviour log-prob. Prompts are extended, never re-tokenized: the next turn's
 prompt is the previous prompt, the generated tokens as sampled, then the tokens of the chat template's text
 that follows the assistant message. When the template rewrites earlier text (or older output is elided to
-fit the context), the stream restarts from a fresh rendering and earlier generated tokens are kept with
-loss_mask 0, since their log-probs were taken under a different prefix.
+fit the context), the stream restarts from a fresh rendering, where earlier generated tokens have loss_mask 0
+(their log-probs were taken under a different prefix); the record it held is kept as a segment of its own
+(`segments`), which trains those tokens after exactly the prefix they were sampled after.
 """
 from __future__ import annotations
 
