@@ -15,7 +15,7 @@ from rlvr.rollout.policy import SamplingParams
 from rlvr.tasks.spec import Task, TaskLimits
 from rlvr.verify.scorer import Scorer
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+assert shutil.which("bwrap"), "agents run in the bubblewrap sandbox: `make setup` installs it"
 
 AGENT = textwrap.dedent('''
     import os, socket, sys, openai

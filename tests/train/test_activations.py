@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.train.test_logprobs import assert_rel, llama
+from tests.train.test_logprobs import assert_rel, assert_trained, llama
 from tests.train.test_packing import episodes
 
 from rlvr.config import TrainConfig
@@ -45,6 +45,7 @@ def test_checkpointed_blocks_give_the_same_gradients(train: dict) -> None:
     assert activation_checkpointing_enabled(ac_model)
     assert [n for n, _ in ac_model.named_parameters()] == names  # no renamed parameters
     assert plain.keys() == checked.keys() and plain
+    assert_trained(plain)
     for name in plain:
         assert_rel(checked[name], plain[name], 1e-5)
 
@@ -85,6 +86,7 @@ def test_sft_with_checkpointing_gives_the_same_gradients(tiny_policy) -> None:
     plain = grads()
     enable_activation_checkpointing(model)
     checked = grads()
+    assert_trained(plain)
     for name in plain:
         assert_rel(checked[name], plain[name], 1e-5)
 

@@ -88,12 +88,13 @@ def _cfg(tmp_path: Path, model: Path, agent_dir: Path, **over: dict) -> RunConfi
     return RunConfig.model_validate(data)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.timeout(600)
 def test_train_with_an_agent_stores_its_episodes_and_updates_on_every_segment(
         tmp_path: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from transformers import AutoModelForCausalLM
+
+    assert shutil.which("bwrap"), "agents run in the bubblewrap sandbox: `make setup` installs it"
 
     agent_dir = tmp_path / "agent-files"
     agent_dir.mkdir()

@@ -172,6 +172,7 @@ def test_two_ranks_equal_one_rank(runs: tuple[RunConfig, RunConfig], model_dir: 
     assert worst <= WEIGHT_TOL, worst
 
     ma, mb = (read_metrics(RunLayout(c.run_dir).metrics) for c in (one, two))
+    assert ma[0]["sft/steps"] == mb[0]["sft/steps"] == 4  # the warm start ran on both, before RL
     updates = 0
     for step in sorted(ma):  # the loss is divided by the global token count: the same loss, not a rank's share
         for key in ("train/loss", "train/grad_norm", "train/samples", "reward/mean", "sft/final_loss"):

@@ -3,6 +3,7 @@
 their token records."""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,15 +35,12 @@ def gold_episodes(plans: Sequence[GoldPlan], cfg: RunConfig, *, encoder: Any = N
     columns = (TextColumn("gold"), BarColumn(), MofNCompleteColumn(), TextColumn("trajectories"), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), disable=not show_progress, unit="trajectories") as bar:
         job = bar.add_task("gold", total=len(plans))
+        with contextlib.nullcontext(built) if built is not None else run.build(cfg, policy=False) as r:
 
-        def engine_for(policy: Any) -> Any:
-            return r.engine(policy=policy, sampling=GOLD_SAMPLING,
-                            progress=lambda done, total: bar.update(job, completed=done))
+            def engine_for(policy: Any) -> Any:
+                return r.engine(policy=policy, sampling=GOLD_SAMPLING,
+                                progress=lambda done, total: bar.update(job, completed=done))
 
-        if built is not None:
-            r = built
-            return play(plans, engine_for, encoder=encoder, seed=seed)
-        with run.build(cfg, policy=False) as r:
             return play(plans, engine_for, encoder=encoder, seed=seed)
 
 
