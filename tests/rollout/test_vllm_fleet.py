@@ -46,11 +46,13 @@ def model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """A new local Ray of 2 CPUs and no GPU (never another process's cluster; reused if this session has one)."""
+    """A new local Ray of 3 CPUs and no GPU (never another process's cluster; reused if this session has one):
+    `rlvr train` below needs one for its engine and one for its sandbox worker while the module's engine holds
+    the third."""
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=3, num_gpus=0, include_dashboard=False, log_to_driver=False)
     yield ray
     if started:
         ray.shutdown()
@@ -68,6 +70,11 @@ RUN = '[policy]\nbackend = "vllm"\nmodel = "builtin:tiny"\n'
         (RUN + 'engines = 1\nengine_tp = 2\ndevice = "cpu"\n[cluster]\naddress = "auto"\n', "needs CUDA"),
         (RUN + "engine_tp = 2\n", "policy.engine_tp"),
         (RUN + "engines = -1\n", "policy.engines"),
+        (RUN + "engines = 2\nengines_min = 3\n[cluster]\naddress = \"auto\"\n", "engines_min = 3 is above engines = 2"),
+        (RUN + "engines = 2\nengines_max = 1\n[cluster]\naddress = \"auto\"\n", "engines_max = 1 is below engines = 2"),
+        (RUN + "engines_max = 2\n", "policy.engines_max"),
+        (RUN + "engine_lora_rank = 16\n", "policy.engine_lora_rank"),
+        (RUN + "engines = 1\nscale_up_wait_s = 0\n[cluster]\naddress = \"auto\"\n", "policy.scale_up_wait_s"),
     ],
 )
 def test_config_refusals(tmp_path: Path, text: str, needle: str) -> None:
@@ -289,3 +296,112 @@ def test_rlvr_train_with_an_engine_actor(cli, model_dir, local_ray, tmp_path, mo
     while local_ray.available_resources().get("CPU", 0) < free and time.monotonic() < deadline:
         time.sleep(0.5)
     assert local_ray.available_resources().get("CPU", 0) >= free  # the engine actor is gone
+
+
+# ---------------------------------------------------------------------------- what a sync sends (vLLM)
+@engine
+def test_frozen_weights_go_once_and_again_whenever_they_change(engines) -> None:
+    """Frozen embeddings (tied to the output head) are sent by the first sync only; the engine keeps serving
+    them correctly from what it holds; a change of their bytes that torch's version counter does not see
+    (`.data`) is sent all the same."""
+    from rlvr.rollout.weights import trainer_weights
+
+    model = engines.model
+    wte = model.transformer.wte.weight
+    unique = {t.data_ptr(): t for _, t in trainer_weights(model)}.values()
+    everything = sum(t.numel() * t.element_size() for t in unique)
+    wte.requires_grad_(False)
+    try:
+        engines.version += 1
+        engines.sync_weights()  # records what the engine holds
+        with torch.no_grad():
+            for p in model.transformer.h.parameters():
+                p.mul_(1.01)  # an update of the trainable part
+        engines.version += 1
+        engines.sync_weights()
+        assert engines.sync_bytes[-1] == everything - wte.numel() * wte.element_size()
+        assert engines.engine_sync_seconds[-1] > 0
+        skipped = engines.generate(CONVS, PARAMS)
+        assert all(c.policy_version == engines.version for c in skipped) and gaps(model, skipped) < TOL
+        old = copy.deepcopy(model)
+        wte.data.mul_(1.5)  # behind autograd's back
+        engines.version += 1
+        engines.sync_weights()
+        assert engines.sync_bytes[-1] == everything
+        changed = engines.generate(CONVS, PARAMS)
+        assert gaps(model, changed) < TOL and gaps(old, changed) > MOVED
+    finally:
+        wte.requires_grad_(True)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory) -> Path:
+    """A tiny Llama (vLLM's LoRA support covers Llama, not GPT-2) with rlvr's built-in tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rlvr.rollout.builtin import build_tokenizer
+
+    tok = build_tokenizer()
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      tie_word_embeddings=True)
+    torch.manual_seed(11)
+    path = tmp_path_factory.mktemp("llama")
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lora_engines(llama_dir, local_ray):
+    from rlvr.rollout.vllm_fleet import EnginesPolicy
+
+    pol = EnginesPolicy(llama_dir, engines=1, device="cpu", lora_rank=8)
+    yield pol
+    pol.close()
+
+
+@engine
+def test_under_lora_only_the_adapter_goes_and_the_engine_samples_base_plus_adapter(lora_engines) -> None:
+    """LoRA on the trainer, one AdamW step, a sync: only the adapter's bytes are sent, and the engine's log-probs
+    are the trainer's merged-LoRA forward's, not the base model's. A second step gives a second adapter; merged
+    weights sent in between (what a snapshot holds) are replaced by the base before the next adapter."""
+    from peft import LoraConfig, get_peft_model
+
+    from rlvr.rollout.weights import snapshot
+    from rlvr.train.update import PolicyUpdater, Sample
+
+    pol = lora_engines
+    pol.model = get_peft_model(pol.model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
+                                                     target_modules="all-linear", task_type="CAUSAL_LM"))
+    updater = PolicyUpdater(pol.model, TrainConfig(lr=2e-2), pad_id=pol.pad_id, temperature=1.0)
+    adapter = sum(p.numel() * p.element_size() for n, p in pol.model.named_parameters() if ".lora_" in n)
+    whole = sum(p.numel() * p.element_size() for n, p in pol.model.named_parameters() if ".lora_" not in n)
+
+    def step() -> list:
+        comps = pol.generate(CONVS, PARAMS)
+        assert all(c.policy_version == pol.version for c in comps)
+        samples = [Sample(c.prompt_token_ids + c.token_ids, [0] * len(c.prompt_token_ids) + [1] * len(c.token_ids),
+                          [0.0] * len(c.prompt_token_ids) + c.logprobs, 1.0 if i % 2 else -1.0)
+                   for i, c in enumerate(comps)]
+        updater.step(samples, seed=pol.version)
+        pol.version += 1
+        pol.sync_weights()
+        return pol.generate(CONVS, PARAMS)
+
+    for _ in range(2):
+        after = step()
+        assert pol.sync_bytes[-1] == adapter and adapter * 4 < whole
+        merged = copy.deepcopy(pol.model).merge_and_unload()
+        with pol.model.disable_adapter():
+            base_gap = gaps(pol.model, after)
+        print(f"\nLoRA sync {pol.sync_seconds[-1] * 1e3:.1f} ms, {adapter} bytes; |engine - merged| "
+              f"{gaps(merged, after):.2e}, |engine - base| {base_gap:.2e}")
+        assert gaps(merged, after) < TOL and gaps(pol.model, after) < TOL
+        assert base_gap > MOVED
+    pol.sync_weights(snapshot(pol.model), version=pol.version)  # merged weights, as asynchronous mode sends
+    assert pol.sync_bytes[-1] > whole * 0.9 and gaps(merged, pol.generate(CONVS, PARAMS)) < TOL
+    after = step()
+    assert pol.sync_bytes[-1] > whole  # the base again, then the adapter
+    assert gaps(copy.deepcopy(pol.model).merge_and_unload(), after) < TOL

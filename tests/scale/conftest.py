@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 
-@pytest.fixture(scope="session")
-def ray_cluster():
+@contextmanager
+def two_nodes() -> Iterator:
+    """A head and one worker node of one CPU each, this process connected to them as the driver."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -21,3 +24,9 @@ def ray_cluster():
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    with two_nodes() as cluster:
+        yield cluster

@@ -57,6 +57,10 @@ class RunConfig(Section):
         if self.policy.engines and not self.cluster.address:
             raise UserError(f"engines = {self.policy.engines} runs the engines on Ray, and no Ray address is set",
                             field="policy.engines", fix='set [cluster] address = "auto" (or pass --cluster ADDRESS)')
+        rank = self.policy.engine_lora_rank
+        if rank and self.train.lora and rank < self.train.lora_rank:
+            raise UserError(f"engine_lora_rank = {rank} cannot load the run's adapters of rank {self.train.lora_rank}",
+                            field="policy.engine_lora_rank", fix=f"set it to {self.train.lora_rank}, or leave it 0")
         return self
 
     @model_validator(mode="after")

@@ -93,6 +93,20 @@ class PolicyConfig(Section):
     0: one engine inside the trainer's process."""
     engine_tp: int = Field(1, ge=1)
     """Tensor-parallel size of each of the `engines` (GPUs per engine; CUDA only)."""
+    engines_min: int | None = Field(None, ge=1)
+    """`engines`: the fewest engines the fleet scales down to (unset: `engines`)."""
+    engines_max: int | None = Field(None, ge=1)
+    """`engines`: the most engines the fleet scales up to, asking the cluster's autoscaler for their resources
+    (unset: `engines`)."""
+    scale_up_wait_s: float | None = Field(None, gt=0)
+    """`engines`: add an engine (up to `engines_max`) when a generate call waits longer than this from its
+    arrival to its completions (unset: never)."""
+    scale_down_idle_s: float | None = Field(None, gt=0)
+    """`engines`: stop an engine (down to `engines_min`) that has had no work for this long (unset: never)."""
+    engine_lora_rank: int = Field(0, ge=0)
+    """`engines`: start the engines with vLLM's LoRA support for adapters up to this rank, so that each sync
+    sends only the adapters; 0: `train.lora_rank` when the run trains LoRA adapters, else the engines take
+    merged weights."""
 
     @model_validator(mode="after")
     def _engines(self) -> PolicyConfig:
@@ -105,6 +119,19 @@ class PolicyConfig(Section):
         if self.engine_tp > 1 and self.device == "cpu":
             raise UserError(f"engine_tp = {self.engine_tp} needs CUDA GPUs, and policy.device is cpu",
                             field="policy.engine_tp", fix="use engine_tp = 1 on CPU")
+        fleet = {"engines_min": self.engines_min, "engines_max": self.engines_max,
+                 "scale_up_wait_s": self.scale_up_wait_s, "scale_down_idle_s": self.scale_down_idle_s,
+                 "engine_lora_rank": self.engine_lora_rank or None}
+        for name, value in fleet.items():
+            if value is not None and not self.engines:
+                raise UserError(f"{name} sizes the policy.engines fleet, which is 0", field=f"policy.{name}",
+                                fix="set policy.engines >= 1, or leave it unset")
+        if self.engines_min is not None and self.engines_min > self.engines:
+            raise UserError(f"engines_min = {self.engines_min} is above engines = {self.engines}",
+                            field="policy.engines_min", fix="start with at least engines_min engines")
+        if self.engines_max is not None and self.engines_max < self.engines:
+            raise UserError(f"engines_max = {self.engines_max} is below engines = {self.engines}",
+                            field="policy.engines_max", fix="raise engines_max, or start with fewer engines")
         return self
 
 
@@ -391,10 +418,35 @@ class MonitorConfig(Section):
 
 
 class ClusterConfig(Section):
-    """Scale-out."""
+    """Scale-out: the Ray cluster, and how the sandbox fleet on it grows, shrinks and drains (docs/SCALING.md)."""
 
     address: str | None = None
     """Ray address (`auto`, `ray://host:port`); None: run locally."""
+    sandbox_cpus: float = Field(1.0, ge=0.0)
+    """CPUs each node's sandbox worker reserves in Ray, so that an autoscaler counts a node doing sandbox work
+    as busy (0: none; the node then looks idle to an autoscaler, which may remove it mid-episode)."""
+    sandbox_workers_min: int = Field(1, ge=1)
+    """Fewest sandbox workers (one per node): the run waits for this many at start and never scales below it."""
+    sandbox_workers_max: int | None = Field(None, ge=1)
+    """Most sandbox workers; None: one on every node that can hold one, joiners included."""
+    scale_up_wait_s: float = Field(5.0, gt=0.0)
+    """A job that waited this long for a sandbox slot asks for one more worker (an idle node first, else a node
+    from the autoscaler through Ray's `request_resources`)."""
+    scale_down_idle_s: float = Field(120.0, gt=0.0)
+    """A worker idle (no job, no open workspace) this long is stopped while more than `sandbox_workers_min` run."""
+    watch_interval_s: float = Field(2.0, gt=0.0)
+    """How often the fleet looks for nodes that joined, left or are draining."""
+    handback_s: float = Field(10.0, ge=0.0)
+    """A draining node's open workspaces are handed back (their episodes go on elsewhere, the changes they made
+    replayed) this many seconds before the node's deadline."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ClusterConfig:
+        if self.sandbox_workers_max is not None and self.sandbox_workers_max < self.sandbox_workers_min:
+            raise UserError(f"sandbox_workers_max = {self.sandbox_workers_max} is below sandbox_workers_min = "
+                            f"{self.sandbox_workers_min}", field="cluster.sandbox_workers_max",
+                            fix="raise it to at least sandbox_workers_min, or leave it unset")
+        return self
 
 
 class AgentConfig(Section):

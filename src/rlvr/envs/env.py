@@ -70,6 +70,9 @@ class Env:
         self._replay: list[ToolCall] = []
         self.reset_count = 0
         self.retries_used = 0
+        self.nodes: list[str] = []
+        """The node of each sandbox this episode held, in order (a pool on Ray names them; a local one does not):
+        all but the last were lost under it."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def reset(self, task: Task, seed: int = 0) -> Observation:
@@ -114,6 +117,9 @@ class Env:
             raise InfraError(f"cannot lease a sandbox: {type(exc).__name__}: {exc}") from exc
         self._lease = lease
         self.reset_count += 1
+        node = getattr(self.sandbox, "node", None)
+        if isinstance(node, str):
+            self.nodes.append(node)
 
     def close(self) -> None:
         """Give the sandbox back (idempotent)."""

@@ -123,6 +123,25 @@ def first_mask_error(episodes: Sequence[Episode]) -> str | None:
     return None
 
 
+def node_counts(episodes: Sequence[Episode]) -> dict[str, dict[str, int]]:
+    """Per Ray node: the episodes that ran there, passed, were masked, and the workspaces lost there (episodes
+    that went on elsewhere). Empty when every episode ran on this machine."""
+    counts: dict[str, dict[str, int]] = {}
+
+    def at(node: str) -> dict[str, int]:
+        return counts.setdefault(node, {"episodes": 0, "passed": 0, "masked": 0, "lost": 0})
+
+    for ep in episodes:
+        if ep.node is not None:
+            row = at(ep.node)
+            row["episodes"] += 1
+            row["passed"] += int(ep.passed)
+            row["masked"] += int(ep.masked)
+        for node in ep.lost_nodes:
+            at(node)["lost"] += 1
+    return dict(sorted(counts.items()))
+
+
 def report(episodes: Sequence[Episode], *, k: int, seed: int, policy: str, tasks: str,
            extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The eval report: one JSON-ready object whose `domains` maps each domain to its figures, with the masked
@@ -134,7 +153,7 @@ def report(episodes: Sequence[Episode], *, k: int, seed: int, policy: str, tasks
     return {"schema_version": EVAL_SCHEMA_VERSION, "policy": policy, "tasks": tasks, "k": k, "seed": seed,
             "episodes": len(episodes), "masked_episodes": sum(masked.values()),
             "mask_reasons": mask_reasons(episodes), "first_mask_error": first_mask_error(episodes),
-            "domains": summarize(counts, k, seed=seed, masked=masked), "per_task": counts, **(extra or {})}
+            "nodes": node_counts(episodes), "domains": summarize(counts, k, seed=seed, masked=masked), "per_task": counts, **(extra or {})}
 
 
 def load_report(path: str | Path) -> dict[str, Any]:

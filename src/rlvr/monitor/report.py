@@ -140,6 +140,7 @@ def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
     return {
         "id": ep.episode_id, "step": ep.step, "task_id": ep.task_id, "domain": ep.domain, "reward": ep.reward,
         "passed": ep.passed, "masked": ep.masked, "status": ep.status, "truncated_by": ep.truncated_by,
+        "node": ep.node, "lost_nodes": list(ep.lost_nodes),
         "group_id": ep.group_id, "sample_index": ep.sample_index, "policy_version": ep.policy_version,
         "run": run, "num_turns": ep.num_turns,
         "score": v.score if v else None, "infra_error": v.infra_error if v else None,
@@ -296,7 +297,7 @@ def _eval_section(run_dir: Path, rep: dict[str, Any], eps: list[Episode], cap: i
     if len(agent) > 1:
         agent["all"] = agent_metrics(eps)
     keys = ("policy", "k", "seed", "episodes", "planned_episodes", "partial", "stopped", "wall_s",
-            "masked_episodes", "mask_reasons", "first_mask_error", "domains", "sampling")
+            "masked_episodes", "mask_reasons", "first_mask_error", "domains", "sampling", "nodes")
     section = {"name": run_dir.resolve().name, "dir": str(run_dir), "tasks_spec": rep.get("tasks"),
                **{key: rep.get(key) for key in keys}, "tasks": tasks, "mask_examples": dict(examples),
                "agent": agent}

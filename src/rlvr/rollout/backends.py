@@ -56,7 +56,7 @@ def _vllm(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
     if cfg is not None and cfg.engines:  # disaggregated: engines as Ray actors on the running Ray (or "auto")
         from rlvr.rollout.vllm_fleet import EnginesPolicy
 
-        return EnginesPolicy(target, engines=cfg.engines, engine_tp=cfg.engine_tp, **kw)
+        return EnginesPolicy.from_config(target, cfg, **kw)
     return VLLMPolicy(target, **kw)
 
 

@@ -235,6 +235,7 @@ class RolloutEngine:
         live.ep.status = "infra_error"
         live.ep.metadata["error"] = why
         live.ep.infra_retries += live.env.retries_used
+        self._place(live)
         live.ep.messages = list(live.messages)
         if live.stream is not None:  # nothing is lost: the tokens so far stay with the masked episode
             live.ep.token_ids, live.ep.loss_mask = live.stream.ids, live.stream.mask
@@ -296,6 +297,7 @@ class RolloutEngine:
         ep.status = status  # type: ignore[assignment]
         ep.truncated_by = truncated_by
         ep.final_state = final
+        self._place(live)
         self._score(live, final)
         ep.messages = list(live.messages)
         ep.infra_retries += live.env.retries_used
@@ -308,6 +310,12 @@ class RolloutEngine:
                 ep.metadata["segments"] = live.stream.segments
         return "done"
 
+    @staticmethod
+    def _place(live: _Live) -> None:
+        """Where the episode's workspace was: the last node that held it, and the ones lost under it."""
+        if live.env.nodes:
+            live.ep.node, live.ep.lost_nodes = live.env.nodes[-1], list(live.env.nodes[:-1])
+
     def _score(self, live: _Live, final: FinalState) -> None:
         """The episode's one call to the Scorer: its verdict and reward."""
         live.phase, live.phase_since = "scoring", time.monotonic()
@@ -315,6 +323,9 @@ class RolloutEngine:
         live.ep.verdict, live.ep.reward = scored.verdict, scored.reward
         live.ep.infra_retries += max(0, scored.attempts - 1)
         live.ep.timings["verify"] += scored.seconds
+        node = scored.verdict.details.get("node") if not scored.cached else None
+        if live.ep.node is None and isinstance(node, str):
+            live.ep.node = node  # no workspace: the node that verified it
         if scored.infra_error is not None:
             live.ep.status = "infra_error"
         if scored.cached:

@@ -58,6 +58,11 @@ class Episode(BaseModel):
     num_turns: int = 0
     num_generated_tokens: int = 0
     infra_retries: int = 0
+    node: str | None = None
+    """The Ray node its sandbox work ran on (its workspace's, else its verification's; the last one when a node
+    was lost mid-episode), as `rlvr.scale.cluster.short` names it; None: on this machine."""
+    lost_nodes: list[str] = Field(default_factory=list)
+    """Nodes that held its workspace and were lost (or drained) under it, in order: what those nodes cost."""
     """How many times an infra fault was retried within this episode."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds per phase: generate, tools, verify, total."""

@@ -94,6 +94,8 @@ class VLLMPolicy(ChatTemplateCodec):
         self.sync_seconds: list[float] = []
         """Wall seconds of each weight sync, in order."""
         self._model: Any = None
+        self._lora_request: Any = None
+        """The vLLM LoRARequest every generate call uses (engine nodes with LoRA: the trainer's adapter)."""
         self._lock = threading.RLock()  # a sync never lands in the middle of a generate call, and vice versa
         self._llm = self._start_engine(path, dtype, device, kv_cache_mb, seed)
 
@@ -230,7 +232,7 @@ class VLLMPolicy(ChatTemplateCodec):
         vllm = _import_vllm()
         requests = [{"prompt_token_ids": prompts[i]} for i in live]
         sampling = [self._sampling(vllm, params, budgets[i], seeds[i]) for i in live]
-        outputs = self._llm.generate(requests, sampling, use_tqdm=False)
+        outputs = self._llm.generate(requests, sampling, use_tqdm=False, lora_request=self._lora_request)
         for i, out in zip(live, outputs):
             results[i] = self._completion(out.outputs[0], prompts[i])
         return results

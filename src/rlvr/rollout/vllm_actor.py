@@ -1,30 +1,69 @@
 """One vLLM engine on a Ray node: what runs at the far end of disaggregated generation (`[policy] engines = K`).
 
-An `EngineActor` (started by rlvr.rollout.vllm_fleet through rlvr.scale.cluster, with one GPU or, on CPU, one CPU)
-holds a `NodeEngine`: VLLMPolicy's own in-process engine (same options, same sampling, the same `Completion`
+An `EngineActor` (started by rlvr.rollout.engine_pool through rlvr.scale.cluster, with one GPU or, on CPU, one
+CPU) holds a `NodeEngine`: VLLMPolicy's own in-process engine (same options, same sampling, the same `Completion`
 records with token ids and behaviour log-probs) whose weights change only by what the trainer broadcasts over the
 weight-sync group (rlvr.rollout.weight_sync). Joining and receiving run inside the engine's vLLM workers, as
 functions sent by `collective_rpc`, so that with tensor parallelism every worker of an engine holds its own end
-of the group and receives for itself. Receiving loads each bucket with vLLM's in-place `reload_weights` as it
-arrives, then resets the prefix cache and records the version.
+of the group and receives for itself.
+
+Two ways weights arrive:
+- weights (`receive`): each bucket is loaded with vLLM's in-place `reload_weights` as it arrives; a partial
+  sync (the trainer skipped whole unchanged blocks) leaves the other layers as they were;
+- a LoRA adapter (`receive_adapter`, engines started with `lora_rank`): the adapter's tensors are written as a
+  PEFT adapter directory on this node (tmpfs where there is one) and loaded by vLLM's own LoRA support as a new
+  `LoRARequest`, one per sync, that every later generate call uses; the previous adapter is removed. The base
+  weights stay the model directory's, which is what the trainer's adapters sit on.
+Either way the prefix cache is reset and the version recorded.
 """
 from __future__ import annotations
 
+import json
+import logging
+import shutil
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rlvr.errors import UserError
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.vllm import VLLMPolicy
 from rlvr.rollout.weight_sync import Aliases, Meta, WeightGroup
 
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The values vLLM accepts as `max_lora_rank`."""
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload"
+"""vLLM's in-place reload warns of every layer a partial sync did not touch: quiet while one runs."""
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest `max_lora_rank` vLLM accepts that holds adapters of `rank`."""
+    for r in LORA_RANKS:
+        if r >= rank:
+            return r
+    raise UserError(f"LoRA rank {rank} is above vLLM's largest, {LORA_RANKS[-1]}", field="policy.engine_lora_rank",
+                    fix=f"use a rank of at most {LORA_RANKS[-1]}")
+
+
+def scratch_dir() -> str | None:
+    """Where adapters are written: tmpfs when the node has it (nothing touches a disk), else the temp dir."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
+
 
 # --------------------------------------------------------------------------- inside the engine's workers
-def _worker_join(worker: Any, host: str, port: int, first_rank: int, world_size: int, backend: str) -> int:
-    """Run by `collective_rpc` on each vLLM worker of an engine: worker j of the engine is rank first_rank + j."""
+def _worker_join(worker: Any, host: str, port: int, first_rank: int, world_size: int, backend: str,
+                 prefix: str) -> int:
+    """Run by `collective_rpc` on each vLLM worker of an engine: worker j of the engine is rank first_rank + j
+    (a group it was in before is left first: the group is rebuilt whenever the fleet changes)."""
+    old = getattr(worker, "rlvr_weight_group", None)
+    if old is not None:
+        old.close()
     rank = first_rank + int(getattr(worker, "rank", 0))
     device = str(worker.device) if backend == "nccl" else "cpu"
-    worker.rlvr_weight_group = WeightGroup.open(host, port, rank, world_size, backend, device)
+    worker.rlvr_weight_group = WeightGroup.open(host, port, rank, world_size, backend, device, prefix=prefix)
     return rank
 
 
@@ -38,30 +77,121 @@ def _worker_receive(worker: Any, meta: Meta, aliases: Aliases) -> None:
             pass
 
 
+def _worker_receive_adapter(worker: Any, meta: Meta, aliases: Aliases, directory: str, config: dict) -> None:
+    """Run by `collective_rpc` on each vLLM worker: receive the adapter's tensors; the engine's first worker
+    writes them as a PEFT adapter directory (the others share its node and read that one)."""
+    pairs = list(worker.rlvr_weight_group.receive(meta, aliases))
+    if int(getattr(worker, "rank", 0)) == 0:
+        write_safetensors(Path(directory) / "adapter_model.safetensors", pairs)
+        (Path(directory) / "adapter_config.json").write_text(json.dumps(config))
+
+
+SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
+                      "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+
+
+def write_safetensors(path: Path, pairs: list[tuple[str, Any]]) -> None:
+    """Write (name, tensor) pairs as a safetensors file straight from the tensors' memory. safetensors' own
+    `save_file` refuses tensors that share a buffer (these are views of the received buckets) and copies each
+    first; the format is an 8-byte header length, a JSON header of dtype, shape and byte range per tensor, then
+    the bytes in that order."""
+    import struct
+
+    import torch
+
+    header: dict[str, Any] = {}
+    offset = 0
+    for name, t in pairs:
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": SAFETENSORS_DTYPES[str(t.dtype).removeprefix("torch.")], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        for _, t in pairs:
+            if t.numel():
+                f.write(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data)
+
+
+@contextmanager
+def _quiet_reload(quiet: bool) -> Any:
+    log = logging.getLogger(RELOAD_LOGGER)
+    level = log.level
+    if quiet:
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 # ------------------------------------------------------------------------------------------- the engine
 class NodeEngine(VLLMPolicy):
-    """VLLMPolicy's in-process engine on an engine node; its weights change only by `receive`."""
+    """VLLMPolicy's in-process engine on an engine node; its weights change only by `receive` and
+    `receive_adapter`."""
 
-    def __init__(self, model: str | Path, *, engine_tp: int = 1, **kw: Any) -> None:
-        self.engine_tp = engine_tp
+    def __init__(self, model: str | Path, *, engine_tp: int = 1, lora_rank: int = 0, **kw: Any) -> None:
+        self.engine_tp, self.lora_rank = engine_tp, lora_rank
+        options: dict[str, Any] = {}
         if engine_tp > 1:  # the engine's workers are its own processes, one GPU each, on this actor's GPUs
-            kw["engine_options"] = {"tensor_parallel_size": engine_tp, "distributed_executor_backend": "mp"}
+            options.update(tensor_parallel_size=engine_tp, distributed_executor_backend="mp")
+        if lora_rank:  # one adapter at a time: the trainer's current one
+            options.update(enable_lora=True, max_lora_rank=max_lora_rank(lora_rank), max_loras=1, max_cpu_loras=1)
+        kw["engine_options"] = options
+        self._lora_serial = 0
         super().__init__(model, **kw)
         self.auto_sync = False  # `.model` (a trainer copy) is never loaded on an engine node
 
-    def join(self, host: str, port: int, first_rank: int, world_size: int, backend: str) -> list[int]:
-        return self._llm.collective_rpc(_worker_join, args=(host, port, first_rank, world_size, backend))
+    def join(self, host: str, port: int, first_rank: int, world_size: int, backend: str,
+             prefix: str) -> list[int]:
+        return self._llm.collective_rpc(_worker_join, args=(host, port, first_rank, world_size, backend, prefix))
 
-    def receive(self, meta: Meta, version: int, aliases: Aliases | None = None) -> None:
-        with self._lock:
+    def receive(self, meta: Meta, version: int, aliases: Aliases | None = None, partial: bool = False) -> None:
+        with self._lock, _quiet_reload(partial):
             self._llm.collective_rpc(_worker_receive, args=(meta, aliases or {}))
             self._llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
+            self._drop_adapter()  # vLLM drops adapters when base weights change; the engine serves what it got
             self.engine_version = version
+
+    def receive_adapter(self, meta: Meta, version: int, config: dict, aliases: Aliases | None = None) -> None:
+        if not self.lora_rank:
+            raise UserError("this engine was started without LoRA support", field="policy.engine_lora_rank",
+                            fix="set policy.engine_lora_rank to train.lora_rank")
+        from vllm.lora.request import LoRARequest
+
+        with self._lock:
+            serial = self._lora_serial + 1
+            directory = tempfile.mkdtemp(prefix=f"rlvr-lora-{serial}-", dir=scratch_dir())
+            try:
+                self._llm.collective_rpc(_worker_receive_adapter, args=(meta, aliases or {}, directory, config))
+                request = LoRARequest(f"rlvr-lora-{serial}", serial, directory)
+                self._llm.llm_engine.add_lora(request)  # loaded now, not by the first request that needs it
+            except BaseException:
+                shutil.rmtree(directory, ignore_errors=True)
+                raise
+            self._drop_adapter()
+            self._lora_request, self._lora_serial = request, serial
+            self._llm.reset_prefix_cache()
+            self.engine_version = version
+
+    def _drop_adapter(self) -> None:
+        old, self._lora_request = self._lora_request, None
+        if old is not None:
+            self._llm.llm_engine.remove_lora(old.lora_int_id)
+            shutil.rmtree(old.lora_path, ignore_errors=True)
+
+    def close(self) -> None:
+        if getattr(self, "_llm", None) is not None and getattr(self, "_lora_request", None) is not None:
+            shutil.rmtree(self._lora_request.lora_path, ignore_errors=True)
+        super().close()
 
 
 class EngineActor:
     """One engine on a Ray node (a plain class: rlvr.scale.cluster.start makes it an actor; see
-    rlvr.rollout.vllm_fleet for placement)."""
+    rlvr.rollout.engine_pool for placement)."""
 
     def __init__(self) -> None:
         self.engine: NodeEngine | None = None
@@ -71,8 +201,8 @@ class EngineActor:
         import ray
 
         self.engine = NodeEngine(model, **options)
-        return {"node": ray.util.get_node_ip_address(), "version": self.engine.engine_version,
-                "gpus": ray.get_gpu_ids()}
+        return {"node": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
+                "version": self.engine.engine_version, "gpus": ray.get_gpu_ids()}
 
     def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> tuple[int, list[Completion]]:
         """Completions of token-id prompts, as VLLMPolicy gives them, and the version that sampled them."""
@@ -80,17 +210,31 @@ class EngineActor:
         comps = self.engine.generate([[] for _ in prompt_token_ids], params, prompt_token_ids=prompt_token_ids)
         return self.engine.engine_version, comps
 
-    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str) -> list[int]:
+    def alive(self) -> int:
+        """A sign of life (the version it generates with)."""
+        return self.engine.engine_version if self.engine is not None else -1
+
+    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str,
+                          prefix: str = "rlvr-weights") -> list[int]:
         """Join the trainer's weight-sync group: this engine's workers become ranks rank, rank + 1, ..."""
         assert self.engine is not None
-        return self.engine.join(host, port, rank, world_size, backend)
+        return self.engine.join(host, port, rank, world_size, backend, prefix)
 
-    def receive_weights(self, meta: Meta, version: int, aliases: Aliases | None = None) -> float:
+    def receive_weights(self, meta: Meta, version: int, aliases: Aliases | None = None,
+                        partial: bool = False) -> float:
         """Receive the weights the trainer broadcasts (`aliases`: the names that are an earlier tensor, not sent
-        again) and generate with them from now on; seconds taken."""
+        again; `partial`: only some blocks, the rest unchanged) and generate with them from now on; seconds."""
         assert self.engine is not None
         t0 = time.perf_counter()
-        self.engine.receive(meta, version, aliases)
+        self.engine.receive(meta, version, aliases, partial)
+        return time.perf_counter() - t0
+
+    def receive_adapter(self, meta: Meta, version: int, config: dict, aliases: Aliases | None = None) -> float:
+        """Receive a LoRA adapter (tensors as peft names them, `config` its adapter_config.json) and generate
+        with base + adapter from now on; seconds taken."""
+        assert self.engine is not None
+        t0 = time.perf_counter()
+        self.engine.receive_adapter(meta, version, config, aliases)
         return time.perf_counter() - t0
 
     def close(self) -> None:

@@ -29,4 +29,4 @@ def pool_for(cfg: RunConfig) -> SandboxPool:
             raise UserError("running on a cluster needs Ray", field="cluster.address",
                             fix="pip install 'rlvr[ray]'") from None
         raise
-    return RayPool(cfg.cluster.address, cfg.sandbox)
+    return RayPool(cfg.cluster.address, cfg.sandbox, fleet=cfg.cluster)

@@ -9,11 +9,13 @@ function is called, so importing this module needs no Ray.
 Logs. Ray forwards what its workers print to the driver (`log_to_driver`) and, left alone, writes a worker's
 stdout to the driver's stdout, where it would mix with a command's results (`rlvr eval --json`, `rlvr query
 --json`). `connect` forwards workers' output only when asked (`forward_logs`: the Ray launch of ranks, whose
-progress is worth seeing), and then every line of it goes to the driver's stderr.
+progress is worth seeing), and then every line of it goes to the driver's stderr, as does every message Ray
+itself prints in the driver (a node that died).
 """
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -40,45 +42,45 @@ def connect(address: str | None, *, forward_logs: bool = False, needs: str = "ru
     `RAY_ADDRESS`) unless it already is (a process started by Ray, or one connected before); returns `ray`.
 
     `forward_logs`: print what the cluster's workers print, on this process's stderr (never its stdout). Off, the
-    workers' output stays in the cluster's log files (`ray logs`)."""
+    workers' output stays in the cluster's log files (`ray logs`). Either way, what Ray itself reports to the
+    driver (a raylet that died, a node marked dead) goes to stderr."""
     ray = import_ray(needs)
     if ray.is_initialized():
         return ray
     target = address or "auto"
+    redirected = _output_to_stderr()  # before init: Ray registers its printer then
     try:
         ray.init(address=target, ignore_reinit_error=True, log_to_driver=forward_logs)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UserError(f"cannot connect to the Ray cluster at {target!r}: {first}", field="cluster.address",
                         fix=UNREACHABLE_FIX) from None
-    if forward_logs and not _logs_to_stderr():
-        sys.stderr.write("warning: this Ray cannot send its workers' output to stderr; it is left in `ray logs`\n")
+    if not redirected:
+        sys.stderr.write("warning: this Ray's own messages may reach stdout; its workers' output is left in "
+                         "`ray logs`\n")
+        _stop_forwarding()
     return ray
 
 
-def _logs_to_stderr() -> bool:
-    """Replace Ray's printer of forwarded worker output (stdout lines to stdout, stderr lines to stderr) by one that
-    prints every line on stderr. Ray has no public switch for this; where its internals differ from what is
-    expected here, forwarding is turned off instead (False), so stdout stays clean either way."""
+def _output_to_stderr() -> bool:
+    """Make Ray's printer of what reaches the driver (forwarded worker output, and Ray's own error messages such
+    as "(raylet) Raylet is terminated") write every line to stderr; Ray sends a worker's stdout lines and its
+    own messages to stdout otherwise. Ray has no public switch for this: its module-level printer is wrapped,
+    and where Ray's internals differ from what is expected here, False (the caller then stops forwarding)."""
     try:
         from ray._private import worker as ray_worker
-        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
 
-        print_logs = ray_worker.print_worker_logs
-        dedup = ray_worker.stderr_deduplicator.deduplicate  # one deduplicator: both streams now share a sink
-        ignore_prefix = ray_worker._should_ignore_worker_log_prefix(ray_worker.global_worker)
-        if not any(name == "ray_print_logs" for name, _ in dispatcher.handlers):
-            return False
-    except (ImportError, AttributeError):  # another Ray: stop forwarding altogether
-        _stop_forwarding()
+        original = ray_worker.print_to_stdstream
+    except (ImportError, AttributeError):
         return False
+    if getattr(original, "rlvr_to_stderr", False):
+        return True
 
-    def to_stderr(batch: dict[str, Any]) -> None:
-        for part in dedup(batch) if batch.get("pid") != "autoscaler" else [batch]:
-            print_logs(part, sys.stderr, ignore_prefix)
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> Any:
+        return original({**data, "is_err": True}, ignore_prefix)
 
-    dispatcher.remove_handler("ray_print_logs")
-    dispatcher.add_handler("ray_print_logs", to_stderr)
+    to_stderr.rlvr_to_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
     return True
 
 
@@ -111,11 +113,99 @@ def _count(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def alive_nodes() -> list[str]:
-    """The ids of the alive nodes that can run work (at least one CPU), sorted."""
+def alive_nodes(min_cpus: float = 0.0) -> list[str]:
+    """The ids of the alive nodes that can run work (some CPUs, at least `min_cpus` of them in all), sorted."""
     import ray
 
-    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
+    def fits(cpus: float) -> bool:
+        return cpus > 0 and cpus >= min_cpus
+
+    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and fits(n.get("Resources", {}).get("CPU", 0)))
+
+
+_WANTS: dict[str, list[dict[str, float]]] = {}
+_WANTS_LOCK = threading.Lock()
+
+
+def want(owner: str, shapes: Sequence[dict[str, float]]) -> list[dict[str, float]]:
+    """Tell the cluster's autoscaler (Ray's own, or KubeRay's) what `owner` ("sandbox", "engines") wants in all,
+    one resource bundle each (`{"CPU": 1}` per sandbox worker, `{"GPU": 1}` per engine, ...); returns what is now
+    asked for. The autoscaler provisions nodes until every bundle of every owner fits and keeps them while the
+    request stands. Ray keeps one request per cluster and each call of `request_resources` replaces the last, so
+    the owners' wants are merged here and sent together; `[]` withdraws an owner's. A cluster without an
+    autoscaler records the request and does nothing."""
+    from ray.autoscaler.sdk import request_resources
+
+    with _WANTS_LOCK:
+        if shapes:
+            _WANTS[owner] = [dict(s) for s in shapes]
+        else:
+            _WANTS.pop(owner, None)
+        merged = [shape for name in sorted(_WANTS) for shape in _WANTS[name]]
+        request_resources(bundles=merged)
+    return merged
+
+
+def short(node_id: str) -> str:
+    """The name a node goes by in records and reports: the first 12 hex digits of its Ray id."""
+    return node_id[:12]
+
+
+# ------------------------------------------------------------------------------------------------ draining
+DRAINED_NAMESPACE = "rlvr"
+"""Ray's internal key-value namespace of the drained marks (`drained/<node id>`)."""
+
+
+def _gcs(address: str | None = None) -> Any:
+    """A GCS client: of the connected cluster, or of the one at `address` (no driver connection needed)."""
+    import ray
+    from ray._raylet import GcsClient
+
+    return GcsClient(address=address or ray.get_runtime_context().gcs_address)
+
+
+def drain(node_id: str, grace_s: float, *, reason: str = "preemption notice", address: str | None = None) -> bool:
+    """Ask Ray to drain a node that will be gone in `grace_s` seconds (a preemption notice): from now on nothing
+    new is placed on it, what runs there goes on, and every rlvr fleet hands its work elsewhere before the
+    deadline (rlvr.scale.elastic). Ray's own drain, the one its autoscaler uses for preemption, so Ray Serve and
+    others see it too. True when Ray accepted the request."""
+    import time
+
+    from ray.core.generated import autoscaler_pb2
+
+    deadline_ms = int((time.time() + grace_s) * 1000)
+    accepted, _ = _gcs(address).drain_node(node_id, autoscaler_pb2.DrainNodeReason.Value(
+        "DRAIN_NODE_REASON_PREEMPTION"), reason, deadline_ms)
+    return bool(accepted)
+
+
+def draining_nodes() -> dict[str, float]:
+    """Node id -> the Unix time by which each draining node will be gone (inf: no deadline given)."""
+    out = _gcs().get_draining_nodes()
+    return {node: (ms / 1000 if ms else float("inf")) for node, ms in out.items()}
+
+
+def mark_drained(node_id: str) -> None:
+    """Record that this process's fleet has nothing left on a draining node (the node's agent may stop it)."""
+    from ray.experimental.internal_kv import _internal_kv_put
+
+    _internal_kv_put(f"drained/{node_id}", b"1", overwrite=True, namespace=DRAINED_NAMESPACE)
+
+
+def is_idle(node_id: str, address: str | None = None) -> bool:
+    """Whether Ray reports the node idle: no resource in use there (no actor or task holding CPUs, GPUs, ...).
+    A draining node that is idle has nothing left to lose."""
+    for node, info in _gcs(address).get_all_node_info().items():
+        if node.hex() == node_id:
+            snap = info.state_snapshot
+            return bool(type(snap).State.Name(snap.state) == "IDLE")
+    return False
+
+
+def is_drained(node_id: str, address: str | None = None) -> bool:
+    """Whether a fleet marked the node drained (read by the node's agent, which needs no driver connection)."""
+    value = _gcs(address).internal_kv_get(f"drained/{node_id}".encode(), DRAINED_NAMESPACE.encode())
+    return bool(value)
 
 
 def on_node(node_id: str) -> Any:

@@ -28,77 +28,21 @@ from typing import Any
 
 import ray
 
-from rlvr.config import SandboxConfig
-from rlvr.errors import UserError
+from rlvr.config import ClusterConfig, SandboxConfig
+from rlvr.errors import InfraError, UserError
 from rlvr.sandbox import limits_from
 from rlvr.sandbox.base import FileMap, SandboxPool
-from rlvr.sandbox.requirements import ProvidesRequirements, pool_for
+from rlvr.sandbox.requirements import ProvidesRequirements
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
-from rlvr.scale import cluster
+from rlvr.scale import cluster, elastic
+from rlvr.scale.pool_actor import PoolActor
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.scorer import RemoteVerifier
 from rlvr.verify.verdict import Verdict
 
 ACTOR_FAULTS = cluster.actor_faults()
-
-
-class PoolActor:
-    """Holds one node's local sandbox pool and the leases opened on it."""
-
-    def __init__(self, sandbox_config: dict[str, Any]) -> None:
-        from contextlib import ExitStack
-
-        from rlvr.sandbox import make_pool
-
-        self.cfg = SandboxConfig.model_validate(sandbox_config)
-        self.pool = make_pool(self.cfg)
-        self.leases: dict[str, tuple[ExitStack, Any]] = {}
-        self._stack_type = ExitStack
-
-    def ping(self) -> dict[str, Any]:
-        import os
-
-        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "leases": len(self.leases)}
-
-    def run(self, argv: list[str], files: dict[str, Any] | None, stdin: Any, limits: dict[str, Any] | None,
-            read: list[str], requirements: list[str] | None = None) -> dict[str, Any]:
-        lim = None if limits is None else ExecLimits.model_validate(limits)  # only the fields the caller set
-        pool = pool_for(self.pool, requirements or ())
-        return pool.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
-
-    def open_lease(self, lease_id: str, files: dict[str, Any] | None, requirements: list[str] | None = None) -> None:
-        stack = self._stack_type()
-        sandbox = stack.enter_context(pool_for(self.pool, requirements or ()).lease(files))
-        self.leases[lease_id] = (stack, sandbox)
-
-    def lease_run(self, lease_id: str, argv: list[str], files: dict[str, Any] | None, stdin: Any,
-                  limits: dict[str, Any] | None, read: list[str]) -> dict[str, Any]:
-        lim = None if limits is None else ExecLimits.model_validate(limits)  # only the fields the caller set
-        sandbox = self.leases[lease_id][1]
-        return sandbox.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
-
-    def lease_write(self, lease_id: str, files: dict[str, Any]) -> None:
-        self.leases[lease_id][1].write_files(files)
-
-    def lease_read(self, lease_id: str, paths: list[str] | None) -> dict[str, str]:
-        return self.leases[lease_id][1].read_files(paths)
-
-    def close_lease(self, lease_id: str) -> None:
-        entry = self.leases.pop(lease_id, None)
-        if entry is not None:
-            entry[0].close()
-
-    def verify(self, task: dict[str, Any], final: dict[str, Any], seed: int, extras: dict[str, Any]) -> dict[str, Any]:
-        from rlvr.verify.base import VerifyContext, verify
-
-        verdict = verify(Task.model_validate(task), FinalState.model_validate(final),
-                         VerifyContext(pool=self.pool, seed=seed, extras=extras))
-        return verdict.model_dump(mode="json")
-
-    def shutdown(self) -> None:
-        for lease_id in list(self.leases):
-            self.close_lease(lease_id)
-        self.pool.close()
+START_TIMEOUT_S = 60.0
+"""Limit of placing and starting one worker; past it the node is given up until a later scale-up."""
 
 
 @dataclass
@@ -111,7 +55,18 @@ class _Slot:
     alive: bool = True
     served: int = 0
     generation: int = 0
+    """Bumped when the actor's workspaces are gone (actor replaced, or handed back from a draining node)."""
     leases: set[str] = field(default_factory=set)
+    draining: bool = False
+    """Its node is draining: nothing new goes there (a lease's own commands still do)."""
+    last_busy: float = field(default_factory=time.monotonic)
+
+    @property
+    def node(self) -> str:
+        return cluster.short(self.node_id)
+
+    def idle_s(self, now: float) -> float:
+        return 0.0 if self.in_flight or self.leases else now - self.last_busy
 
 
 class RaySandbox:
@@ -120,6 +75,8 @@ class RaySandbox:
     def __init__(self, pool: RayPool, slot: _Slot, lease_id: str) -> None:
         self._pool, self._slot, self.lease_id = pool, slot, lease_id
         self._generation = slot.generation
+        self.node = slot.node
+        """The node that holds the workspace (an episode records it)."""
 
     def _lost(self) -> bool:
         return not self._slot.alive or self._slot.generation != self._generation
@@ -132,7 +89,7 @@ class RaySandbox:
             return _infra("the node holding this workspace was lost")
         try:
             self._pool._acquire(only=self._slot)
-        except TimeoutError as exc:
+        except (TimeoutError, RuntimeError) as exc:
             return _infra(str(exc))
         try:
             call = self._slot.handle.lease_run.remote(self.lease_id, list(argv), dict(files) if files else None,
@@ -146,17 +103,23 @@ class RaySandbox:
 
     def write_files(self, files: FileMap) -> None:
         if self._lost():
-            raise RuntimeError("the node holding this workspace was lost")
-        ray.get(self._slot.handle.lease_write.remote(self.lease_id, dict(files)))
+            raise InfraError("the node holding this workspace was lost")
+        try:
+            ray.get(self._slot.handle.lease_write.remote(self.lease_id, dict(files)))
+        except ACTOR_FAULTS:
+            self._pool._mark_dead(self._slot)
+            raise InfraError("the sandbox actor holding this workspace died") from None
 
     def read_files(self, paths: Sequence[str] | None = None) -> dict[str, str]:
+        """The workspace's files; a workspace that is gone raises InfraError (an empty read would be judged as
+        the program's final state)."""
         if self._lost():
-            return {}
+            raise InfraError("the node holding this workspace was lost")
         try:
             return ray.get(self._slot.handle.lease_read.remote(self.lease_id, list(paths) if paths else None))
         except ACTOR_FAULTS:
             self._pool._mark_dead(self._slot)
-            return {}
+            raise InfraError("the sandbox actor holding this workspace died") from None
 
 
 def _wire(limits: ExecLimits | None) -> dict[str, Any] | None:
@@ -169,98 +132,243 @@ def _infra(message: str, attempts: int = 1) -> ExecResult:
 
 
 class RayPool(RemoteVerifier, ProvidesRequirements):
-    """The SandboxPool protocol on a Ray cluster (see the module docstring)."""
+    """The SandboxPool protocol on a Ray cluster whose nodes come and go (see the module docstring)."""
 
     def __init__(self, address: str | None = None, sandbox: SandboxConfig | None = None, *,
-                 slots_per_node: int | None = None, connect_timeout_s: float = 60.0) -> None:
+                 fleet: ClusterConfig | None = None, slots_per_node: int | None = None,
+                 connect_timeout_s: float = 60.0, watch: bool = True) -> None:
         cluster.connect(address)
         self.sandbox = sandbox or SandboxConfig()
+        self.fleet = fleet or ClusterConfig(address=address)
         self.limits = limits_from(self.sandbox)
         """The sandbox defaults, as each node's pool holds them."""
         self.slots_per_node = slots_per_node or self.sandbox.workers * 2
         self._lock = threading.Condition()
         self._slots: list[_Slot] = []
+        self._starting: dict[str, tuple[Any, Any, float]] = {}  # node -> (handle, ping, since)
+        self._seen: set[str] = set()
+        self._released: set[str] = set()
+        self._waiting: dict[int, float] = {}  # a waiting caller -> when it began to wait
+        self._asked = 0
+        self._why: dict[str, str] = {}  # a starting worker -> why it was started (joined, up)
         self.replaced = 0
         self.retried = 0
-        deadline = time.monotonic() + connect_timeout_s
-        while not cluster.alive_nodes() and time.monotonic() < deadline:
+        self.events: list[dict[str, Any]] = []
+        """What happened to the fleet: {"t": Unix time, "event": joined|lost|draining|handed back|drained|up|down|
+        asked, "node": short node name}, in order."""
+        self._closed = threading.Event()
+        self._start_fleet(connect_timeout_s)
+        self._watcher: threading.Thread | None = None
+        if watch:
+            self._watcher = threading.Thread(target=self._watch, name="rlvr-fleet", daemon=True)
+            self._watcher.start()
+
+    # ------------------------------------------------------------------ the fleet at start, and as it changes
+    def _start_fleet(self, timeout_s: float) -> None:
+        """One worker on each node that can hold one (up to the max), waiting up to `timeout_s` for all of them
+        to answer (workers still starting then join from the watcher) and for at least `sandbox_workers_min`
+        (asking the autoscaler for the rest)."""
+        need = self.fleet.sandbox_workers_min
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._look()
+            ready = [s for s in self._slots if s.alive]
+            if (len(ready) >= need and not self._starting) or time.monotonic() >= deadline:
+                break  # every node there at start has its worker (or could not place one): the episodes spread
             time.sleep(0.2)
-        for node_id in cluster.alive_nodes():
-            self._slots.append(self._start(node_id))
-        if not self._slots:
-            raise UserError("the Ray cluster has no alive nodes", field="cluster.address", fix="add nodes")
-        ray.get([s.handle.ping.remote() for s in self._slots])
+        if len(ready) < need:
+            self.close()
+            shape = f"{cluster._count(self.fleet.sandbox_cpus)} CPU each"
+            raise UserError(f"sandbox_workers_min = {need} but only {len(ready)} sandbox workers ({shape}) could be "
+                            f"placed on the Ray cluster within {timeout_s:.0f} s", field="cluster.sandbox_workers_min",
+                            fix="lower it, lower cluster.sandbox_cpus, or add nodes")
+
+    def _watch(self) -> None:
+        while not self._closed.wait(self.fleet.watch_interval_s):
+            try:
+                self._look()
+            except Exception as exc:  # noqa: BLE001 (Ray busy or shutting down: the next look tries again)
+                self._event("look failed", f"{type(exc).__name__}: {exc}"[:200])
+
+    def _event(self, what: str, node: str) -> None:
+        self.events.append({"t": time.time(), "event": what, "node": node})
+
+    def _look(self) -> None:
+        """One look at the cluster: finish starting workers, then plan (rlvr.scale.elastic) and carry it out."""
+        if self._closed.is_set():
+            return
+        self._poll_starting()
+        alive = cluster.alive_nodes(min_cpus=self.fleet.sandbox_cpus)
+        draining = cluster.draining_nodes()
+        now = time.monotonic()
+        with self._lock:
+            for s in self._slots:
+                if s.alive and s.node_id in draining and not s.draining:
+                    s.draining = True
+                    self._event("draining", s.node)
+            seen = [elastic.Seen(s.node_id, s.in_flight, len(s.leases), s.idle_s(now)) for s in self._slots if s.alive]
+            waiting = now - min(self._waiting.values()) if self._waiting else 0.0
+            todo = elastic.plan(seen, alive, draining, seen=self._seen, released=self._released,
+                                starting=list(self._starting), waiting_s=waiting, asked=self._asked, now=time.time(),
+                                cfg=self.fleet)
+            by_node = {s.node_id: s for s in self._slots if s.alive}
+            for what, node in todo.events:
+                if what not in ("joined", "up", "drained"):  # those are logged when they happen
+                    self._event(what, node if what == "asked" else cluster.short(node))
+            for node in todo.lost:
+                self._drop(by_node[node])
+            for node in todo.hand_back:
+                self._hand_back(by_node[node])
+            stopping = [by_node[node] for node in todo.stop]
+            for slot in stopping:
+                slot.alive = False
+                if slot.node_id not in draining:
+                    self._released.add(slot.node_id)
+            self._slots = [s for s in self._slots if s.alive]
+            self._lock.notify_all()
+        if stopping:
+            cluster.stop([s.handle for s in stopping], "shutdown", timeout_s=30)
+        for node in todo.drained:
+            cluster.mark_drained(node)
+            self._event("drained", cluster.short(node))
+        for node in todo.start:
+            self._begin_start(node, "up" if node in self._released else "joined")
+        if todo.want != self._asked:
+            self._asked = todo.want
+            cluster.want("sandbox", [{"CPU": self.fleet.sandbox_cpus or 1.0}] * todo.want)
+
+    def _begin_start(self, node_id: str, why: str) -> None:
+        handle = cluster.start(PoolActor, self.sandbox.model_dump(), strategy=cluster.on_node(node_id),
+                               num_cpus=self.fleet.sandbox_cpus, max_concurrency=self.slots_per_node + 4)
+        self._seen.add(node_id)
+        self._released.discard(node_id)
+        self._starting[node_id] = (handle, handle.ping.remote(), time.monotonic())
+        self._why[node_id] = why
+
+    def _poll_starting(self) -> None:
+        """Workers that answered their first ping join the fleet; one that cannot be placed in time is given up
+        (its node is released: a later scale-up may try it again)."""
+        for node_id, (handle, ping, since) in list(self._starting.items()):
+            ready, _ = ray.wait([ping], timeout=0)
+            if ready:
+                del self._starting[node_id]
+                try:
+                    ray.get(ping)
+                except ACTOR_FAULTS:
+                    self._released.add(node_id)
+                    continue
+                with self._lock:
+                    self._slots.append(_Slot(node_id=node_id, handle=handle))
+                    self._lock.notify_all()
+                self._event(self._why.pop(node_id, "joined"), cluster.short(node_id))
+            elif time.monotonic() - since > START_TIMEOUT_S:
+                del self._starting[node_id]
+                cluster.kill(handle)
+                self._released.add(node_id)
+                self._event("could not place a worker", cluster.short(node_id))
+
+    def _hand_back(self, slot: _Slot) -> None:
+        """Give up a draining worker's open workspaces: their holders see them lost (their episodes rebuild them
+        elsewhere, the changes replayed), and the actor closes them."""
+        leases, slot.leases = list(slot.leases), set()
+        slot.generation += 1
+        for lease_id in leases:
+            try:
+                slot.handle.close_lease.remote(lease_id)
+            except Exception:  # noqa: BLE001 (the actor is going anyway)
+                pass
+
+    def _drop(self, slot: _Slot) -> None:
+        """A worker whose node is gone: its workspaces are lost with it."""
+        slot.alive = False
+        slot.generation += 1
+        slot.leases = set()
+        cluster.kill(slot.handle)
 
     # ------------------------------------------------------------------ placement and fault handling
-    def _start(self, node_id: str) -> _Slot:
-        handle = cluster.start(PoolActor, self.sandbox.model_dump(), strategy=cluster.on_node(node_id), num_cpus=0,
-                               max_concurrency=self.slots_per_node + 4)
-        return _Slot(node_id=node_id, handle=handle)
-
     def _mark_dead(self, slot: _Slot) -> None:
-        """Replace a dead actor on its node if the node is alive; otherwise drop the node."""
+        """Replace a dead actor on its node if the node is alive and staying; otherwise drop the worker."""
         with self._lock:
             if not slot.alive:
                 return
-            slot.alive = False
             cluster.kill(slot.handle)
-            if slot.node_id in cluster.alive_nodes():
-                fresh = self._start(slot.node_id)
-                slot.handle, slot.alive, slot.in_flight = fresh.handle, True, 0
+            if slot.node_id in cluster.alive_nodes() and not slot.draining:
+                handle = cluster.start(PoolActor, self.sandbox.model_dump(), strategy=cluster.on_node(slot.node_id),
+                                       num_cpus=self.fleet.sandbox_cpus, max_concurrency=self.slots_per_node + 4)
+                slot.handle, slot.in_flight = handle, 0
                 slot.leases = set()  # the old actor's workspaces are gone (their holders see `_lost`)
                 slot.generation += 1
                 self.replaced += 1
+            else:
+                self._drop(slot)
+                self._slots = [s for s in self._slots if s.alive]
             self._lock.notify_all()
 
     def _acquire(self, exclude: _Slot | None = None, timeout_s: float = 600.0, only: _Slot | None = None) -> _Slot:
-        """A job slot: on the live actor with the fewest jobs in flight (or on `only`, a lease's actor); blocks
-        while every slot is busy (back pressure). Only jobs take slots, never leases: a job ends by itself
+        """A job slot: on the live, staying actor with the fewest jobs in flight (or on `only`, a lease's actor,
+        draining or not); blocks while every slot is busy (back pressure), and a wait longer than
+        `scale_up_wait_s` asks for one more worker. Only jobs take slots, never leases: a job ends by itself
         within its limits, so a waiting caller never waits on something that needs the caller to progress."""
         deadline = time.monotonic() + timeout_s
+        me = threading.get_ident()
         with self._lock:
-            while True:
-                if only is not None:
-                    live = [only] if only.alive else []
-                else:
-                    live = [s for s in self._slots if s.alive and s is not exclude] or \
-                           [s for s in self._slots if s.alive]
-                if not live:
-                    raise RuntimeError("no live sandbox actors")
-                best = min(live, key=lambda s: s.in_flight)
-                if best.in_flight < self.slots_per_node:
-                    best.in_flight += 1
-                    return best
-                if not self._lock.wait(timeout=max(0.0, deadline - time.monotonic())):
-                    raise TimeoutError(f"sandbox cluster saturated: no job slot free for {timeout_s:.0f} s")
+            try:
+                while True:
+                    if only is not None:
+                        if not only.alive:
+                            raise RuntimeError("the worker holding this workspace is gone")
+                        live = [only]
+                    else:
+                        staying = [s for s in self._slots if s.alive and not s.draining]
+                        live = [s for s in staying if s is not exclude] or staying
+                        if not live and not self._starting and not self._waiting_for_nodes():
+                            raise RuntimeError("no live sandbox actors")  # and none on the way
+                    best = min(live, key=lambda s: s.in_flight, default=None)
+                    if best is not None and best.in_flight < self.slots_per_node:
+                        best.in_flight += 1
+                        return best
+                    self._waiting.setdefault(me, time.monotonic())
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"sandbox cluster saturated: no job slot free for {timeout_s:.0f} s")
+                    self._lock.wait(timeout=min(left, 1.0))
+            finally:
+                self._waiting.pop(me, None)
+
+    def _waiting_for_nodes(self) -> bool:
+        """Whether the fleet still expects workers (it asked the autoscaler for more than it has)."""
+        return self._asked > len([s for s in self._slots if s.alive])
 
     def _release(self, slot: _Slot) -> None:
         with self._lock:
             slot.in_flight = max(0, slot.in_flight - 1)
             slot.served += 1
+            slot.last_busy = time.monotonic()
             self._lock.notify_all()
 
-    def _call(self, method: str, *args: Any) -> tuple[Any, int]:
-        """Call a pool-actor method; on an actor fault retry once elsewhere. Returns (result or None, attempts)."""
+    def _call(self, method: str, *args: Any) -> tuple[Any, int, str]:
+        """Call a pool-actor method; on an actor fault retry once elsewhere. Returns (result or None, attempts,
+        the node of the last attempt)."""
         slot: _Slot | None = None
         for attempt in (1, 2):
             slot = self._acquire(exclude=slot)
             gen = slot.generation
             try:
-                return ray.get(getattr(slot.handle, method).remote(*args)), attempt
+                return ray.get(getattr(slot.handle, method).remote(*args)), attempt, slot.node
             except ACTOR_FAULTS:
                 if slot.generation == gen:
                     self._mark_dead(slot)
                 self.retried += attempt == 1
             finally:
                 self._release(slot)
-        return None, 2
+        return None, 2, slot.node if slot else ""
 
     # ---------------------------------------------------------------------------------- the protocol
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), requirements: Sequence[str] = ()
             ) -> ExecResult:
-        out, attempts = self._call("run", list(argv), dict(files) if files else None, stdin,
-                                   _wire(limits), list(read), list(requirements))
+        out, attempts, _ = self._call("run", list(argv), dict(files) if files else None, stdin,
+                                      _wire(limits), list(read), list(requirements))
         if out is None:
             return _infra("sandbox actor died twice running this job", attempts=attempts)
         return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
@@ -268,12 +376,13 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
     def verify_remote(self, task: Task, final: FinalState, seed: int = 0, extras: Mapping[str, Any] | None = None
                       ) -> Verdict:
         """Verify on one node (hidden material stays with the verifier there), with the seed and extras a local
-        verification would get."""
-        out, attempts = self._call("verify", task.model_dump(mode="json"), final.model_dump(mode="json"), seed,
-                                   dict(extras or {}))
+        verification would get; the verdict's `details["node"]` names the node."""
+        out, attempts, node = self._call("verify", task.model_dump(mode="json"), final.model_dump(mode="json"),
+                                         seed, dict(extras or {}))
         if out is None:
             return Verdict.infra(f"sandbox actor died twice verifying (attempts={attempts})")
-        return Verdict.model_validate(out)
+        verdict = Verdict.model_validate(out)
+        return verdict.model_copy(update={"details": {**verdict.details, "node": node}})
 
     def for_requirements(self, requirements: Sequence[str]) -> SandboxPool:
         """This pool with `requirements` sent along with every job: the node that runs it serves them."""
@@ -281,23 +390,28 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
 
     @contextmanager
     def lease(self, files: FileMap | None = None, requirements: Sequence[str] = ()) -> Iterator[RaySandbox]:
-        """A workspace on the live actor with the fewest open leases. Opening one never waits for a job slot
-        (a lease is not a job: an episode holds its lease across model turns, while its commands take slots
+        """A workspace on the live, staying actor with the fewest open leases. Opening one never waits for a job
+        slot (a lease is not a job: an episode holds its lease across model turns, while its commands take slots
         one at a time), so any number of episodes may hold leases at once."""
         lease_id = uuid.uuid4().hex
-        with self._lock:
-            live = [s for s in self._slots if s.alive]
-            if not live:
-                raise RuntimeError("no live sandbox actors")
-            slot = min(live, key=lambda s: (len(s.leases), s.in_flight))
-            slot.leases.add(lease_id)
-        generation = slot.generation
+        slot: _Slot | None = None
+        for attempt in (1, 2):  # an actor found dead on opening (its node just died): once more elsewhere
+            slot = self._lease_slot(lease_id, exclude=slot)
+            generation = slot.generation
+            try:
+                ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None, list(requirements)))
+                break
+            except ACTOR_FAULTS:
+                with self._lock:
+                    slot.leases.discard(lease_id)
+                if slot.generation == generation:
+                    self._mark_dead(slot)
+                self.retried += 1
+                if attempt == 2:
+                    raise
+        assert slot is not None
         try:
-            ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None, list(requirements)))
             yield RaySandbox(self, slot, lease_id)
-        except ACTOR_FAULTS:
-            self._mark_dead(slot)
-            raise
         finally:
             if slot.alive and slot.generation == generation:
                 try:
@@ -306,22 +420,60 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                     self._mark_dead(slot)
             with self._lock:
                 slot.leases.discard(lease_id)
+                slot.last_busy = time.monotonic()
+                self._lock.notify_all()
+
+    def _lease_slot(self, lease_id: str, exclude: _Slot | None = None) -> _Slot:
+        """The live, staying actor with the fewest open leases (not `exclude` if another will do), the lease
+        recorded on it; waits while every worker drains and new ones start."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        with self._lock:
+            while True:
+                staying = [s for s in self._slots if s.alive and not s.draining]
+                live = [s for s in staying if s is not exclude] or staying
+                if live or not self._starting or time.monotonic() >= deadline:
+                    break
+                self._lock.wait(timeout=1.0)
+            if not live:
+                raise RuntimeError("no live sandbox actors")
+            slot = min(live, key=lambda s: (len(s.leases), s.in_flight))
+            slot.leases.add(lease_id)
+            return slot
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"nodes": len({s.node_id for s in self._slots if s.alive}), "actors": len(self._slots),
-                    "in_flight": sum(s.in_flight for s in self._slots), "replaced": self.replaced,
-                    "retried": self.retried, "served": sum(s.served for s in self._slots)}
+            live = [s for s in self._slots if s.alive]
+            return {"nodes": len({s.node_id for s in live}), "actors": len(live),
+                    "draining": sum(s.draining for s in live), "starting": len(self._starting),
+                    "in_flight": sum(s.in_flight for s in live), "replaced": self.replaced,
+                    "retried": self.retried, "served": sum(s.served for s in self._slots),
+                    "asked": self._asked, "per_node": {s.node: s.served for s in live}}
+
+    def workers(self) -> list[str]:
+        """The full Ray ids of the nodes that hold a live worker."""
+        with self._lock:
+            return [s.node_id for s in self._slots if s.alive]
 
     def actor_handles(self) -> list[Any]:
         """The live pool actors (tests kill one to check recovery)."""
         return [s.handle for s in self._slots if s.alive]
 
     def close(self) -> None:
-        live = [slot for slot in self._slots if slot.alive]
-        for slot in live:
-            slot.alive = False
+        self._closed.set()
+        with self._lock:
+            live = [slot for slot in self._slots if slot.alive]
+            for slot in live:
+                slot.alive = False
+            starting, self._starting = [h for h, _, _ in self._starting.values()], {}
+            self._lock.notify_all()
         cluster.stop([slot.handle for slot in live], "shutdown", timeout_s=30)  # a dead actor is fine
+        cluster.stop(starting, None)
+        if self._asked:
+            self._asked = 0
+            try:
+                cluster.want("sandbox", [])
+            except Exception:  # noqa: BLE001 (Ray already gone: no request stands)
+                pass
 
     def __enter__(self) -> RayPool:
         return self
