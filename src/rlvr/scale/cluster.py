@@ -305,3 +305,25 @@ def stop(actors: Sequence[Any], method: str | None = "close", timeout_s: float =
             ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
     for actor in actors:
         kill(actor)
+    _wait_dead(actors)
+
+
+def _wait_dead(actors: Sequence[Any], timeout_s: float = 10.0) -> None:
+    """Wait until Ray reports every killed actor dead: `ray.kill` only sends the request, and a call made right
+    after it could still be served by the actor."""
+    import time
+
+    try:
+        from ray._private import state
+    except ImportError:  # another Ray: the kill stands, only its timing is unknown
+        return
+    deadline = time.monotonic() + timeout_s
+    for actor in actors:
+        while time.monotonic() < deadline:
+            try:
+                info = state.actors(actor_id=actor._actor_id.hex())
+            except Exception:  # noqa: BLE001 (Ray shutting down, or an actor it no longer knows: gone)
+                break
+            if not info or info.get("State") == "DEAD":
+                break
+            time.sleep(0.02)
