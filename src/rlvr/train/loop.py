@@ -11,8 +11,9 @@ Around it: the run is set up (`parts.build`), optionally warm-started with SFT, 
 before and after RL, checkpointed every `train.checkpoint_every` steps and resumed from its last checkpoint.
 Simplifications, on purpose: no value model; one process per rank, where generation, the update and the
 verification workers share it. With several ranks (torchrun, or Ray with `--cluster`; rlvr.train.distributed)
-rank 0 samples, stores, monitors and evaluates, every rank generates its share of the groups and takes part in
-the sharded update. By default the policy used for rollouts is the one being trained; with `train.max_staleness >= 1` the
+rank 0 samples, stores, monitors and evaluates, every rank generates its share of the groups (with engine
+actors, `policy.engines`, rank 0 generates them all through the engines) and takes part in the sharded update.
+By default the policy used for rollouts is the one being trained; with `train.max_staleness >= 1` the
 rollouts of the next steps are generated from a synced copy of the weights while the update runs
 (rlvr.train.rollouts).
 """
@@ -41,6 +42,7 @@ from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, SUMMARY_FILE, RunLa
 from rlvr.train import checkpoint, distributed
 from rlvr.train.advantages import episode_advantages, estimator
 from rlvr.train.distributed import Dist
+from rlvr.train.distributed.engines import EngineRollouts, refuse_ray_launch
 from rlvr.train.heldout import HeldoutResult, evaluate
 from rlvr.train.losses import aggregate_fn, loss_fn
 from rlvr.train.parts import Parts, build
@@ -79,6 +81,7 @@ def run(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     t_start = time.perf_counter()
     validate(cfg)
     if distributed.ray_launch(cfg):  # `--cluster` with world_size > 1: Ray starts the ranks, each runs this
+        refuse_ray_launch(cfg)
         return distributed.run_on_ray(run, cfg, resume)
     dist = distributed.init(cfg)  # a bad world size, backend or launch is refused before any work
     try:
@@ -110,7 +113,10 @@ def _run(cfg: RunConfig, resume: bool, dist: Dist, t_start: float) -> dict[str, 
         elif start is not None:
             progress.note(f"resuming from the checkpoint after step {start} of {cfg.train.steps}")
         seed_of = functools.partial(step_seed, cfg.seed)
-        with rollouts_for(parts, seed_of, state.step, state.pending) as rollouts:
+        # with engine actors on several ranks, rank 0 runs every rollout through them
+        rollouts = (EngineRollouts(parts, seed_of) if parts.engines is not None
+                    else rollouts_for(parts, seed_of, state.step, state.pending))
+        with rollouts:
             masked = MaskedSteps()
             for step in range(state.step, cfg.train.steps):
                 metrics = train_step(parts, step, rollouts)
@@ -189,8 +195,20 @@ def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts |
                 parts.sync_generation()
     if parts.dist.main:
         metrics.update(timer.metrics())
+        metrics.update(fleet_metrics(parts.pool))
         metrics.update(parts.monitor.log(step, episodes, metrics))
     return metrics
+
+
+def fleet_metrics(pool: Any) -> dict[str, float]:
+    """The sandbox fleet's size and history when it is on Ray (`cluster/workers`, `cluster/draining`,
+    `cluster/replaced`, `cluster/asked`: workers asked of the autoscaler); nothing for a local pool."""
+    stats = getattr(pool, "stats", None)
+    if stats is None or not hasattr(pool, "events"):
+        return {}
+    s = stats()
+    return {"cluster/workers": float(s["actors"]), "cluster/draining": float(s["draining"]),
+            "cluster/replaced": float(s["replaced"]), "cluster/asked": float(s["asked"])}
 
 
 class MaskedSteps:

@@ -28,6 +28,7 @@ from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Task
 from rlvr.train import distributed
 from rlvr.train.distributed import SINGLE, Dist
+from rlvr.train.distributed.engines import EngineSync, rank_config, with_engines
 from rlvr.train.recovery import RecoveryMixer
 from rlvr.train.update import PolicyUpdater
 from rlvr.verify.scorer import Scorer
@@ -60,6 +61,8 @@ class Parts:
     """This process's rank in the job; only rank 0 samples, stores, monitors and evaluates."""
     recovery: RecoveryMixer | None = None
     """Recovery samples from the run's failures, every `sft.recovery_every` steps (`rlvr.train.recovery`)."""
+    engines: EngineSync | None = None
+    """Engine actors with several ranks: every rank's part in feeding them (rlvr.train.distributed.engines)."""
 
     def engine_for(self, sampling: SamplingParams, progress: Any = None,
                    policy: Any = None) -> RolloutEngine | AgentRunner:
@@ -77,8 +80,11 @@ class Parts:
 
     def sync_generation(self) -> float | None:
         """Bring the generation weights up to the trainer's when behind (seconds; None: nothing moved). With
-        several ranks the sharded weights are gathered into every rank's full copy: a collective."""
+        several ranks the sharded weights are gathered into every rank's full copy (with engine actors, into rank 0's,
+        which syncs the engines from it): a collective."""
         policy = self.policy
+        if self.engines is not None:  # several ranks, engine actors: rank 0 syncs them from the gathered weights
+            return self.engines.sync(policy)
         if not self.dist.active or policy.generation_version == policy.version:
             return sync_generation(policy)
         t0 = time.perf_counter()
@@ -122,14 +128,17 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None, dist: Dist = SINGL
     """Build the run's parts; the sandbox pool and the monitor are closed whatever happens. With several ranks
     the policy is sharded (rlvr.train.distributed) and generates from a full copy of its weights."""
     with ExitStack() as stack:
-        policy = require_trainable(run.open_policy(cfg, stack), cfg.policy.backend)
+        policy = require_trainable(run.open_policy(rank_config(cfg, dist), stack), cfg.policy.backend)
         if cfg.train.max_staleness > 0:  # asynchronous: generation samples from a copy the trainer syncs
             policy.separate_weights()
         if cfg.train.lora:
             _apply_lora(policy, cfg)
         ref_model = _reference_model(policy, cfg)
-        if dist.active:  # sharded weights cannot generate alone: each rank samples from a full copy
-            policy.separate_weights()
+        # sharded weights cannot generate alone: each rank samples from a full copy, or rank 0 from the engines
+        engines = EngineSync.before_sharding(policy, dist) if with_engines(cfg, dist) else None
+        if dist.active:
+            if engines is None:
+                policy.separate_weights()
             policy.model = distributed.shard(policy.model, dist, cfg.train.mixed_precision)
         built = stack.enter_context(run.build(cfg, policy=policy, frames_dir=str(RunLayout(cfg.run_dir).frames)))
         train = run.selections(cfg.tasks.train, cfg)  # the train spec, read once
@@ -147,6 +156,6 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None, dist: Dist = SINGL
                       retention=Retention(cfg.schedule.failed_retention, seed=cfg.seed), updater=updater,
                       store=EpisodeStore(run_url), monitor=monitor,
                       train_sources=[s.source for s in train],
-                      heldout=heldout, progress=progress, dist=dist)
+                      heldout=heldout, progress=progress, dist=dist, engines=engines)
         parts.recovery = RecoveryMixer(policy, cfg.sft, parts.gold_engine, heldout={t.key for t in heldout})
         yield parts

@@ -203,9 +203,12 @@ def check(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> int:
     if cfg.train.batch_size % n:
         raise UserError(f"batch_size {cfg.train.batch_size} does not split into {n} equal shares of groups",
                         field="train.batch_size", fix=f"use a multiple of the world size {n}")
-    if cfg.policy.backend != "hf":
+    if cfg.policy.backend == "vllm" and not cfg.policy.engines:  # engine actors: rlvr.train.distributed.engines
+        raise UserError("an in-process vllm engine does not run on several ranks", field="policy.engines",
+                        fix="set policy.engines = K (engines as Ray actors), or backend = \"hf\"")
+    if cfg.policy.backend not in ("hf", "vllm"):
         raise UserError(f"the {cfg.policy.backend!r} backend does not train on several ranks",
-                        field="policy.backend", fix='use backend = "hf" with world_size > 1')
+                        field="policy.backend", fix='use backend = "hf", or "vllm" with engines, with world_size > 1')
     if cfg.train.max_staleness > 0:
         raise UserError("asynchronous rollouts (max_staleness >= 1) do not run on several ranks yet",
                         field="train.max_staleness", fix="set it to 0 with world_size > 1")
