@@ -390,10 +390,14 @@ def test_under_lora_only_the_adapter_goes_and_the_engine_samples_base_plus_adapt
         pol.sync_weights()
         return pol.generate(CONVS, PARAMS)
 
-    for _ in range(2):
+    before = None
+    for _ in range(2):  # the second sync replaces the served adapter in place (the engine's fast path)
         after = step()
         assert pol.sync_bytes[-1] == adapter and adapter * 4 < whole
         merged = copy.deepcopy(pol.model).merge_and_unload()
+        if before is not None:  # a second adapter unlike the first: an update that did nothing would show
+            assert gaps(merged, before) > MOVED
+        before = after
         with pol.model.disable_adapter():
             base_gap = gaps(pol.model, after)
         print(f"\nLoRA sync {pol.sync_seconds[-1] * 1e3:.1f} ms, {adapter} bytes; |engine - merged| "

@@ -10,16 +10,19 @@ of the group and receives for itself.
 Two ways weights arrive:
 - weights (`receive`): each bucket is loaded with vLLM's in-place `reload_weights` as it arrives; a partial
   sync (the trainer skipped whole unchanged blocks) leaves the other layers as they were;
-- a LoRA adapter (`receive_adapter`, engines started with `lora_rank`): the adapter's tensors are written as a
-  PEFT adapter directory on this node (tmpfs where there is one) and loaded by vLLM's own LoRA support as a new
-  `LoRARequest`, one per sync, that every later generate call uses; the previous adapter is removed. The base
-  weights stay the model directory's, which is what the trainer's adapters sit on.
+- a LoRA adapter (`receive_adapter`, engines started with `lora_rank`): the first adapter (and one whose config
+  or tensor names and shapes differ from the one served) is written as a PEFT adapter directory on this node
+  (tmpfs where there is one) and loaded by vLLM's own LoRA support as a new `LoRARequest` that every later
+  generate call uses; the previous adapter is removed. A later adapter of the same form replaces the served one
+  in the engine's workers, from memory (`_worker_update_adapter`), under the same request. The base weights stay
+  the model directory's, which is what the trainer's adapters sit on.
 Either way the prefix cache is reset and the version recorded.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -86,6 +89,55 @@ def _worker_receive_adapter(worker: Any, meta: Meta, aliases: Aliases, directory
         (Path(directory) / "adapter_config.json").write_text(json.dumps(config))
 
 
+def _worker_update_adapter(worker: Any, meta: Meta, aliases: Aliases, lora_id: int, config: dict,
+                           directory: str) -> bool:
+    """Run by `collective_rpc` on each vLLM worker: receive the adapter's tensors and put them in place of the
+    registered adapter `lora_id` (the one the engine serves); False where this worker does not hold it (it then
+    writes the adapter to `directory`, whence vLLM loads it when a request next needs it).
+
+    Sound because it is vLLM's own reload of an adapter in place (what `LRUCacheWorkerLoRAManager.add_adapter`
+    does for a `LoRARequest` with `load_inplace`), with the file read replaced by the received tensors:
+    `LoRAModel.from_lora_tensors` is what `from_local_checkpoint` ends in (names parsed and mapped, lora_dtype),
+    with the PEFTHelper (rank, alpha) and checks `_load_adapter` makes; then the manager's `remove_adapter`,
+    `add_adapter` (which packs q/k/v and gate/up as the model fuses them and folds alpha / r into lora_b) and
+    `activate_adapter` (`set_lora` of every module into the freed slot, the same one: a single slot). The
+    tensor names the first adapter had were checked against the model's modules when it loaded, and this path
+    is only taken for an adapter of the same config and tensors."""
+    from vllm.lora.lora_model import LoRAModel
+    from vllm.lora.peft_helper import PEFTHelper
+    from vllm.utils.gpu_sync_debug import gpu_sync_allowed
+
+    tensors: dict[str, Any] = {}
+    seen: set[int] = set()
+    for name, t in worker.rlvr_weight_group.receive(meta, aliases):
+        # an alias gets its own copy: vLLM scales lora_b in place
+        tensors[name] = t.clone() if t.data_ptr() in seen else t
+        seen.add(t.data_ptr())
+    owner = worker.model_runner.lora_manager
+    manager = owner._adapter_manager
+    if manager.get_adapter(lora_id) is None:
+        tmp = Path(directory) / f"adapter_model.safetensors.{int(getattr(worker, 'rank', 0))}"
+        write_safetensors(tmp, list(tensors.items()))
+        os.replace(tmp, Path(directory) / "adapter_model.safetensors")
+        return False
+    peft_helper = PEFTHelper.from_dict({**config, "vllm_max_position_embeddings": owner.max_position_embeddings})
+    peft_helper.validate_legal(owner.lora_config)
+    model = manager.model
+    mapper = getattr(model, "hf_to_vllm_mapper", None)
+    with gpu_sync_allowed():
+        lora = LoRAModel.from_lora_tensors(
+            lora_id, tensors, peft_helper, device="cpu", dtype=owner.lora_config.lora_dtype,
+            model_vocab_size=owner.vocab_size, weights_mapper=mapper.get_rename_mapper() if mapper else None,
+            skip_prefixes=getattr(model, "lora_skip_prefixes", None))
+        manager._validate_moe_lora_format(lora)
+        manager._validate_modules_to_save(lora)
+        manager._validate_token_classification_lora(lora)
+        manager.remove_adapter(lora_id)
+        manager.add_adapter(lora)
+        manager.activate_adapter(lora_id)
+    return True
+
+
 SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
                       "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 
@@ -141,7 +193,7 @@ class NodeEngine(VLLMPolicy):
         if lora_rank:  # one adapter at a time: the trainer's current one
             options.update(enable_lora=True, max_lora_rank=max_lora_rank(lora_rank), max_loras=1, max_cpu_loras=1)
         kw["engine_options"] = options
-        self._lora_serial = 0
+        self._lora_serial, self._lora_form = 0, None
         super().__init__(model, **kw)
         self.auto_sync = False  # `.model` (a trainer copy) is never loaded on an engine node
 
@@ -162,7 +214,17 @@ class NodeEngine(VLLMPolicy):
                             fix="set policy.engine_lora_rank to train.lora_rank")
         from vllm.lora.request import LoRARequest
 
+        form = (json.dumps(config, sort_keys=True, default=str), [(n, d, list(s)) for n, d, s in meta], aliases or {})
         with self._lock:
+            if self._lora_request is not None and form == self._lora_form:
+                try:
+                    self._update_adapter(meta, config, aliases or {})
+                except BaseException:
+                    self._lora_form = None  # what the workers hold is unknown: the next sync loads a new adapter
+                    raise
+                self._llm.reset_prefix_cache()
+                self.engine_version = version
+                return
             serial = self._lora_serial + 1
             directory = tempfile.mkdtemp(prefix=f"rlvr-lora-{serial}-", dir=scratch_dir())
             try:
@@ -173,9 +235,24 @@ class NodeEngine(VLLMPolicy):
                 shutil.rmtree(directory, ignore_errors=True)
                 raise
             self._drop_adapter()
-            self._lora_request, self._lora_serial = request, serial
+            self._lora_request, self._lora_serial, self._lora_form = request, serial, form
             self._llm.reset_prefix_cache()
             self.engine_version = version
+
+    def _update_adapter(self, meta: Meta, config: dict, aliases: Aliases) -> None:
+        """The fast path of `receive_adapter`: the served adapter's tensors replaced in the workers. The file the
+        adapter was loaded from is then stale: it is removed, so that vLLM could never load it again unnoticed; a
+        worker that no longer held the adapter wrote the new one there instead, and it is loaded now."""
+        from vllm.lora.request import LoRARequest
+
+        request = self._lora_request
+        held = self._llm.collective_rpc(_worker_update_adapter,
+                                        args=(meta, aliases, request.lora_int_id, config, request.lora_path))
+        if all(held):
+            Path(request.lora_path, "adapter_model.safetensors").unlink(missing_ok=True)
+        else:
+            self._llm.llm_engine.add_lora(LoRARequest(request.lora_name, request.lora_int_id, request.lora_path,
+                                                      load_inplace=True))
 
     def _drop_adapter(self) -> None:
         old, self._lora_request = self._lora_request, None
