@@ -285,3 +285,60 @@ def test_a_min_the_cluster_cannot_place_is_one_line(cluster) -> None:
         RayPool(None, SandboxConfig(isolation="none", workers=1), fleet=ClusterConfig(sandbox_workers_min=5),
                 connect_timeout_s=5)
     assert exc.value.field == "cluster.sandbox_workers_min" and "\n" not in str(exc.value)
+
+
+def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, tmp_path: Path,
+                                                          monkeypatch) -> None:
+    """`rlvr train` on multi-turn tasks while a node holding workspaces dies mid-step: every step's episodes are
+    stored exactly once, and the ones whose workspace was lost went on elsewhere (or were masked): none is judged
+    on a workspace that was lost."""
+    from rlvr import run
+    from rlvr.config import load_config
+    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.scale import cluster as ray_cluster
+    from rlvr.scale.ray_pool import RayPool
+    from rlvr.store import EpisodeStore
+    from rlvr.train import loop
+
+    root, _ = pack
+    victim = cluster.add_node(num_cpus=1)
+    extra.append(victim)
+    cluster.wait_for_nodes()
+    short = ray_cluster.short(victim.node_id)
+    killed = threading.Event()
+
+    def pool_for(cfg):  # the run's real RayPool, and a thread that kills the victim once it holds workspaces
+        p = RayPool(cfg.cluster.address, cfg.sandbox, fleet=cfg.cluster)
+
+        def killer() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if any(s.node == short and s.leases for s in p._slots):
+                    cluster.remove_node(victim, allow_graceful=False)
+                    killed.set()
+                    return
+                time.sleep(0.01)
+
+        threading.Thread(target=killer, daemon=True).start()
+        return p
+
+    monkeypatch.setattr(run, "pool_for", pool_for)
+    model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=512, seed=1)
+    cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="kill"', f'policy.model="{model}"',
+                             "policy.max_new_tokens=8", "train.steps=2", "train.batch_size=3", "rollout.group_size=4",
+                             "rollout.infra_retries=2", "sft.enabled=false", "monitor.tensorboard=false",
+                             "monitor.report=false", f'tasks.train="{root}"', 'tasks.heldout=""',
+                             'sandbox.isolation="none"', "cluster.watch_interval_s=0.5",
+                             f'cluster.address="{cluster.address}"'])
+    loop.run(cfg)
+    assert killed.is_set()
+    eps = EpisodeStore(cfg.run_dir).episodes()
+    for step in (0, 1):
+        mine = [e for e in eps if e.step == step]
+        assert len(mine) == 12 and len({e.episode_id for e in mine}) == 12  # every episode, stored once
+    lost = [e for e in eps if short in e.lost_nodes]
+    assert lost, "the victim held workspaces but no episode records losing one"
+    for e in lost:
+        assert e.infra_retries >= 1
+        assert e.masked or (e.node != short and e.verdict is not None and e.verdict.infra_error is None)
+    assert all(e.node != short for e in eps if e.step == 1)  # the second step never saw the dead node
