@@ -89,7 +89,22 @@ def test_early_exit_is_an_exit_trick_but_a_timeout_is_not() -> None:
     msgs = [COLLECT, rep("t.py::a", "call", "passed")]
     assert "exit_trick" in run(msgs, exit_code=0).findings.evidence
     assert run(msgs, exit_code=None, timed_out=True).findings.evidence == {}
-    assert run(msgs, exit_code=None, signal=9).findings.evidence == {}
+    assert run(msgs, exit_code=None, signal=9, timed_out=True).findings.evidence == {}
+
+
+def test_a_death_mid_suite_is_flagged_and_what_it_never_reported_fails() -> None:
+    """A crash timed to keep partial credit (a segfault, SIGKILL, an abort after the passing tests reported)."""
+    msgs = [COLLECT, rep("t.py::a", "call", "passed")]
+    for sig in (6, 9, 11):
+        r = run(msgs, exit_code=None, signal=sig)
+        assert "exit_trick" in r.findings.evidence
+        assert r.outcomes.get("t.py::a") == "passed" and "t.py::b" not in r.outcomes
+
+
+def test_two_reports_for_one_phase_fail_the_test() -> None:
+    """A report forged on the channel (from a thread of the candidate's) beside the real one: neither counts."""
+    r = run([COLLECT, rep("t.py::a", "call", "passed"), rep("t.py::a", "call", "passed")])
+    assert "report_forgery" in r.findings.evidence and r.outcomes["t.py::a"] == "error"
 
 
 def test_test_functions_and_unconditional_asserts() -> None:

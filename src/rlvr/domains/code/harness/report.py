@@ -93,10 +93,14 @@ def interpret(payload: dict[str, Any], unconditional: set[str]) -> RunReport:
     if rep.ended and payload.get("exit_code") != 0:
         f.add("report_forgery", None, None, "the test process reported its end but then ended abnormally "
               f"(exit {payload.get('exit_code')}, signal {payload.get('signal')})")
-    if not rep.ended and not payload.get("timed_out") and payload.get("exit_code") is not None:
+    if not rep.ended and not payload.get("timed_out"):  # died mid-suite: flagged, and what it never reported fails
         last = next((m.get("id") or m.get("test") for m in reversed(msgs) if m.get("id") or m.get("test")), None)
-        f.add("exit_trick", None, None, f"the test process exited (code {payload['exit_code']}) before the harness "
-              f"finished" + (f"; last seen {last}" if last else ""))
+        how = f"exited (code {payload['exit_code']})" if payload.get("exit_code") is not None else \
+            f"died (signal {payload.get('signal')})" if payload.get("signal") is not None else None
+        if how:
+            untold = [c for c in rep.collected if c not in rep.outcomes]
+            f.add("exit_trick", None, None, f"the test process {how} before the harness finished"
+                  + (f"; last seen {last}" if last else "") + (f"; {len(untold)} tests never reported fail" if untold else ""))
     return rep
 
 
@@ -137,6 +141,9 @@ def _on_report(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
         return
     if (nid, when) in seen or nid not in rep.collected:
         rep.findings.add("report_forgery", None, None, f"duplicate or uncollected report for {nid} ({when})")
+        if nid in rep.collected:  # two reports for one phase: neither is the judge's word, so the test fails
+            rep.outcomes[nid] = "error"
+            rep.details.setdefault(nid, "reported twice")
         return
     seen.add((nid, when))
     prev = rep.outcomes.get(nid)

@@ -15,13 +15,16 @@ audit hook, the loader and the comparison probes share its module state (the rep
 """
 from __future__ import annotations
 
+import _thread
 import ast
+import builtins
 import itertools
 import json
 import operator
 import os
 import sys
 import sysconfig
+import types
 from typing import ClassVar
 
 import _rlvr_guards as guards  # the supervisor put the judge directory first on sys.path
@@ -41,11 +44,13 @@ _state: dict = {"busy": False, "test": "", "counts": {}, "nodes": RUN_NODES}
 SEND_FD = -1
 CONFIG: dict = {}
 CAND = JUDGE = STDLIB = ""
+TRUSTED_ROOTS: tuple[str, ...] = ()
+PACKAGES: tuple[str, ...] = ()
 
 
 def configure(send_fd: int, config: dict) -> None:
     """Set the report channel and the directories before anything else runs."""
-    global SEND_FD, CONFIG, CAND, JUDGE, STDLIB
+    global SEND_FD, CONFIG, CAND, JUDGE, STDLIB, TRUSTED_ROOTS, PACKAGES
     SEND_FD, CONFIG = send_fd, config
     _state["unchanged"] = frozenset(config.get("unchanged", ()))
     _state["task_lines"] = {k: frozenset(v) for k, v in config.get("task_lines", {}).items()}
@@ -53,11 +58,23 @@ def configure(send_fd: int, config: dict) -> None:
     CAND = os.path.realpath(config["cand"]) + os.sep
     JUDGE = os.path.realpath(config["judge"]) + os.sep
     STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    paths = sysconfig.get_paths()
+    PACKAGES = tuple({os.path.realpath(paths[k]) + os.sep for k in ("purelib", "platlib")} | {JUDGE})
+    TRUSTED_ROOTS = tuple({os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib")}) + PACKAGES
+    _state["main"] = _thread.get_ident()
+    f = sys._getframe()
+    while f is not None:  # the supervisor's frames, whatever their file names (it runs as a relative path)
+        _launch.add(f.f_code.co_filename)
+        f = f.f_back
     guards.configure(_event, _culprit, CAND, JUDGE)
 
 
+_dumps = json.JSONEncoder(default=repr).encode
+"""The report channel's encoder, bound before any candidate code runs (replacing `json.dumps` changes nothing)."""
+
+
 def send(msg: dict) -> None:
-    data = (json.dumps(msg, default=repr) + "\n").encode()
+    data = (_dumps(msg) + "\n").encode()
     while data:
         data = data[os.write(SEND_FD, data):]
 
@@ -74,18 +91,83 @@ def _culprit(formatting_ok: bool = False, finder_ok: bool = False, depth: int = 
     f = sys._getframe(depth - 1)
     while f is not None and f.f_code.co_filename.startswith(JUDGE):
         f = f.f_back
+    thread = _thread.get_ident() != _state["main"]  # the judge runs in one thread: any other is the candidate's
     while f is not None:
         fn = f.f_code.co_filename
+        if fn in _harness:  # the harness's own machinery (its loader, its plugin): looked through
+            f = f.f_back
+            continue
         if fn.startswith(CAND):
             return fn[len(CAND):], f.f_lineno
-        if not fn.startswith((STDLIB, "<frozen ")):
-            return None
-        if formatting_ok and os.path.basename(fn) in ("linecache.py", "traceback.py"):
-            return None
-        if finder_ok and fn.startswith("<frozen importlib"):
+        if fn in _made or not (fn in _launch or fn.startswith(("<frozen ", STDLIB, *TRUSTED_ROOTS))):
+            return fn, f.f_lineno  # code the candidate made, or of no trusted file (one it wrote elsewhere)
+        if fn in _launch or fn.startswith(PACKAGES):
+            if not thread:  # pytest, pluggy: the test runner's doing
+                return None
+        elif (formatting_ok and os.path.basename(fn) in ("linecache.py", "traceback.py")) or \
+                (finder_ok and fn.startswith("<frozen importlib")):
             return None
         f = f.f_back
-    return None
+    return ("<a thread the candidate started>", 0) if thread else None
+
+
+_harness = frozenset({sys._getframe().f_code.co_filename, guards.configure.__code__.co_filename,
+                      encode.__code__.co_filename})
+"""The harness's own files (worker, guards, value codec), as their code objects name them."""
+_launch: set[str] = set()
+"""File names of the frames that started the worker (the supervisor's): trusted, like the test runner's."""
+_made: set[str] = set()
+"""File names of code objects the candidate's code compiled or built (`compile`, `exec` of a string, `code.__new__`,
+`function.__new__`): frames of that code are the candidate's, whatever the name says."""
+
+
+def _trusted_file(fn: str) -> bool:
+    """Whether a file name is the judge's, the standard library's or an installed package's (code the harness
+    looks through or trusts)."""
+    return fn.startswith(("<frozen ", JUDGE, *TRUSTED_ROOTS))
+
+
+def _on_code(args: tuple, event: str) -> None:
+    """The candidate's code makes code: its frames are the candidate's; a name that claims a trusted file (the
+    way to make the harness mistake candidate code for the standard library's or its own) is refused."""
+    where = _maker()
+    if not where:
+        return
+    names = []
+    if event == "compile":
+        names = [args[1]] if len(args) > 1 else []
+    else:
+        code = args[0] if args else None
+        names = [c.co_filename for c in _codes(code)] if isinstance(code, types.CodeType) else \
+            [args[1]] if event == "code.__new__" and len(args) > 1 else []
+    for name in names:
+        name = os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
+        if _trusted_file(name if name.startswith("<") else os.path.realpath(name)):
+            _event("report_forgery", f"made code under the name of a trusted file ({name[:80]})", where, True)
+        _made.add(name)
+
+
+def _maker() -> tuple[str, int] | None:
+    """The candidate frame that itself called compile, exec, or a code or function constructor (the import system
+    compiling and running a module is not the candidate making code)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(JUDGE):
+        f = f.f_back
+    if f is None:
+        return None
+    fn = f.f_code.co_filename
+    if fn.startswith(CAND):
+        return fn[len(CAND):], f.f_lineno
+    return (fn, f.f_lineno) if fn in _made else None
+
+
+def _codes(code: types.CodeType, depth: int = 0) -> list[types.CodeType]:
+    out = [code]
+    if depth < 20:
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                out += _codes(c, depth + 1)
+    return out
 
 
 def _direct_culprit() -> tuple[str, int] | None:
@@ -149,11 +231,31 @@ def _on_getattr(args: tuple) -> None:
             _event("report_forgery", "reads a function's __globals__", where, True)
 
 
+def _private_path() -> types.ModuleType:
+    """A private instance of `posixpath` whose `os` and `stat` are private copies, made before any candidate code
+    runs: the hook resolves paths with it, so replacing `os.path.realpath` (or what it calls) moves nothing."""
+    import importlib.util
+    import stat
+
+    spec = importlib.util.find_spec(os.path.__name__)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name, real in (("os", os), ("stat", stat)):
+        copy = types.ModuleType(name)
+        copy.__dict__.update(vars(real))
+        setattr(mod, name, copy)
+    return mod
+
+
+_paths = _private_path()
+_getcwd = os.getcwd
+
+
 def _path_of(p: object) -> str | None:
     if isinstance(p, bytes):
         p = p.decode(errors="replace")
     if isinstance(p, str):
-        return os.path.realpath(os.path.join(os.getcwd(), p))
+        return _paths.realpath(_paths.join(_getcwd(), p))
     return None
 
 
@@ -224,6 +326,8 @@ HANDLERS = {
     "os.remove": _on_fs_change, "os.rename": _on_fs_change, "os.rmdir": _on_fs_change, "os.truncate": _on_fs_change,
     "os.chmod": _on_fs_change, "os.symlink": _on_fs_change, "os.link": _on_fs_change, "shutil.rmtree": _on_fs_change,
     "os.utime": _on_fs_change, "os.mkdir": _on_fs_change,
+    "compile": lambda a: _on_code(a, "compile"), "code.__new__": lambda a: _on_code(a, "code.__new__"),
+    "function.__new__": lambda a: _on_code(a, "function.__new__"), "exec": lambda a: _on_code(a, "exec"),
     "import": _on_import, "os.kill": _on_kill, "os.killpg": _on_kill, "signal.pthread_kill": _on_kill,
     **guards.HANDLERS,
 }
@@ -297,16 +401,169 @@ OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le
        "is": operator.is_, "is not": operator.is_not}
 
 
+def _snapshot_types() -> None:
+    """Remember every class that exists before any candidate code runs (strong references, so no id is reused):
+    the comparisons these define are the judge's own; any class made later is the candidate's (or loaded
+    after it ran, and then judged like the candidate's)."""
+    for mod in list(sys.modules.values()):
+        try:
+            values = list(vars(mod).values())
+        except TypeError:
+            continue
+        _trusted.update(v for v in values if isinstance(v, type))
+    _trusted.update(v for v in vars(builtins).values() if isinstance(v, type))
+
+
+_trusted: set[type] = set()
+_MRO = type.__dict__["__mro__"].__get__
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType,
+             types.MethodWrapperType, types.ClassMethodDescriptorType)
+COMPARE_DUNDERS = {"==": ("__eq__",), "!=": ("__ne__", "__eq__"), "<": ("__lt__", "__gt__"), "<=": ("__le__", "__ge__"),
+                   ">": ("__gt__", "__lt__"), ">=": ("__ge__", "__le__"), "in": ("__contains__", "__eq__"),
+                   "not in": ("__contains__", "__eq__")}
+
+
+def _own(t: type, op: str) -> bool:
+    """Whether comparing an object of type `t` with `op` runs a method the candidate defined (found in a class made
+    after the candidate's code started, and written in Python), rather than one of the judge's trusted types."""
+    if t in _trusted:
+        return False
+    for name in (*COMPARE_DUNDERS.get(op, ("__eq__",)), "__bool__", "__len__", "__iter__"):
+        for k in _MRO(t):
+            d = _TYPE_DICT(k)
+            if name in d:
+                if k not in _trusted and not isinstance(d[name], C_METHODS):
+                    return True
+                break
+    return False
+
+
+def _judged(v: object) -> object:
+    """`v` as the judge compares it: a subclass of a builtin type made by the candidate (at any depth of plain
+    containers) reduced to the builtin value it holds, through the builtin's own methods; others unchanged."""
+    t = type(v)
+    if t in PLAIN_TYPES or (t in _trusted and t not in (list, tuple, dict, set, frozenset)):
+        return v
+    try:
+        return plain(v)
+    except Exception:  # noqa: BLE001  (an object that lies about its class: judged as the object it is)
+        return v
+
+
+def _is_plain(v: object) -> bool:
+    """Whether `v` is plain data all the way down (exact builtin types), within PROBE_NODES parts."""
+    queue, n = [v], 0
+    while n < len(queue):
+        if n >= PROBE_NODES:
+            return False
+        x = queue[n]
+        n += 1
+        t = type(x)
+        if t in PLAIN_TYPES:
+            continue
+        if t is list or t is tuple or t is set or t is frozenset:
+            queue.extend(itertools.islice(x, PROBE_NODES))
+        elif t is dict:
+            for k, y in itertools.islice(x.items(), PROBE_NODES // 2):
+                queue.append(k)
+                queue.append(y)
+        else:
+            return False
+    return True
+
+
+def _own_inside(v: object, op: str) -> bool:
+    """Whether `v` (or a part of a plain container) has a comparison the candidate defined."""
+    queue, n = [v], 0
+    while n < len(queue) and n < PROBE_NODES:
+        x = queue[n]
+        n += 1
+        t = type(x)
+        if t in PLAIN_TYPES:
+            continue
+        if t is list or t is tuple or t is set or t is frozenset:
+            queue.extend(itertools.islice(x, PROBE_NODES))
+        elif t is dict:
+            for k, y in itertools.islice(x.items(), PROBE_NODES // 2):
+                queue.append(k)
+                queue.append(y)
+        elif _own(t, op):
+            return True
+    return False
+
+
+def _twin(v: object) -> object | None:
+    """A copy of an object with every plain attribute changed (numbers moved, strings extended, containers
+    emptied), made without running any of its methods; None when it has no such state. An honest `__eq__`
+    that reads any of the object's data tells it apart; one that claims equality with it ignores the data."""
+    state = getattr(v, "__dict__", None)
+    if type(state) is not dict or not state:
+        return None
+    changed = {}
+    for k, x in state.items():
+        t = type(x)
+        changed[k] = (x + 7919 if t is int else x * 3.7 + 1.3 if t is float else x + "\x00" if t is str else
+                      not x if t is bool else type(x)() if t in (list, dict, tuple, set) and x else x)
+    if all(changed[k] is state[k] for k in state):
+        return None
+    try:
+        twin = object.__new__(type(v))
+        object.__setattr__(twin, "__dict__", changed)
+    except Exception:  # noqa: BLE001  (a type that cannot be copied this way is not probed)
+        return None
+    return twin
+
+
+def _claims(left: object, op: str, right: object) -> bool:
+    try:
+        return bool(OPS[op](left, right))
+    except Exception:  # noqa: BLE001  (a probe that raises claims nothing)
+        return False
+
+
+def _decide(left: object, op: str, right: object) -> tuple[bool, str | None]:
+    """(result of `left op right` as the judge decides it, what lied when a comparison the candidate defined
+    claimed more than the values hold). Plain data on both sides: the judge compares it (subclasses reduced
+    to their values). A comparison the candidate defined against plain data: it does not decide, so an object
+    is never equal to plain data it does not hold (nor ordered or contained by its own say). Objects on both
+    sides: their own comparison, checked against a twin whose data differs."""
+    if op in ("is", "is not"):
+        return bool(OPS[op](left, right)), None
+    jl, jr = _judged(left), _judged(right)
+    pl, pr = _is_plain(jl), _is_plain(jr)
+    if pl and pr:
+        result = bool(OPS[op](jl, jr))
+        if not result and (jl is not left or jr is not right) and _claims(left, op, right):
+            return False, f"{type(left if jl is not left else right).__qualname__} claims `{op}` its value does not give"
+        return result, None
+    own_l, own_r = _own_inside(jl, op), _own_inside(jr, op)
+    if op in ("in", "not in") and pl and own_r and not _own_inside(jl, "=="):
+        if _claims(_Sentinel(), "in", jr):  # a container of the candidate's that claims to hold a fresh object
+            return op == "not in", f"{type(jr).__qualname__} claims to contain a fresh sentinel"
+        return bool(OPS[op](jl, jr)), None
+    if (pl and own_r) or (pr and own_l):
+        return op in ("!=", "not in"), None
+    result = bool(OPS[op](jl, jr))
+    if result and op == "==" and (own_l or own_r):
+        for a, b in ((jl, jr), (jr, jl)):
+            twin = _twin(b)
+            if twin is not None and _own(type(a), op) and _claims(a, "==", twin):
+                return False, f"{type(a).__qualname__} equals a copy of the other side whose data differs"
+    return result, None
+
+
 def _compare(left: object, op: str, right: object, line: int, any_left: bool, any_right: bool) -> bool:
-    """Evaluate `left op right` for a hidden assert and report the values; the result decides the assert.
+    """Evaluate `left op right` for a hidden assert and report the values; the judge's verdict decides the assert.
 
     Operands are encoded (for the host to recompute) while the run's node budget lasts; a value that does not
-    encode is probed for always-equal parts. Past the budget every operand is probed, which is cheap.
+    encode is probed for always-equal parts. Past the budget every operand is probed, which is cheap. The
+    verdict is `_decide`'s: plain data compared by the judge, never by a method the candidate wrote.
     """
     encoded = []
     for side, v, skip in (("left", left, any_left), ("right", right, any_right)):
         room = min(MAX_RECORD_NODES, _state["nodes"])
-        enc, used = encode_counted(v, room) if room > 0 else (None, 0)
+        enc, used = encode_counted(_judged(v), room) if room > 0 else (None, 0)
         _state["nodes"] -= used
         if enc is None:
             bad = _always_equal(v, skip)
@@ -315,13 +572,38 @@ def _compare(left: object, op: str, right: object, line: int, any_left: bool, an
                       "file": None, "line": line, "test": _state["test"]})
                 return False
         encoded.append(enc)
-    result = bool(OPS[op](left, right))
+    result, lie = _decide(left, op, right)
     test = _state["test"]
+    if lie:
+        send({"t": "event", "kind": "always_equal", "what": lie, "file": None, "line": line, "test": test})
     n = _state["counts"].get(test, 0)
     _state["counts"][test] = n + 1
     if n < MAX_RECORDS:
         send({"t": "cmp", "test": test, "line": line, "op": op, "l": encoded[0], "r": encoded[1], "res": result})
     return result
+
+
+def _settle(v: object) -> object:
+    """A result inside a timed test, made plain where it returns: a subclass of a builtin type of the candidate's
+    becomes the value it holds then (work it would do later is not done for it), and a sequence of the
+    candidate's is walked there, so work it deferred is done (and timed) inside the timed call."""
+    t = type(v)
+    if t in PLAIN_TYPES or t in _trusted:
+        return v
+    reduced = _judged(v)
+    if reduced is not v:
+        return reduced
+    d = {k: x for c in reversed(_MRO(t)) for k, x in _TYPE_DICT(c).items()}
+    try:
+        if "__next__" not in d and ("__iter__" in d or "__getitem__" in d):
+            list(v) if "__iter__" in d else [v[i] for i in range(len(v))] if "__len__" in d else None
+        for conv in ("__index__", "__int__", "__float__"):
+            if conv in d:
+                getattr(v, conv)()
+                break
+    except Exception:  # noqa: BLE001, S110  (a result that cannot be walked is left as it is)
+        pass
+    return v
 
 
 def _message(left: object, op: str, right: object) -> str:
@@ -357,6 +639,29 @@ class _AssertRewriter(ast.NodeTransformer):
         for n in new:
             ast.copy_location(n, node)
         return new
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        """In a test that reads a clock, every `x = call(...)` result is settled where it returns (`_settle`),
+        inside the region the test times."""
+        self.generic_visit(node)
+        if node.name.startswith("test") and any(isinstance(n, ast.Call) and _callee(n) in CLOCKS for n in ast.walk(node)):
+            for n in ast.walk(node):
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call) and \
+                        _callee(n.value) not in CLOCKS:
+                    n.value = ast.copy_location(ast.Call(ast.Name("__rlvr_settle__", ast.Load()), [n.value], []), n.value)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+
+CLOCKS = frozenset({"perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "process_time",
+                    "process_time_ns", "thread_time", "thread_time_ns", "default_timer"})
+"""Clock functions whose reading makes a hidden test a timed one."""
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
 # ---------------------------------------------------------------------------------------- pytest plugin
@@ -422,6 +727,7 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
         def pytest_runtest_logreport(self, report) -> None:
             if report.when == "teardown":
                 _check_hidden_modules()
+                _check_import_state()
                 _check_runner()
                 _check_clock()
             # a unittest `subTest` (or the `subtests` fixture) reports each sub-test under its test's id during the
@@ -542,7 +848,8 @@ def _exec_hidden(module: object, path: str) -> None:
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), filename=path)
     tree = ast.fix_missing_locations(_AssertRewriter().visit(tree))
-    module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_hidden__=True)
+    module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_settle__=_settle, __rlvr_hidden__=True,
+                           __builtins__=_private_builtins(tree))
     # dont_inherit: the harness's own `from __future__ import annotations` must not turn the test's into strings
     exec(compile(tree, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102  (the pristine test, rewritten)
     _snapshots[module.__name__] = (module, {k: id(v) for k, v in vars(module).items()
@@ -616,9 +923,151 @@ def _exit_raised(exc: BaseException) -> None:
               "file": None, "line": None, "test": _state["test"]})
 
 
+# ------------------------------------------------------------------------- the judge's state, out of reach
+PRIVATE = frozenset({"random", "math", "json", "operator", "itertools", "functools", "re", "string", "statistics",
+                     "collections", "copy", "heapq", "bisect", "decimal", "fractions"})
+"""Modules the hidden tests get private copies of beside those they import (`pre_import`)."""
+FRESH = frozenset({"random"})
+"""Modules with a state of their own (a generator, its class): the private copy is a fresh instance."""
+SHARED = ("pytest", "_pytest", "pluggy", "unittest", "_rlvr", "os", "sys", "time", "datetime", "timeit", "builtins")
+"""Never copied: the test runner, the harness, and modules whose state the tests share with the code by nature."""
+_private: dict[str, types.ModuleType] = {}
+_builtins: dict[str, object] = {}
+
+
+def _snapshot_modules() -> None:
+    """Private copies, made before any candidate code runs, of the modules the hidden tests import and of the
+    builtins: a hidden test's `import random` or `math.isclose` resolves to them, so replacing a module's
+    function, a class's method, a `sys.modules` entry, a builtin or the shared generator's seed changes nothing
+    the tests see. A copy binds the genuine objects (C functions cannot be patched in place); `random` is a
+    fresh instance of the module (its own `Random` class and generator)."""
+    import importlib.util
+
+    for name in sorted(PRIVATE | set(CONFIG.get("pre_import", ()))):
+        if name.startswith(SHARED):
+            continue
+        try:
+            mod = __import__(name) if name in sys.stdlib_module_names or name in sys.modules else None
+        except Exception:  # noqa: BLE001, S112  (an optional module that is missing is the test's business)
+            continue
+        if not isinstance(mod, types.ModuleType):
+            continue
+        if name in FRESH and getattr(mod, "__spec__", None) is not None:
+            fresh = importlib.util.module_from_spec(mod.__spec__)
+            mod.__spec__.loader.exec_module(fresh)
+            _private[name] = fresh
+        else:
+            copy = types.ModuleType(name)
+            copy.__dict__.update(vars(mod))
+            _private[name] = copy
+    _builtins.update(vars(builtins))
+    _builtins["__import__"] = _private_import
+    _real_import[0] = builtins.__import__
+
+
+_real_import: list = [None]
+
+
+def _private_import(name: str, globals: dict | None = None, locals: dict | None = None,
+                    fromlist: tuple = (), level: int = 0, shared: frozenset = frozenset()) -> object:
+    """The hidden tests' `__import__`: their private copies for the modules that have one (but those `shared`)."""
+    top = name.partition(".")[0]
+    if level == 0 and top in _private and top not in shared:
+        if name == top:
+            return _private[top]
+        if not fromlist:  # `import os.path` binds the top-level module
+            _real_import[0](name, globals, locals, fromlist, level)
+            return _private[top]
+    return _real_import[0](name, globals, locals, fromlist, level)
+
+
+def _private_builtins(tree: ast.AST) -> dict[str, object]:
+    """The builtins of one hidden module: the snapshot, with an `__import__` that shares with the candidate's code
+    the modules the test sets up for it (`random.seed(0)`, `monkeypatch.setattr(random, ...)`, `mock.patch("json.x")`)."""
+    if not _builtins:
+        return vars(builtins)
+    shared = _set_up(tree) & set(_private)
+    if not shared:
+        return _builtins
+    out = dict(_builtins)
+    out["__import__"] = lambda *a, **k: _private_import(*a, **k, shared=frozenset(shared))
+    return out
+
+
+SETUP_CALLS = frozenset({"setattr", "delattr", "setitem", "patch", "object", "dict", "seed", "setstate", "update"})
+
+
+def _set_up(tree: ast.AST) -> set[str]:
+    """Top-level module names a test file changes for the code under test: the objects and dotted targets of
+    patch-like calls, and names whose attributes it assigns."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and _callee(n) in SETUP_CALLS:
+            if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
+                out.add(n.func.value.id)
+            for a in n.args[:1]:
+                if isinstance(a, ast.Name):
+                    out.add(a.id)
+                elif isinstance(a, ast.Attribute):
+                    out.update(x.id for x in ast.walk(a) if isinstance(x, ast.Name))
+                elif isinstance(a, ast.Constant) and isinstance(a.value, str):
+                    out.add(a.value.partition(".")[0])
+        elif isinstance(n, (ast.Assign, ast.AugAssign, ast.Delete)):
+            for t in n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]:
+                if isinstance(t, ast.Attribute):
+                    out.update(x.id for x in ast.walk(t.value) if isinstance(x, ast.Name))
+    return out
+
+
+def _genuine_bytecode(source: str, pyc: str) -> bool:
+    """Whether `pyc` is the interpreter's own cache of a trusted source file (the standard library's, an installed
+    package's, the judge's): beside it in `__pycache__`, never under the workspace or a temporary directory, and
+    never at a `sys.pycache_prefix` the candidate chose."""
+    src = os.path.realpath(source)
+    if src.startswith(CAND) or not src.startswith(TRUSTED_ROOTS):
+        return False
+    head, tail = os.path.split(source)
+    want = os.path.join(head, "__pycache__", f"{tail.rpartition('.')[0]}.{sys.implementation.cache_tag}.pyc")
+    return os.path.realpath(pyc) == os.path.realpath(want)
+
+
+def _judge_bytecode() -> None:
+    """Bytecode the candidate could have left behind is never executed: every import from a path finder
+    compiles the workspace's source itself (a `.pyc` in the workspace's `__pycache__`, a sourceless `.pyc`, one
+    under a `sys.pycache_prefix` set at run time are ignored), and nothing is written back."""
+    import importlib.machinery as m
+
+    class Source(m.SourceFileLoader):
+        def get_data(self, path: str) -> bytes:
+            if path.endswith(tuple(m.BYTECODE_SUFFIXES)) and not _genuine_bytecode(self.path, path):
+                raise OSError("bytecode not produced by the judge")
+            return super().get_data(path)
+
+        def set_data(self, path: str, data: bytes, *, _mode: int = 0o666) -> None:
+            return None
+
+    sys.dont_write_bytecode = True
+    hook = m.FileFinder.path_hook((m.ExtensionFileLoader, m.EXTENSION_SUFFIXES), (Source, m.SOURCE_SUFFIXES))
+    sys.path_hooks[:] = [hook if "FileFinder" in getattr(h, "__qualname__", "") else h for h in sys.path_hooks]
+    sys.path_importer_cache.clear()
+    _state["import_state"] = (list(sys.path_hooks), sys.pycache_prefix)
+
+
+def _check_import_state() -> None:
+    hooks, prefix = _state.get("import_state", (None, None))
+    if hooks is not None and (list(sys.path_hooks) != hooks or sys.pycache_prefix != prefix):
+        send({"t": "event", "kind": "report_forgery", "what": "changed the judge's import machinery (path hooks or "
+              "bytecode cache prefix)", "file": None, "line": None, "test": _state["test"]})
+        _state["import_state"] = (list(sys.path_hooks), sys.pycache_prefix)
+
+
 def _candidate_path() -> None:
     """The candidate's directory, then its import roots (`src` of a src layout), on sys.path just before
-    site-packages (they cannot shadow the stdlib)."""
+    site-packages (they cannot shadow the stdlib). Before that, the last moment no candidate code has run, the
+    judge takes what it keeps out of the candidate's reach: its classes, private modules, its bytecode rules."""
+    _snapshot_modules()
+    _snapshot_types()
+    _judge_bytecode()
     cand = CAND.rstrip(os.sep)
     dirs = [cand] + [os.path.join(cand, r) for r in CONFIG.get("roots", [])]
     real = {os.path.realpath(d) for d in dirs}
