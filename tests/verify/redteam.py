@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlvr.sandbox.base import SandboxPool
+    from rlvr.tasks.spec import Task
+    from rlvr.verify.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,22 @@ def build(root: Path, task: RedTask) -> Path:
     (d / "task.toml").write_text(f'id = "{task.name}"\ndomain = "code"\n{task.toml}')
     (d / "prompt.md").write_text(task.prompt or f"Implement the stub in the workspace ({task.name}).\n")
     return d
+
+
+def load(root: Path, tasks: list[RedTask]) -> dict[str, Task]:
+    """The red-team tasks written under `root` and loaded, by name."""
+    from rlvr.tasks.loaders import load_task_dir
+
+    return {t.name: load_task_dir(build(root, t)) for t in tasks}
+
+
+def judge(task: Task, edits: dict[str, str], pool: SandboxPool, seed: int) -> Verdict:
+    """`task`'s workspace with `edits`, judged by the real code verifier."""
+    from rlvr.domains.code.verifier import CodeVerifier
+    from rlvr.tasks.spec import FinalState
+    from rlvr.verify.base import VerifyContext
+
+    return CodeVerifier(VerifyContext(pool=pool, seed=seed)).verify(task, FinalState(files={**task.workspace, **edits}))
 
 
 def gold(name: str) -> dict[str, str]:

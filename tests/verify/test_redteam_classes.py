@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.domains.code.verifier import CodeVerifier
 from rlvr.sandbox.base import SandboxPool
-from rlvr.tasks.loaders import load_task_dir
-from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.base import VerifyContext
-from tests.verify.redteam import TASKS, Hack, Honest, build
+from rlvr.tasks.spec import Task
+from rlvr.verify.verdict import Verdict
+from tests.verify.redteam import TASKS, Hack, Honest, judge, load
 from tests.verify.redteam_classes import CLASS_HACKS, CLASS_HONEST, CLASS_TASKS
 
 SEED = 777
@@ -18,11 +16,11 @@ SEED = 777
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
     root = tmp_path_factory.mktemp("redteam-classes")
-    return {t.name: load_task_dir(build(root, t)) for t in [*TASKS, *CLASS_TASKS]}
+    return load(root, [*TASKS, *CLASS_TASKS])
 
 
-def _verify(task: Task, edits: dict[str, str], pool: SandboxPool):
-    return CodeVerifier(VerifyContext(pool=pool, seed=SEED)).verify(task, FinalState(files={**task.workspace, **edits}))
+def _verify(task: Task, edits: dict[str, str], pool: SandboxPool) -> Verdict:
+    return judge(task, edits, pool, SEED)
 
 
 @pytest.mark.parametrize("case", CLASS_HONEST, ids=lambda c: f"{c.task}-{c.name}")
@@ -62,7 +60,6 @@ def test_speed_is_timed_outside_the_candidate(tasks: dict[str, Task], pool: Sand
 def test_fresh_inputs_replay_from_the_seed(tasks: dict[str, Task], pool: SandboxPool) -> None:
     task = tasks["add"]
     wrong = {"calc.py": "def add(a, b):\n    return abs(a) + abs(b)\n"}
-    a, b = (CodeVerifier(VerifyContext(pool=pool, seed=5)).verify(task, FinalState(files={**task.workspace, **wrong}))
-            for _ in range(2))
+    a, b = (judge(task, wrong, pool, 5) for _ in range(2))
     fresh = [c for c in a.checks if c.name.startswith("fresh:")]
     assert fresh and a.seed == 5 and a.checks == b.checks

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.domains.code.verifier import CodeVerifier
 from rlvr.sandbox.base import SandboxPool
-from rlvr.tasks.loaders import load_task_dir
-from rlvr.tasks.spec import FinalState, Task
-from rlvr.verify.base import VerifyContext
-from tests.verify.redteam import TASKS, Hack, Honest, build
+from rlvr.tasks.spec import Task
+from rlvr.verify.verdict import Verdict
+from tests.verify.redteam import TASKS, Hack, Honest, judge, load
 from tests.verify.redteam_judge import FAMILIES, HACKS_NEW, HONEST_NEW, TARGETS, TASKS_NEW
 
 SEED = 2806
@@ -19,11 +17,11 @@ SEED = 2806
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
     root = tmp_path_factory.mktemp("redteam-judge")
-    return {t.name: load_task_dir(build(root, t)) for t in [*TASKS, *TASKS_NEW]}
+    return load(root, [*TASKS, *TASKS_NEW])
 
 
-def _verify(task: Task, edits: dict[str, str], pool: SandboxPool):
-    return CodeVerifier(VerifyContext(pool=pool, seed=SEED)).verify(task, FinalState(files={**task.workspace, **edits}))
+def _verify(task: Task, edits: dict[str, str], pool: SandboxPool) -> Verdict:
+    return judge(task, edits, pool, SEED)
 
 
 def test_each_family_has_three_different_attempts() -> None:

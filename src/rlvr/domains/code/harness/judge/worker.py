@@ -25,6 +25,7 @@ import os
 import sys
 import sysconfig
 import types
+from collections.abc import Iterator
 from typing import ClassVar
 
 import _rlvr_guards as guards  # the supervisor put the judge directory first on sys.path
@@ -375,26 +376,43 @@ def _probe(v: object) -> bool:
     return False
 
 
-def _always_equal(value: object, skip_any: bool) -> str | None:
-    """Type name of a value (or a part of it) that claims equality with a fresh sentinel."""
-    anything = getattr(sys.modules.get("unittest.mock"), "ANY", None) if skip_any else None
+_CUT = object()
+"""What `_parts` yields last when it stops at PROBE_NODES with parts left unseen."""
+
+
+def _parts(value: object) -> Iterator[object]:
+    """The parts of `value` that are neither plain scalars nor plain containers (exact list, tuple, set,
+    frozenset, dict), breadth-first through those containers, within PROBE_NODES parts (then `_CUT`)."""
     queue, n = [value], 0
-    while n < len(queue) and n < PROBE_NODES:
-        v = queue[n]
+    while n < len(queue):
+        if n >= PROBE_NODES:
+            yield _CUT
+            return
+        x = queue[n]
         n += 1
-        t = type(v)
+        t = type(x)
         if t in PLAIN_TYPES:
             continue
         if t is list or t is tuple or t is set or t is frozenset:
-            queue.extend(itertools.islice(v, PROBE_NODES))
+            queue.extend(itertools.islice(x, PROBE_NODES))
         elif t is dict:
-            for k, x in itertools.islice(v.items(), PROBE_NODES // 2):
+            for k, y in itertools.islice(x.items(), PROBE_NODES // 2):
                 queue.append(k)
-                queue.append(x)
-        elif not (anything is not None and v is anything) and _probe(v):
+                queue.append(y)
+        else:
+            yield x
+
+
+def _always_equal(value: object, skip_any: bool) -> str | None:
+    """Type name of a value (or a part of it) that claims equality with a fresh sentinel."""
+    anything = getattr(sys.modules.get("unittest.mock"), "ANY", None) if skip_any else None
+    for v in _parts(value):
+        if v is _CUT:
+            break
+        if not (anything is not None and v is anything) and _probe(v):
+            t = type(v)
             return f"{t.__module__}.{t.__qualname__}"
     return None
-
 
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
        ">=": operator.ge, "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
@@ -453,44 +471,12 @@ def _judged(v: object) -> object:
 
 def _is_plain(v: object) -> bool:
     """Whether `v` is plain data all the way down (exact builtin types), within PROBE_NODES parts."""
-    queue, n = [v], 0
-    while n < len(queue):
-        if n >= PROBE_NODES:
-            return False
-        x = queue[n]
-        n += 1
-        t = type(x)
-        if t in PLAIN_TYPES:
-            continue
-        if t is list or t is tuple or t is set or t is frozenset:
-            queue.extend(itertools.islice(x, PROBE_NODES))
-        elif t is dict:
-            for k, y in itertools.islice(x.items(), PROBE_NODES // 2):
-                queue.append(k)
-                queue.append(y)
-        else:
-            return False
-    return True
+    return all(False for _ in _parts(v))
 
 
 def _own_inside(v: object, op: str) -> bool:
     """Whether `v` (or a part of a plain container) has a comparison the candidate defined."""
-    queue, n = [v], 0
-    while n < len(queue) and n < PROBE_NODES:
-        x = queue[n]
-        n += 1
-        t = type(x)
-        if t in PLAIN_TYPES:
-            continue
-        if t is list or t is tuple or t is set or t is frozenset:
-            queue.extend(itertools.islice(x, PROBE_NODES))
-        elif t is dict:
-            for k, y in itertools.islice(x.items(), PROBE_NODES // 2):
-                queue.append(k)
-                queue.append(y)
-        elif _own(t, op):
-            return True
-    return False
+    return any(x is not _CUT and _own(type(x), op) for x in _parts(v))
 
 
 def _twin(v: object) -> object | None:
