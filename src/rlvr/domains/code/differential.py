@@ -1,17 +1,24 @@
 """The code verifier's differential check: candidate and reference on fresh inputs, compared on the host.
 
 `prepare` picks the entry function and its example inputs (the `io` cases, or the literal calls the visible and
-hidden tests make), draws fresh inputs like them from the verdict's seed (`integrity_probes.draw_like`; a task
-with its own generator, `[verifier.cases]`, draws there instead) and collects the candidate's literal keys as
-probes. `run_reference` computes the reference's outputs in a sandbox of their own, before the candidate's run
-(the reference never shares one with the candidate); the candidate's harness run gets the inputs only.
+hidden tests make), draws a pool of `POOL_FACTOR * n` fresh inputs like them from the task's key
+(`integrity_probes.draw_like`; a task with its own generator, `[verifier.cases]`, draws there instead), takes the
+verification's `n` from the pool by the verdict's seed, and collects the candidate's literal keys as probes.
+`run_reference` computes the reference's outputs in a sandbox of their own, before the candidate's run (the
+reference never shares one with the candidate); the candidate's harness run gets the inputs only. The
+reference's outputs are kept per input (`ReferenceCache`, keyed by the reference's files), so a task's
+reference runs once for its pool, not once per verification: the eight samples of a GRPO group, and every later
+visit of the task, cost the candidate's run alone.
 `Differential.check` scores the fresh inputs (the verifier scales the score by it: fresh inputs never add credit);
 `Differential.findings` raises `hardcoding` (see `integrity_probes`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +34,8 @@ from rlvr.verify.values import NotPlain, decode, encode, same
 from rlvr.verify.verdict import Check
 
 REF_DIR = "judge/ref"
+POOL_FACTOR = 4
+"""A task's pool of fresh inputs is this many times a verification's `n`: each verification takes `n` of them."""
 
 
 @dataclass
@@ -42,6 +51,8 @@ class Differential:
     ref_probes: list[Any] = field(default_factory=list)
     keyed_share: float = 0.0
     """Keyed constants among the entry function's ways to return (see `integrity_probes.probes`)."""
+    pool: list[list[Any]] = field(default_factory=list)
+    """The task's pool of fresh inputs, of which `fresh` is this verification's share."""
     roots: list[str] = field(default_factory=list)
     """The task's import roots (`CodeSettings.import_roots`): where the reference's modules are imported from."""
 
@@ -118,9 +129,17 @@ def prepare(task: Task, s: CodeSettings, files: Files, reference: Files | None, 
     examples = [e for e in examples if isinstance(e, list)]
     if not examples:
         return None
-    fresh = probes_mod.draw_like(examples, random.Random(seed), s.fresh.n)
+    # the pool is the task's (the same for every verification, so the reference's outputs for it are computed
+    # once); which `n` of it a verification judges is its seed's
+    pool = probes_mod.draw_like(examples, random.Random(pool_seed(task.key)), POOL_FACTOR * s.fresh.n)
+    fresh = random.Random(seed).sample(pool, min(s.fresh.n, len(pool)))
     probes, share = probes_mod.probes(files, entry, examples)
-    return Differential(entry, fresh, probes, keyed_share=share, roots=s.import_roots)
+    return Differential(entry, fresh, probes, keyed_share=share, pool=pool, roots=s.import_roots)
+
+
+def pool_seed(task_key: str) -> int:
+    """The seed of a task's pool of fresh inputs: a function of the task alone."""
+    return int.from_bytes(hashlib.blake2b(f"fresh-pool:{task_key}".encode(), digest_size=4).digest(), "big")
 
 
 def _examples(task: Task, s: CodeSettings, reference: Files) -> dict[str, list[list[Any]]]:
@@ -131,22 +150,77 @@ def _examples(task: Task, s: CodeSettings, reference: Files) -> dict[str, list[l
     return probes_mod.example_calls(tests, modules)
 
 
+class ReferenceCache:
+    """The reference's output per input, keyed by the reference's files, roots and entry: a pure function's
+    answers, kept in this process (least recently used references go first) so that a task's reference runs in
+    a sandbox only for inputs it has not answered yet. A run that fails is not kept."""
+
+    def __init__(self, max_references: int = 1024) -> None:
+        self.max_references = max_references
+        self._outputs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(reference: Files, roots: list[str], entry: str) -> str:
+        h = hashlib.blake2b(json.dumps([roots, entry]).encode(), digest_size=16)
+        for path in sorted(reference):
+            text = reference[path]
+            h.update(path.encode() + b"\0" + (text if isinstance(text, bytes) else text.encode()) + b"\0")
+        return h.hexdigest()
+
+    def known(self, key: str, inputs: list[str]) -> dict[str, Any]:
+        with self._lock:
+            known = self._outputs.get(key)
+            if known is None:
+                return {}
+            self._outputs.move_to_end(key)
+            return {i: known[i] for i in inputs if i in known}
+
+    def put(self, key: str, outputs: dict[str, Any]) -> None:
+        with self._lock:
+            self._outputs.setdefault(key, {}).update(outputs)
+            self._outputs.move_to_end(key)
+            while len(self._outputs) > self.max_references:
+                self._outputs.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._outputs.clear()
+
+
+REFERENCE_OUTPUTS = ReferenceCache()
+"""This process's reference outputs (see `ReferenceCache`)."""
+
+
 def run_reference(pool: SandboxPool, diff: Differential, reference: Files,
                   limits: ExecLimits) -> tuple[str | None, bool]:
-    """Fill in the reference's outputs (in a sandbox without the candidate): (error message or None, whether
-    the error is the sandbox's own, an infra fault)."""
-    h = harness_files()
-    files: dict[str, str | bytes] = {f"judge/{CASES}": h[CASES], f"judge/{VALUES}": h[VALUES]}
-    files.update({f"{REF_DIR}/{p}": t for p, t in reference.items()})
-    cfg = {"ref_dir": REF_DIR, "roots": diff.roots, "entry": diff.entry, "inputs": [encode(a)["v"] for a in diff.fresh],  # type: ignore[index]
-           "extra": [encode(a)["v"] for a in diff.probes]}  # type: ignore[index]
-    res = pool.run(["python", f"judge/{CASES}"], files=files, stdin=json.dumps(cfg) + "\n", limits=limits)
-    if not res.ok:
-        return (f"the task's reference solution failed on fresh inputs ({res.status.value}): "
-                f"{(res.error or res.stderr)[-300:]}"), res.infra_error
-    try:
-        out = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return "the task's reference solution printed no outputs", False
-    diff.ref_fresh, diff.ref_probes = out["outputs"], out["extra"]
+    """Fill in the reference's outputs (known ones from `REFERENCE_OUTPUTS`, the rest in a sandbox without the
+    candidate): (error message or None, whether the error is the sandbox's own, an infra fault)."""
+    key = ReferenceCache.key(reference, diff.roots, diff.entry)
+    fresh = [json.dumps(encode(a)["v"]) for a in diff.fresh]  # type: ignore[index]
+    probes = [json.dumps(encode(a)["v"]) for a in diff.probes]  # type: ignore[index]
+    pool_inputs = [json.dumps(encode(a)["v"]) for a in diff.pool]  # type: ignore[index]
+    known = REFERENCE_OUTPUTS.known(key, fresh + probes + pool_inputs)
+    missing = list(dict.fromkeys(i for i in fresh + probes if i not in known))
+    if missing:  # with the rest of the pool: the task's later verifications find theirs known
+        missing = list(dict.fromkeys([*missing, *(i for i in pool_inputs if i not in known)]))
+        h = harness_files()
+        files: dict[str, str | bytes] = {f"judge/{CASES}": h[CASES], f"judge/{VALUES}": h[VALUES]}
+        files.update({f"{REF_DIR}/{p}": t for p, t in reference.items()})
+        cfg = {"ref_dir": REF_DIR, "roots": diff.roots, "entry": diff.entry, "inputs": [],
+               "extra": [json.loads(i) for i in missing]}
+        res = pool.run(["python", f"judge/{CASES}"], files=files, stdin=json.dumps(cfg) + "\n", limits=limits)
+        if not res.ok:
+            return (f"the task's reference solution failed on fresh inputs ({res.status.value}): "
+                    f"{(res.error or res.stderr)[-300:]}"), res.infra_error
+        try:
+            out = json.loads(res.stdout.strip().splitlines()[-1])["extra"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            return "the task's reference solution printed no outputs", False
+        if not isinstance(out, list) or len(out) != len(missing):
+            return "the task's reference solution printed no outputs", False
+        answered = dict(zip(missing, out))
+        REFERENCE_OUTPUTS.put(key, answered)
+        known.update(answered)
+    diff.ref_fresh, diff.ref_probes = [known[i] for i in fresh], [known[i] for i in probes]
     return None, False

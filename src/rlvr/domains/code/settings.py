@@ -35,8 +35,8 @@ Unknown keys are refused (with "did you mean"), so a typo never weakens a task:
   `tests` may then be empty; `io` and `cases` exclude each other.
 - `fresh` (table): the differential check, `{n = 8, weight = 1.0}`: where the task has a reference solution
   (`solution/`, or the gold answer of a single-turn task) and example inputs (the `io` cases, or literal calls
-  of a function the tests import), `n` fresh inputs shaped like the examples are drawn from the verification
-  seed and the candidate's results compared with the reference's on the host (check `fresh:<entry>`, lists and
+  of a function the tests import), `n` fresh inputs shaped like the examples are taken by the verification seed
+  from the task's pool of `4 n` (drawn from the task's key) and the candidate's results compared with the reference's on the host (check `fresh:<entry>`, lists and
   tuples alike, strict types under `io`); the score is then scaled by `1 - weight * (1 - share right)`, so
   fresh inputs never add credit (a negative control still scores 0). A task with `cases` draws there instead.
   `n = 0` turns it off (for tasks whose answers are not unique). It also runs the literal keys of the
@@ -134,7 +134,8 @@ class FreshSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     n: int = Field(8, ge=0, le=1000)
-    """Fresh inputs drawn per verification (0: off)."""
+    """Fresh inputs judged per verification, taken by the verification seed from the task's pool of `4 * n`
+    (0: off)."""
     weight: float = Field(1.0, ge=0, le=1)
     """How much of the score depends on them: the score is scaled by `1 - weight * (1 - share right)`."""
 
