@@ -144,3 +144,65 @@ def test_known_references_are_bounded() -> None:
     cache.known("b", ["[1]"])  # b is used: d evicts c, the least recently used
     cache.put("d", {"[2]": 2})
     assert cache.known("c", ["[1]"]) == {} and cache.known("b", ["[1]"]) == {"[1]": 1}
+
+
+class _Hidden:
+    """A real pool that does not say which interpreter it runs: the verifier cannot skip the sandbox."""
+
+    def __init__(self, pool: SandboxPool) -> None:
+        self.pool, self.leases = pool, 0
+
+    def lease(self, files=None, **kw):
+        self.leases += 1
+        return self.pool.lease(files, **kw)
+
+    def run(self, *a, **kw):
+        return self.pool.run(*a, **kw)
+
+
+BROKEN = {
+    "unclosed": "def sort_numbers(nums):\n    return sorted(nums\n",
+    "indentation": "def sort_numbers(nums):\nreturn sorted(nums)\n",
+    "tabs": "def sort_numbers(nums):\n\tif nums:\n        return sorted(nums)\n\treturn []\n",
+    "return_outside": "return sorted(nums)\n",
+    "future_import_late": "x = 1\nfrom __future__ import annotations\ndef sort_numbers(nums):\n    return sorted(nums)\n",
+    "coding_cookie": "# -*- coding: latin-1 -*-\ndef sort_numbers(nums):\n    return 'caf\xe9' +\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_an_entry_that_does_not_compile_is_judged_on_the_host_as_the_sandbox_would(
+        name: str, tasks: dict[str, Task], pool: SandboxPool) -> None:
+    task = tasks["io_sort"]
+    files = {"sorter.py": BROKEN[name]}
+    hidden = _Hidden(pool)
+    host = _verify(task, files, _CountingLeases(pool), 7)
+    sandboxed = _verify(task, files, hidden, 7)
+    assert hidden.leases == 1  # the sandbox judged it
+    assert host.model_dump(include=JUDGED) == sandboxed.model_dump(include=JUDGED)
+    assert host.score == 0.0 and not host.passed and "Error" in host.checks[0].detail
+
+
+class _CountingLeases(_Hidden):
+    """A real pool, counted, that says which interpreter it runs."""
+
+    @property
+    def python(self) -> str:
+        return self.pool.python
+
+
+def test_only_a_module_that_cannot_compile_skips_the_sandbox(tasks: dict[str, Task], pool: SandboxPool) -> None:
+    task = tasks["io_sort"]
+    counted = _CountingLeases(pool)
+    _verify(task, {"sorter.py": BROKEN["unclosed"]}, counted, 1)
+    assert counted.leases == 0
+    for files in ({"sorter.py": "raise ImportError('at import')\n"},  # compiles, fails when run: the sandbox's
+                  {"sorter.py": BROKEN["unclosed"], "sorter/__init__.py": "def sort_numbers(n):\n    return sorted(n)\n"},
+                  {"sorter.py": BROKEN["unclosed"], "sorter.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"}):
+        before = counted.leases
+        v = _verify(task, files, counted, 1)
+        assert counted.leases == before + 1, files
+        assert v.infra_error is None
+    package = _verify(task, {"sorter.py": BROKEN["unclosed"],
+                             "sorter/__init__.py": "def sort_numbers(n):\n    return sorted(n)\n"}, counted, 1)
+    assert package.passed  # the package is what `import sorter` finds, not the broken module beside it

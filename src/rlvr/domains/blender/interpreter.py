@@ -73,13 +73,14 @@ def blender_pool(ctx: VerifyContext) -> SandboxPool:
         return _POOLS[python]
 
 
-def make_blender_pool(workers: int = 2) -> SandboxPool:
-    """A fresh isolated pool on Blender's interpreter (tests and benchmarks; close it when done)."""
-    return _pool(require_blender(), workers)
+def make_blender_pool(workers: int = 2, warm: tuple[str, ...] = WARM) -> SandboxPool:
+    """A fresh isolated pool on Blender's interpreter (tests and benchmarks; close it when done); `warm=()` starts
+    Blender afresh for every command (the benchmark's baseline)."""
+    return _pool(require_blender(), workers, warm)
 
 
-def _pool(python: str, workers: int) -> SandboxPool:
+def _pool(python: str, workers: int, warm: tuple[str, ...] = WARM) -> SandboxPool:
     from rlvr.sandbox import make_pool
 
-    return make_pool(python=python, warm=WARM, spares=0, workers=workers, timeout_s=BLENDER_TIMEOUT_S,
+    return make_pool(python=python, warm=warm, spares=0, workers=workers, timeout_s=BLENDER_TIMEOUT_S,
                      memory_mb=BLENDER_MEMORY_MB)

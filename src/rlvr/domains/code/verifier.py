@@ -17,7 +17,9 @@ reference's files, and what the harness is told of them), `differential` (the fr
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import sys
 import threading
 import time
 import warnings
@@ -36,6 +38,7 @@ from rlvr.domains.code.workspace import (
     CAND,
     JUDGE,
     candidate_files,
+    entry_syntax_error,
     reference_files,
     shadowable,
     sibling_modules,
@@ -177,6 +180,10 @@ class CodeVerifier:
     def _run_harness(self, pool: SandboxPool, task: Task, files: Files, s: CodeSettings,
                      expected: dict[str, Any] | None,
                      fresh: dict[str, Any] | None = None) -> tuple[RunReport, str | None]:
+        with _quiet_parse():
+            why = entry_syntax_error(files, s) if _same_interpreter(pool, task) else None
+        if why is not None:  # the run would only import the entry module and report this: no sandbox needed
+            return interpret(_import_failed(why, fresh is not None), set()), None
         key = secrets.token_hex(32)
         secret = {s.cases.generator, s.cases.reference} if s.cases else {s.io.file} if s.io else set()
         spec = s.cases or s.io
@@ -299,6 +306,25 @@ def _item_passed(item: str, outcome: str | None, s: CodeSettings) -> bool:
     if outcome == "xfailed":
         return item in s.allowed_xfails or base in s.allowed_xfails
     return False
+
+
+def _same_interpreter(pool: SandboxPool, task: Task) -> bool:
+    """Whether the harness would run on this very interpreter (so a module that does not compile here does not
+    compile there either): a local pool on `sys.executable`, for a task without requirements."""
+    python = getattr(pool, "python", None)
+    return not task.requirements and isinstance(python, str) and \
+        os.path.realpath(python) == os.path.realpath(sys.executable)
+
+
+def _import_failed(why: str, fresh: bool) -> dict[str, Any]:
+    """The payload of a run without hidden tests whose entry module fails to import: the greeting, the import
+    error for the cases (and the fresh inputs), the end, exactly as the harness's worker reports it."""
+    messages: list[dict[str, Any]] = [{"t": "hello", "at": 0.0}, {"t": "cases_error", "detail": why, "at": 0.0}]
+    if fresh:
+        messages.append({"t": "fresh_error", "detail": why, "at": 0.0})
+    messages.append({"t": "end", "status": 0, "at": 0.0})
+    return {"messages": messages, "timed_out": False, "malformed": 0, "exit_code": 0, "signal": None,
+            "output_tail": "", "wall_s": 0.0, "caps": {}}
 
 
 def _required(s: CodeSettings, c: Check) -> bool:

@@ -134,3 +134,32 @@ def shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = Non
         except (ImportError, ValueError):
             continue
     return out
+
+
+def entry_syntax_error(files: Files, s: CodeSettings) -> str | None:
+    """What the harness would report for a run without hidden tests whose entry module does not compile (the
+    first candidate code such a run imports, so nothing else can have run before), read on the host: the
+    `SyntaxError: ...` line, or None when the module compiles or the sandbox must decide (a dotted or package
+    entry, a module the standard library or an extension could provide, one that is not a candidate file).
+    Valid only for the interpreter this process runs (the caller checks the sandbox runs the same one)."""
+    spec = s.io or s.cases
+    if spec is None or s.tests:
+        return None
+    module = spec.entry.partition(":")[0]
+    if "." in module or module in sys.stdlib_module_names or module in sys.builtin_module_names:
+        return None
+    for root in ("", *s.import_roots):
+        base = f"{root.strip('/')}/" if root.strip("/") else ""
+        path = f"{base}{module}.py"
+        if any(p.startswith((f"{base}{module}/", f"{base}{module}.")) and p != path for p in files):
+            return None  # a package, or an extension module, that the import system may prefer
+        if path in files:
+            text = files[path]
+            try:
+                compile(text.encode() if isinstance(text, str) else text, path, "exec", dont_inherit=True)
+            except SyntaxError as exc:
+                return f"{type(exc).__name__}: {exc}"[:500]
+            except (ValueError, RecursionError, MemoryError):
+                return None
+            return None
+    return None
