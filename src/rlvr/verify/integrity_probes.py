@@ -16,6 +16,7 @@ verdict replays. The outputs are compared on the host. Two findings come out of 
 from __future__ import annotations
 
 import ast
+import functools
 import random
 import re
 import string
@@ -303,7 +304,14 @@ def _key(v: Any) -> str:
 def prompt_literals(prompt: str, extra: Iterable[Any] = ()) -> set[str]:
     """Comparable keys of the literals of a task statement: numbers, quoted strings, bracketed literals (and
     `extra` values, such as the examples' expected results); trivial values (0, 1, empty, booleans) left out."""
-    values: list[Any] = list(extra)
+    return {k for v in extra if (k := _key(v)) not in TRIVIAL} | _statement_literals(prompt)
+
+
+@functools.lru_cache(maxsize=4096)
+def _statement_literals(prompt: str) -> frozenset[str]:
+    """`prompt_literals` of the statement alone, parsed once per task statement (every sample of a group, every
+    visit of a task, asks again)."""
+    values: list[Any] = []
     for m in re.finditer(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w|\.\d)", prompt):
         values.append(float(m.group()) if "." in m.group() else int(m.group()))
     for m in re.finditer(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`", prompt):
@@ -319,7 +327,7 @@ def prompt_literals(prompt: str, extra: Iterable[Any] = ()) -> set[str]:
                 v = _parse(prompt[start:end + 1])
                 if v is not _NOT:
                     values.append(v)
-    return {k for v in values if (k := _key(v)) not in TRIVIAL}
+    return frozenset(k for v in values if (k := _key(v)) not in TRIVIAL)
 
 
 def _parse(text: str) -> Any:
