@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 from rlvr.config import RolloutConfig
 from rlvr.envs.env import Env
@@ -11,6 +12,7 @@ from rlvr.rollout.hf import HFPolicy, sequence_logprobs
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.rollout.scripted import Script, ScriptedPolicy
 from rlvr.tasks.spec import Task, TaskLimits
+from tests.kinds import register_kind
 
 from ..envs.conftest import FlakyPool
 
@@ -263,3 +265,47 @@ def test_a_stalled_rollout_is_an_error_naming_the_stuck_phase(pool) -> None:
             eng.run([multi()], group_size=3)
     finally:
         gate.set()
+
+
+
+class Drawn:
+    """Passes "42" on a seeded draw of cases: the verdict records the seed it drew from (fresh inputs in miniature)."""
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        self.ctx = ctx
+
+    def verify(self, task, final):  # type: ignore[no-untyped-def]
+        from rlvr.verify import Verdict
+        ok = final.answer == "42"
+        return Verdict(score=float(ok), passed=ok, seed=self.ctx.seed, details={"cases": self.ctx.seed % 97})
+
+
+register_kind("test-rollout-drawn", Drawn)
+
+
+def test_a_group_is_verified_with_one_seed_and_its_identical_answers_once(pool) -> None:
+    from rlvr.rollout.engine import verify_seed
+    from rlvr.verify.scorer import Scorer
+
+    class Seeds(Scorer):
+        seen: ClassVar[list[int]] = []
+
+        def _verify_once(self, task, final, seed):  # type: ignore[no-untyped-def]
+            self.seen.append(seed)
+            return super()._verify_once(task, final, seed)
+
+    def drawn(tid: str) -> Task:
+        return single(tid).model_copy(update={"verifier": {"kind": "test-rollout-drawn"}})
+
+    scorer = Seeds(pool)
+    eng = RolloutEngine(ScriptedPolicy(SOLVER), pool, scorer, config=RolloutConfig(tool_workers=3))
+    eps = eng.run([drawn("q"), drawn("q2"), drawn("q")], group_size=4, step=1, seed=5)
+    assert len({e.seed for e in eps}) == 12  # sampling seeds stay the episode's own
+    # one verification per group (every sample answered "42"), with the group's seed: a task listed twice is a
+    # second group with a seed of its own
+    assert sorted(scorer.seen) == sorted([verify_seed(5, "toy/q", 0), verify_seed(5, "toy/q2", 0),
+                                          verify_seed(5, "toy/q", 1)])
+    assert sum(bool(e.metadata.get("verdict_cached")) for e in eps) == 9
+    for group in (eps[0:4], eps[4:8], eps[8:12]):
+        assert len({e.verdict.seed for e in group}) == 1 and len({e.verdict.details["cases"] for e in group}) == 1
+    assert all(e.passed and e.reward == 1.0 for e in eps)

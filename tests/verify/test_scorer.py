@@ -131,3 +131,69 @@ def test_the_cache_is_safe_across_threads() -> None:
     for th in threads:
         th.join()
     assert len(cache) == 5 and cache.hits + cache.misses == 40
+
+
+class Slow(Recording):
+    """Recording, slowly: verifications of one state overlap unless the Scorer makes them wait for each other."""
+
+    def verify(self, task: Task, final: FinalState) -> Verdict:
+        import time
+        time.sleep(0.05)
+        return super().verify(task, final)
+
+
+register_kind("test-scorer-slow", Slow)
+
+
+def test_a_state_being_verified_is_waited_for_not_verified_again() -> None:
+    t = Task(id="inflight", domain="toy", prompt="p", verifier={"kind": "test-scorer-slow"})
+    scorer, out = Scorer(FakePool()), []
+
+    def work(i: int) -> None:
+        out.append(scorer.score(t, FinalState(answer="dice" if i % 2 else "ok"), seed=4))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(12)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert calls(t) == 2 and sum(not s.cached for s in out) == 2 and len(out) == 12
+    assert len({s.verdict.score for s in out if s.verdict.seed == 4}) == 1
+
+
+def test_callers_waiting_on_an_infra_error_verify_for_themselves() -> None:
+    t = Task(id="inflight-down", domain="toy", prompt="p", verifier={"kind": "test-scorer-slow"},
+             metadata={"fail": 1})
+    scorer, out = Scorer(FakePool(), retries=0), []
+    threads = [threading.Thread(target=lambda: out.append(scorer.score(t, FinalState(answer="down"), 0)))
+               for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    # the first verification failed (not cached); one waiter verified again and passed; the last took its verdict
+    assert calls(t) == 2 and sorted(s.infra_error is None for s in out) == [False, True, True]
+
+
+def test_a_verification_that_raises_releases_its_waiters() -> None:
+    class Boom(Scorer):
+        def _verify_once(self, task: Task, final: FinalState, seed: int) -> Verdict:
+            raise RuntimeError("verifier crashed")
+
+    scorer, t = Boom(FakePool()), task("raises")
+    for _ in range(2):  # a claim left behind would make the second call wait for ever
+        with pytest.raises(RuntimeError):
+            scorer.score(t, FinalState(answer="ok"), 0)
+
+
+def test_the_cache_keeps_the_most_recently_used_verdicts() -> None:
+    cache, t = VerdictCache(max_entries=3), task("lru")
+    v = Verdict(score=1.0, passed=True)
+    for a in "abc":
+        cache.put(t, FinalState(answer=a), 0, v)
+    assert cache.get(t, FinalState(answer="a"), 0) is v  # a is now the most recent
+    cache.put(t, FinalState(answer="d"), 0, v)
+    assert len(cache) == 3 and cache.get(t, FinalState(answer="b"), 0) is None
+    assert all(cache.get(t, FinalState(answer=a), 0) is v for a in "acd")
+    with pytest.raises(ValueError, match="max_entries"):
+        VerdictCache(max_entries=0)

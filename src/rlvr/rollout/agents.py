@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr.errors import UserError
-from rlvr.rollout.engine import episode_seed
+from rlvr.rollout.engine import episode_seed, verify_seed
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.gateway import Gateway
 from rlvr.rollout.gateway_server import serve_unix
@@ -215,7 +215,7 @@ class AgentRunner:
         ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
         t0 = time.perf_counter()
         try:
-            self.episode(task, ep)
+            self.episode(task, ep, verify_seed=verify_seed(seed, task.key, repeat))
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 (infrastructure below the agent: mask this episode, keep the rest)
@@ -229,8 +229,9 @@ class AgentRunner:
                 self.progress(self._done, total)
         return ep
 
-    def episode(self, task: Task, ep: Episode) -> Episode:
-        """One episode: the agent's run in its sandbox, the session's token record, the verdict."""
+    def episode(self, task: Task, ep: Episode, *, verify_seed: int | None = None) -> Episode:
+        """One episode: the agent's run in its sandbox, the session's token record, the verdict (verified with
+        the group's `verify_seed`, by default the episode's own seed)."""
         lim = task.limits
         turns = (self.max_turns or lim.max_turns) if task.multi_turn else 1
         session = self.gateway.open_session(ep.episode_id, seed=ep.seed, max_turns=turns,
@@ -261,7 +262,7 @@ class AgentRunner:
         ep.status, ep.truncated_by = ("truncated" if truncated_by else "done"), truncated_by  # type: ignore[assignment]
         answer = res.stdout.strip() or None
         ep.final_state = FinalState(files=files, answer=answer)
-        scored = self.scorer.score(task, ep.final_state, ep.seed)
+        scored = self.scorer.score(task, ep.final_state, ep.seed if verify_seed is None else verify_seed)
         ep.verdict, ep.reward = scored.verdict, scored.reward
         ep.timings["verify"] = scored.seconds
         if scored.infra_error is not None:

@@ -39,6 +39,14 @@ def episode_seed(seed: int, task_key: str, sample_index: int) -> int:
     return int.from_bytes(h[:6], "big")
 
 
+def verify_seed(seed: int, task_key: str, repeat: int) -> int:
+    """The verification seed of every sample of one GRPO group: the samples are judged on the same drawn cases
+    and fresh inputs (a fair comparison inside the group), and identical answers share one verification (the
+    Scorer's cache). Recorded in each verdict (`Verdict.seed`) where it drew randomness."""
+    h = hashlib.sha256(f"{seed}|{task_key}|verify|{repeat}".encode()).digest()
+    return int.from_bytes(h[:6], "big")
+
+
 BATCH_WINDOW_S = 0.005
 """How long generation waits, once an episode is ready, for others to become ready and join the same batched
 call: resets and tool calls that finish within a few milliseconds of each other (a step's first turn, above all)
@@ -88,6 +96,8 @@ class _Live:
     phase: str = "queued"
     """What the episode is doing on a worker thread now (named by the watchdog when nothing progresses)."""
     phase_since: float = field(default_factory=time.monotonic)
+    verify_seed: int = 0
+    """The group's verification seed (`verify_seed`)."""
 
 
 class RolloutEngine:
@@ -184,7 +194,8 @@ class RolloutEngine:
                   max_output_chars=self.config.max_output_chars, infra_retries=self.config.infra_retries)
         ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
         ep.metadata = {"finish_reasons": [], "tool_calls": 0, "call_errors": 0}
-        return _Live(ep, task, env, TokenStream(self.encoder) if self.encoder is not None else None)
+        return _Live(ep, task, env, TokenStream(self.encoder) if self.encoder is not None else None,
+                     verify_seed=verify_seed(seed, task.key, repeat))
 
     @property
     def context_limit(self) -> int:
@@ -319,7 +330,7 @@ class RolloutEngine:
     def _score(self, live: _Live, final: FinalState) -> None:
         """The episode's one call to the Scorer: its verdict and reward."""
         live.phase, live.phase_since = "scoring", time.monotonic()
-        scored = self.scorer.score(live.task, final, live.ep.seed)
+        scored = self.scorer.score(live.task, final, live.verify_seed)
         live.ep.verdict, live.ep.reward = scored.verdict, scored.reward
         live.ep.infra_retries += max(0, scored.attempts - 1)
         live.ep.timings["verify"] += scored.seconds

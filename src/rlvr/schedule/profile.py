@@ -123,7 +123,9 @@ def check_determinism(tasks: dict[str, Task], episodes: Sequence[Episode], rever
     out = Determinism()
     for ep in chosen:
         task = tasks[f"{ep.domain}/{ep.task_id}"]
-        again = [reverify(task, ep.final_state, ep.seed) for _ in range(2)]
+        drew = ep.verdict.seed if ep.verdict is not None else None
+        again = [reverify(task, ep.final_state, ep.seed if drew is None else drew)  # the seed it was verified with
+                 for _ in range(2)]
         if any(v.infra_error for v in again):
             out.inconclusive += 1
             continue

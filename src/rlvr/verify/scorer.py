@@ -13,9 +13,12 @@ adapters for other trainers build the same Scorer, so a verdict means the same t
   verdict replays exactly on either.
 - **retries**: a verdict with `infra_error` is retried `retries` times, then returned as it is (the engine
   masks such an episode; it is never scored 0 for training).
-- **the verdict cache**: identical final states of the same task are verified once per Scorer. A verdict
-  that drew randomness (randomised hidden cases, `Verdict.seed` set) is cached under the seed too, so a hit
-  is exactly what verifying again would give; infra errors are never cached.
+- **the verdict cache**: identical final states of the same task are verified once per Scorer (the most
+  recent 20,000 kept). A verdict that drew randomness (randomised hidden cases, fresh inputs: `Verdict.seed`
+  set) is cached under the seed too, so a hit is exactly what verifying again would give; infra errors are never
+  cached. The rollout engine verifies every sample of a GRPO group with the group's seed
+  (`rollout.engine.verify_seed`), so a group's identical answers share one verification, and its samples are
+  judged on the same fresh inputs.
 - **the flag penalty**: the reward of a flagged verdict is `flag_penalty` (default 0), else its score.
 
 Verifiers that draw randomness draw it from the seed they are given (`VerifyContext.seed`), never from the
@@ -27,6 +30,7 @@ import abc
 import hashlib
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,10 +75,16 @@ class Scored:
 
 class VerdictCache:
     """Verdicts of identical final states of the same task (and, for verdicts that drew randomness, the same
-    seed), kept for the life of one Scorer. Thread-safe: the engine scores on several worker threads."""
+    seed), kept for the life of one Scorer, the `max_entries` most recently used. Thread-safe: the engine scores
+    on several worker threads, and a state already being verified on one of them is waited for, not verified
+    twice (`claim` / `release`): identical answers of one GRPO group, scored at once, cost one verification."""
 
-    def __init__(self) -> None:
-        self._verdicts: dict[str, Verdict] = {}
+    def __init__(self, max_entries: int = 20_000) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self.max_entries = max_entries
+        self._verdicts: OrderedDict[str, Verdict] = OrderedDict()
+        self._inflight: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -88,9 +98,45 @@ class VerdictCache:
             h.update(f"|seed={seed}".encode())
         return h.hexdigest()
 
+    def _lookup(self, keys: tuple[str, str]) -> Verdict | None:
+        for k in keys:
+            v = self._verdicts.get(k)
+            if v is not None:
+                self._verdicts.move_to_end(k)
+                return v
+        return None
+
+    def claim(self, task: Task, final: FinalState, seed: int) -> tuple[Verdict | None, str | None]:
+        """A cached verdict and None, or None and a claim on verifying this state: the caller verifies and then
+        calls `release` with the claim. While a claim is out, the same request waits for its release."""
+        keys = (self.key(task, final), self.key(task, final, seed))
+        while True:
+            with self._lock:
+                v = self._lookup(keys)
+                if v is not None:
+                    self.hits += 1
+                    return v, None
+                pending = self._inflight.get(keys[1])
+                if pending is None:
+                    self._inflight[keys[1]] = threading.Event()
+                    self.misses += 1
+                    return None, keys[1]
+            pending.wait()  # then look again: an infra error is not cached, and this caller verifies itself
+
+    def release(self, claim: str, task: Task, final: FinalState, seed: int, verdict: Verdict | None) -> None:
+        """Store the claimed verification's verdict (None: it raised) and wake the callers waiting for it."""
+        try:
+            if verdict is not None:
+                self.put(task, final, seed, verdict)
+        finally:
+            with self._lock:
+                event = self._inflight.pop(claim, None)
+            if event is not None:
+                event.set()
+
     def get(self, task: Task, final: FinalState, seed: int) -> Verdict | None:
         with self._lock:
-            v = self._verdicts.get(self.key(task, final)) or self._verdicts.get(self.key(task, final, seed))
+            v = self._lookup((self.key(task, final), self.key(task, final, seed)))
             if v is None:
                 self.misses += 1
             else:
@@ -100,8 +146,12 @@ class VerdictCache:
     def put(self, task: Task, final: FinalState, seed: int, verdict: Verdict) -> None:
         if verdict.infra_error is not None:
             return
+        key = self.key(task, final, None if verdict.seed is None else seed)
         with self._lock:
-            self._verdicts[self.key(task, final, None if verdict.seed is None else seed)] = verdict
+            self._verdicts[key] = verdict
+            self._verdicts.move_to_end(key)
+            while len(self._verdicts) > self.max_entries:
+                self._verdicts.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._verdicts)
@@ -131,17 +181,23 @@ class Scorer:
     def score(self, task: Task, final: FinalState, seed: int = 0) -> Scored:
         """The verdict and reward of `final` as the end state of `task`; never raises for an infra fault."""
         t0 = time.perf_counter()
-        hit = self.cache.get(task, final, seed) if self.cache is not None else None
-        if hit is not None:
-            return Scored(hit, self.reward(hit), attempts=0, seconds=time.perf_counter() - t0)
-        attempts = 0
-        while True:
-            attempts += 1
-            verdict = self._verify_once(task, final, seed)
-            if verdict.infra_error is None or attempts > self.retries:
-                break
+        claim = None
         if self.cache is not None:
-            self.cache.put(task, final, seed, verdict)
+            hit, claim = self.cache.claim(task, final, seed)
+            if hit is not None:
+                return Scored(hit, self.reward(hit), attempts=0, seconds=time.perf_counter() - t0)
+        verdict: Verdict | None = None
+        attempts = 0
+        try:
+            while True:
+                attempts += 1
+                verdict = self._verify_once(task, final, seed)
+                if verdict.infra_error is None or attempts > self.retries:
+                    break
+        finally:
+            if self.cache is not None and claim is not None:
+                self.cache.release(claim, task, final, seed, verdict)
+        assert verdict is not None
         return Scored(verdict, self.reward(verdict), attempts=attempts, seconds=time.perf_counter() - t0)
 
     def reward(self, verdict: Verdict) -> float:
