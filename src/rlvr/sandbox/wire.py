@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would cost the lean temp
     from collections.abc import Callable
     from typing import Any
 
+CLONE_FS = 0x00000200
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000

@@ -260,12 +260,18 @@ def _make_mount_point(target: str) -> list[str]:
 
 
 class _InMountNamespace:
-    """Enter D's mount namespace for a few mount calls, then return to the zygote's own."""
+    """Enter D's mount namespace for a few mount calls, then return to the zygote's own.
+
+    The kernel lets only a thread that shares its filesystem context (root, cwd, umask) with no other thread
+    change mount namespace: a template whose warm-up started native threads (`bpy` starts Blender's) shares it
+    with them. `unshare(CLONE_FS)` first gives this thread a copy of its own (a no-op when it has one already);
+    the other threads keep theirs, and D, forked from this thread, gets this one's."""
 
     def __init__(self, ns: int, own: int) -> None:
         self.ns, self.own = ns, own
 
     def __enter__(self) -> None:
+        wire.check_rc(wire.libc.unshare(wire.CLONE_FS), "unshare fs")
         wire.check_rc(wire.libc.setns(self.ns, wire.CLONE_NEWNS), "setns mnt")
 
     def __exit__(self, *exc: object) -> None:

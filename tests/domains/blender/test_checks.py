@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,12 @@ import pytest
 from rlvr.domains.blender import interpreter as blender_env
 from rlvr.domains.blender import verifier as blender
 from rlvr.domains.blender.checks import render_checks, resource_gate, shape_gate
+from rlvr.domains.blender.interpreter import WARM
 from rlvr.domains.blender.settings import BlenderSettings
 from rlvr.domains.blender.source import fenced
 from rlvr.errors import UserError
 from rlvr.sandbox.fake import FakeCall, FakePool
+from rlvr.sandbox.pool import BwrapPool
 from rlvr.sandbox.result import ExecResult, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifyContext, verify
@@ -72,7 +75,7 @@ def _pool(candidate: dict[str, Any] | None, reference: dict[str, Any] | None = N
           run_status: ExecStatus = ExecStatus.ok, forge: bool = False) -> FakePool:
     def handler(call: FakeCall) -> ExecResult | str:
         gold = call.files["solution.py"] == b"GOLD"
-        if call.argv[3] == "run":
+        if call.argv[2] == "run":
             return ExecResult(status=ExecStatus.ok if gold else run_status, exit_code=0, error="worker died")
         report = reference or _report() if gold else candidate
         nonce = "not-the-nonce" if forge and not gold else call.argv[-1]
@@ -90,12 +93,14 @@ def test_the_reference_scene_itself_scores_one() -> None:
     assert verdict.passed and verdict.score == 1.0, [c for c in verdict.checks if not c.passed]
 
 
-def test_commands_run_the_mounted_harness_in_isolated_mode() -> None:
+def test_commands_run_the_mounted_harness_in_the_warm_interpreter() -> None:
     pool = _pool(_report())
     _verify(pool)
     run, inspect = pool.calls[-2:]
-    assert run.argv[:4] == ["python", "-I", "/rlvr-blender/scene.py", "run"]
-    assert inspect.argv[:4] == ["python", "-I", "/rlvr-blender/scene.py", "inspect"]
+    assert run.argv[:3] == ["python", "/rlvr-blender/scene.py", "run"]
+    assert inspect.argv[:3] == ["python", "/rlvr-blender/scene.py", "inspect"]
+    warm = SimpleNamespace(warm=list(WARM))  # what the Blender pool forks from: bpy imported, nothing run
+    assert BwrapPool.wants_warm(warm, run.argv) and BwrapPool.wants_warm(warm, inspect.argv)  # type: ignore[arg-type]
     assert "/rlvr-blender" in run.mounts and "scene.py" in run.mounts["/rlvr-blender"]
 
 

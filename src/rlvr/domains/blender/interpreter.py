@@ -26,6 +26,11 @@ BLENDER_MEMORY_MB = 2048
 samples takes under a second, and a scene script with a glTF export a few seconds on a loaded machine."""
 
 
+WARM = ("bpy",)
+"""What the Blender pool's workers import before any job: each job forks an interpreter in which Blender has
+started (factory state, nothing run yet) instead of starting Blender, about a second on a quiet machine."""
+
+
 def blender_python() -> str | None:
     """The interpreter that has `bpy`, or None when Blender is not installed."""
     env = os.environ.get(ENV_VAR)
@@ -68,13 +73,14 @@ def blender_pool(ctx: VerifyContext) -> SandboxPool:
         return _POOLS[python]
 
 
-def make_blender_pool(workers: int = 2) -> SandboxPool:
-    """A fresh isolated pool on Blender's interpreter (tests and benchmarks; close it when done)."""
-    return _pool(require_blender(), workers)
+def make_blender_pool(workers: int = 2, warm: tuple[str, ...] = WARM) -> SandboxPool:
+    """A fresh isolated pool on Blender's interpreter (tests and benchmarks; close it when done); `warm=()` starts
+    Blender afresh for every command (the benchmark's baseline)."""
+    return _pool(require_blender(), workers, warm)
 
 
-def _pool(python: str, workers: int) -> SandboxPool:
+def _pool(python: str, workers: int, warm: tuple[str, ...] = WARM) -> SandboxPool:
     from rlvr.sandbox import make_pool
 
-    return make_pool(python=python, warm=(), spares=0, workers=workers, timeout_s=BLENDER_TIMEOUT_S,
+    return make_pool(python=python, warm=warm, spares=0, workers=workers, timeout_s=BLENDER_TIMEOUT_S,
                      memory_mb=BLENDER_MEMORY_MB)

@@ -1,7 +1,10 @@
 """Kind `blender`: run the candidate's bpy script in Blender in the sandbox, inspect the saved scene, render it.
 
-One lease per verification, two commands, both under Blender's own interpreter (`python -I`, a fixed venv; see
-`blender_python`) and the trusted harness `harness/blender/scene.py`, mounted read-only:
+One lease per verification, two commands, both under Blender's own interpreter (a fixed venv; see
+`blender_python`) and the trusted harness `harness/blender/scene.py`, mounted read-only. The Blender pool's
+workers import `bpy` once (their warm template), so each command is a fork of an interpreter in which Blender
+has started and nothing has run, not a Blender start: the two commands are still two processes, and the
+inspection's never ran the candidate's code.
 
 1. `run`: factory settings with an empty scene, scripts in files never auto-run, the candidate's script as
    `__main__`; it must save `scene.blend` and `scene.glb` in the workspace. Limits: the task's (Blender-sized).
@@ -88,10 +91,10 @@ def run_scene(pool: SandboxPool, task: Task, script: str, spec: dict[str, Any], 
         timeout_s=s.inspect_timeout_s, memory_mb=s.inspect_memory_mb, output_bytes=MAX_REPORT_BYTES))
     nonce = secrets.token_hex(12)
     with pool.lease(files, mounts=mounts) as sandbox:
-        run = sandbox.run(["python", "-I", f"{MOUNT}/scene.py", "run", SCRIPT], limits=for_task(pool, task))
+        run = sandbox.run(["python", f"{MOUNT}/scene.py", "run", SCRIPT], limits=for_task(pool, task))
         if not run.ok:
             return run, None, None
-        inspected = sandbox.run(["python", "-I", f"{MOUNT}/scene.py", "inspect", f"{MOUNT}/spec.json", nonce],
+        inspected = sandbox.run(["python", f"{MOUNT}/scene.py", "inspect", f"{MOUNT}/spec.json", nonce],
                                 limits=inspect_limits)
     return run, inspected, parse_report(inspected, nonce) if inspected.ok else None
 

@@ -1,7 +1,8 @@
 """The trusted Blender harness of the `blender` verifier; it runs inside the sandbox under Blender's interpreter.
 
-Not an rlvr module: the verifier mounts this file read-only and runs it with `python -I` (the standard library,
-`bpy` and numpy only; nothing in the workspace can shadow it). Two modes:
+Not an rlvr module: the verifier mounts this file read-only and runs it as a script in the Blender pool's warm
+interpreter (a fork with `bpy` already imported; the standard library, `bpy` and numpy only; the workspace is
+not on sys.path, so nothing in it can shadow them). Two modes:
 
     scene.py run SCRIPT                  the candidate's step: Blender's factory settings with an empty scene,
                                          add-ons' and the file's own scripts never auto-run, then SCRIPT as
