@@ -42,6 +42,16 @@ def test_derived_columns_are_what_queries_need():
     assert row["num_tokens"] == len(ep.token_ids) and row["policy_version"] == 1
 
 
+def test_tool_calls_written_as_text_are_counted_by_their_results():
+    """A model that writes its calls in the text format leaves the assistant message's `tool_calls` empty; the
+    Env's tool messages still answer each executed call, and the columns count those."""
+    ep = episode(1, "t")
+    msgs = [m.model_copy(update={"tool_calls": []}) for m in ep.messages]
+    msgs.insert(4, msgs[3].model_copy(update={"name": "read_file", "content": "def f(xs): ..."}))
+    row = episode_to_row(ep.model_copy(update={"messages": msgs}))
+    assert row["num_tool_calls"] == 2 and row["tool_names"] == ["run", "read_file"]
+
+
 def test_failed_checks_and_scores_are_columns():
     ep = Episode(task_id="t", domain="code", verdict=Verdict.from_checks([]))
     assert episode_to_row(ep)["failed_checks"] == []

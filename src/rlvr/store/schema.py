@@ -71,7 +71,6 @@ def episode_to_row(ep: Episode) -> dict[str, Any]:
     flags = list(v.flags) if v else []
     tool_msgs = [m for m in ep.messages if m.role == "tool"]
     statuses = [m.exec_status for m in tool_msgs if m.exec_status]
-    calls = [c for m in ep.messages for c in m.tool_calls]
     return {
         "episode_id": ep.episode_id, "run_id": ep.run_id, "step": ep.step, "task_id": ep.task_id,
         "domain": ep.domain, "group_id": ep.group_id, "sample_index": ep.sample_index, "seed": ep.seed,
@@ -89,7 +88,9 @@ def episode_to_row(ep: Episode) -> dict[str, Any]:
                    for c in checks],
         "checks_passed": sum(c.passed for c in checks), "checks_total": len(checks),
         "failed_checks": [c.name for c in checks if not c.passed],
-        "num_tool_calls": len(calls), "tool_names": [c.name for c in calls], "exec_statuses": statuses,
+        # every executed call is answered by one tool message, whether the model wrote it in the text format or
+        # the backend parsed it natively (only the latter fills the assistant message's `tool_calls`)
+        "num_tool_calls": len(tool_msgs), "tool_names": [m.name or "" for m in tool_msgs], "exec_statuses": statuses,
         "num_exec_errors": sum(s != "ok" for s in statuses),
         **{f"time_{k}_s": ep.timings.get(k) for k in TIMING_KEYS},
         "timings": list(ep.timings.items()), "verify_timings": list(v.timings.items()) if v else [],
