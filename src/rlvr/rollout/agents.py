@@ -215,7 +215,7 @@ class AgentRunner:
         ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
         t0 = time.perf_counter()
         try:
-            self.episode(task, ep, verify_seed=verify_seed(seed, task.key, repeat))
+            self.episode(task, ep, verify_with=verify_seed(seed, task.key, repeat))
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 (infrastructure below the agent: mask this episode, keep the rest)
@@ -229,9 +229,9 @@ class AgentRunner:
                 self.progress(self._done, total)
         return ep
 
-    def episode(self, task: Task, ep: Episode, *, verify_seed: int | None = None) -> Episode:
+    def episode(self, task: Task, ep: Episode, *, verify_with: int | None = None) -> Episode:
         """One episode: the agent's run in its sandbox, the session's token record, the verdict (verified with
-        the group's `verify_seed`, by default the episode's own seed)."""
+        the seed `verify_with`, the group's `verify_seed`; by default the episode's own seed)."""
         lim = task.limits
         turns = (self.max_turns or lim.max_turns) if task.multi_turn else 1
         session = self.gateway.open_session(ep.episode_id, seed=ep.seed, max_turns=turns,
@@ -262,7 +262,7 @@ class AgentRunner:
         ep.status, ep.truncated_by = ("truncated" if truncated_by else "done"), truncated_by  # type: ignore[assignment]
         answer = res.stdout.strip() or None
         ep.final_state = FinalState(files=files, answer=answer)
-        scored = self.scorer.score(task, ep.final_state, ep.seed if verify_seed is None else verify_seed)
+        scored = self.scorer.score(task, ep.final_state, ep.seed if verify_with is None else verify_with)
         ep.verdict, ep.reward = scored.verdict, scored.reward
         ep.timings["verify"] = scored.seconds
         if scored.infra_error is not None:

@@ -43,8 +43,7 @@ def verify_seed(seed: int, task_key: str, repeat: int) -> int:
     """The verification seed of every sample of one GRPO group: the samples are judged on the same drawn cases
     and fresh inputs (a fair comparison inside the group), and identical answers share one verification (the
     Scorer's cache). Recorded in each verdict (`Verdict.seed`) where it drew randomness."""
-    h = hashlib.sha256(f"{seed}|{task_key}|verify|{repeat}".encode()).digest()
-    return int.from_bytes(h[:6], "big")
+    return episode_seed(seed, f"{task_key}|verify", repeat)
 
 
 BATCH_WINDOW_S = 0.005

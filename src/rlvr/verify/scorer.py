@@ -90,13 +90,14 @@ class VerdictCache:
         self.misses = 0
 
     @staticmethod
-    def key(task: Task, final: FinalState, seed: int | None = None) -> str:
+    def keys(task: Task, final: FinalState, seed: int) -> tuple[str, str]:
+        """(the state's key, the state's key under `seed`): the task and the state are serialised and hashed once."""
         h = hashlib.sha256()
         h.update(task.model_dump_json().encode())
         h.update(final.model_dump_json().encode())
-        if seed is not None:
-            h.update(f"|seed={seed}".encode())
-        return h.hexdigest()
+        seeded = h.copy()
+        seeded.update(f"|seed={seed}".encode())
+        return h.hexdigest(), seeded.hexdigest()
 
     def _lookup(self, keys: tuple[str, str]) -> Verdict | None:
         for k in keys:
@@ -106,10 +107,10 @@ class VerdictCache:
                 return v
         return None
 
-    def claim(self, task: Task, final: FinalState, seed: int) -> tuple[Verdict | None, str | None]:
-        """A cached verdict and None, or None and a claim on verifying this state: the caller verifies and then
-        calls `release` with the claim. While a claim is out, the same request waits for its release."""
-        keys = (self.key(task, final), self.key(task, final, seed))
+    def claim(self, task: Task, final: FinalState, seed: int) -> tuple[Verdict | None, tuple[str, str] | None]:
+        """A cached verdict and None, or None and a claim on verifying this state (its keys): the caller verifies
+        and then calls `release` with the claim. While a claim is out, the same request waits for its release."""
+        keys = self.keys(task, final, seed)
         while True:
             with self._lock:
                 v = self._lookup(keys)
@@ -120,23 +121,24 @@ class VerdictCache:
                 if pending is None:
                     self._inflight[keys[1]] = threading.Event()
                     self.misses += 1
-                    return None, keys[1]
+                    return None, keys
             pending.wait()  # then look again: an infra error is not cached, and this caller verifies itself
 
-    def release(self, claim: str, task: Task, final: FinalState, seed: int, verdict: Verdict | None) -> None:
+    def release(self, claim: tuple[str, str], verdict: Verdict | None) -> None:
         """Store the claimed verification's verdict (None: it raised) and wake the callers waiting for it."""
         try:
             if verdict is not None:
-                self.put(task, final, seed, verdict)
+                self._store(claim, verdict)
         finally:
             with self._lock:
-                event = self._inflight.pop(claim, None)
+                event = self._inflight.pop(claim[1], None)
             if event is not None:
                 event.set()
 
     def get(self, task: Task, final: FinalState, seed: int) -> Verdict | None:
+        keys = self.keys(task, final, seed)
         with self._lock:
-            v = self._lookup((self.key(task, final), self.key(task, final, seed)))
+            v = self._lookup(keys)
             if v is None:
                 self.misses += 1
             else:
@@ -144,9 +146,14 @@ class VerdictCache:
             return v
 
     def put(self, task: Task, final: FinalState, seed: int, verdict: Verdict) -> None:
+        self._store(self.keys(task, final, seed), verdict)
+
+    def _store(self, keys: tuple[str, str], verdict: Verdict) -> None:
+        """Keep a verdict under the seeded key when it drew randomness, else under the state's (infra errors
+        never), dropping the least recently used beyond `max_entries`."""
         if verdict.infra_error is not None:
             return
-        key = self.key(task, final, None if verdict.seed is None else seed)
+        key = keys[0] if verdict.seed is None else keys[1]
         with self._lock:
             self._verdicts[key] = verdict
             self._verdicts.move_to_end(key)
@@ -196,7 +203,7 @@ class Scorer:
                     break
         finally:
             if self.cache is not None and claim is not None:
-                self.cache.release(claim, task, final, seed, verdict)
+                self.cache.release(claim, verdict)
         assert verdict is not None
         return Scored(verdict, self.reward(verdict), attempts=attempts, seconds=time.perf_counter() - t0)
 
