@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from rlvr.config import RunConfig, load_config
+from rlvr.monitor.evals import compare, load_report
 from rlvr.store.episodes import EpisodeStore
 from rlvr.tasks import registry
 from rlvr.tasks.domain import Domain, VerifierKind
@@ -158,6 +159,14 @@ def test_quickstart_shaped_smoke_run(tmp_path: Path, tiny_model_dir: Path) -> No
     assert (cfg.run_dir / "model" / "config.json").is_file()
     eps = EpisodeStore(cfg.run_dir).episodes()
     assert len(eps) == 4 and all(ep.domain == "code" and ep.verdict is not None for ep in eps)
+    # each held-out point is an eval report: `rlvr eval --compare` of the SFT start and the RL end
+    before, after = (load_report(cfg.run_dir / "heldout" / label) for label in ("before", "after"))
+    assert before["domains"]["code"]["pass@1"] == pytest.approx(saved["pass1_before"])
+    assert after["domains"]["code"]["pass@1"] == pytest.approx(saved["pass1_after"])
+    assert before["label"] == "before" and len(before["per_task"]["code"]) == 3
+    diff = compare(before, after)["domains"]["code"]
+    assert diff["shared_tasks"] == 3
+    assert diff["delta_pass@1"] == pytest.approx(saved["pass1_after"] - saved["pass1_before"])
 
 
 @pytest.mark.parametrize("override,field", [("train.advantage=gpro", "train.advantage"),
@@ -292,3 +301,40 @@ def test_a_run_whose_episodes_are_mostly_masked_stops_after_three_steps_in_one_l
         assert steps == [0, 1, 2]  # what ran is kept
     finally:
         registry.unregister(down)
+
+
+@pytest.mark.parametrize("threads,staleness", [(2, 0), (None, 1)])
+def test_the_trainer_computes_on_its_own_threads_and_the_rollout_on_the_policys(
+        tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, threads: int | None,
+        staleness: int) -> None:
+    """SFT and a synchronous update run alone (the sandboxes idle): `train.threads`, by default every CPU;
+    generation keeps `policy.threads`, and so does an asynchronous update by default (the next rollout runs
+    beside it)."""
+    import os
+
+    from rlvr.rollout.hf import HFPolicy
+    from rlvr.train import sft
+    from rlvr.train.update import PolicyUpdater
+
+    seen: dict[str, set[int]] = {"sft": set(), "update": set(), "generate": set()}
+
+    def recording(name: str, fn):
+        def wrapped(*args, **kwargs):
+            seen[name].add(torch.get_num_threads())
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(sft, "sft_step", recording("sft", sft.sft_step))
+    monkeypatch.setattr(PolicyUpdater, "step", recording("update", PolicyUpdater.step))
+    monkeypatch.setattr(HFPolicy, "generate", recording("generate", HFPolicy.generate))
+    data = tmp_path / "sft.jsonl"
+    data.write_text("\n".join(json.dumps({"prompt": f"say vowels {i}", "completion": "aeiou"}) for i in range(4)))
+    cfg = _cfg(tmp_path, tiny_model_dir, f"threads{staleness}", threads=threads, max_staleness=staleness, steps=2)
+    cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"enabled": True, "source": str(data),
+                                                                   "steps": 2, "batch_size": 2})})
+    before = torch.get_num_threads()
+    loop.run(cfg)
+    cores = len(os.sched_getaffinity(0))
+    assert seen["sft"] == {threads or cores} and seen["generate"] == {1}
+    assert seen["update"] == {threads or 1}
+    assert torch.get_num_threads() == before

@@ -208,6 +208,11 @@ class TrainConfig(Section):
     many tokens, episodes packed into one row (position ids restarting, no attention across episodes) where the
     model's attention allows, else grouped by length with at most 10 % padding (`train/padding_fraction`). It
     must hold the longest episode. The gradient is the same: loss normalisers are the batch's."""
+    threads: int | None = Field(None, ge=1)
+    """torch CPU threads while the trainer computes alone: the SFT warm start and, in a synchronous run, each
+    update (the sandboxes and the sampler are idle then). Unset: every CPU this process may use on one rank,
+    `policy.threads` on several (each rank has its share) and in asynchronous mode (the next rollout runs beside
+    the update; SFT still gets every CPU). Rollouts always run with `policy.threads`."""
     activation_checkpointing: bool = False
     """Keep only each transformer block's input for the backward pass and recompute the block then (about a
     third more compute, activations of one block instead of all): for long episodes. Also in SFT, under LoRA,

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rlvr.rollout.episode import Episode
-from rlvr.monitor.evals import bootstrap_ci, task_counts
+from rlvr.monitor.evals import bootstrap_ci, report, task_counts, write_report
 from rlvr.rollout.policy import SamplingParams
 from rlvr.store.episodes import EpisodeStore
 from rlvr.store.layout import RunLayout
@@ -66,7 +66,9 @@ def _phase(progress: Any, name: str, total: int) -> Iterator[Callable[..., None]
 
 
 def evaluate(parts: Any, tasks: list[Task], label: str) -> HeldoutResult:
-    """Sampled and greedy pass@1 of `parts.policy` on `tasks`; the episodes are stored under heldout/<label>."""
+    """Sampled and greedy pass@1 of `parts.policy` on `tasks`; the episodes are stored under heldout/<label>,
+    and the sampled ones' eval report (`rlvr eval`'s eval.json) is written to heldout/<label>/ of the run
+    directory, so that `rlvr eval --compare RUN/heldout/before RUN/heldout/after` compares two points."""
     cfg = parts.cfg
     k = cfg.train.heldout_samples
     budget = cfg.policy.max_new_tokens
@@ -85,6 +87,11 @@ def evaluate(parts: Any, tasks: list[Task], label: str) -> HeldoutResult:
         store.write(i, eps)
     sampled = per_task_pass(results["sampled"])
     greedy = per_task_pass(results["greedy"]) if "greedy" in results else None
+    # the measurement as `rlvr eval` reports one, in the run directory: `rlvr eval --compare` of any two points
+    extra = {"run": cfg.name, "label": label, "greedy_pass@1": (sum(greedy) / len(greedy)) if greedy else None}
+    write_report(report(results["sampled"], k=k, seed=EVAL_SEED, policy=f"{cfg.policy.model} ({label})",
+                        tasks=cfg.tasks.heldout or "", extra=extra),
+                 run_dir=RunLayout(cfg.run_dir).heldout_store(label))
     masked = sum(ep.masked for eps in results.values() for ep in eps)
     pass1 = sum(sampled) / len(sampled) if sampled else 0.0
     return HeldoutResult(pass1=pass1, greedy=(sum(greedy) / len(greedy)) if greedy else None, tasks=len(sampled),

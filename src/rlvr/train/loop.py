@@ -180,7 +180,8 @@ def train_step(parts: Parts, step: int, rollouts: SyncRollouts | AheadRollouts |
     with timer("rollout"):
         episodes, metrics = rollouts.run(step, batch)
     parts.extras["first_mask_error"] = first_mask_error(episodes)
-    with timer("update"):
+    # asynchronous: the next steps' rollouts run beside the update, on the policy's threads
+    with timer("update"), parts.training(beside_rollout=parts.cfg.train.max_staleness > 0):
         metrics.update(update_policy(parts, episodes, step))
         metrics.update(rollouts.publish(step + 1))
     with timer("record"):
@@ -324,8 +325,9 @@ def _warm_start(parts: Parts, cfg: RunConfig, progress: TrainProgress, t_start: 
                                          seed=cfg.seed, limit_index=cfg.tasks.heldout_offset, exclude=heldout)
             else:
                 examples = jsonl_examples(cfg.sft.source)
-            state.sft = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed, dist=parts.dist,
-                                  on_step=lambda i, loss: advance(i, loss=loss))
+            with parts.training():
+                state.sft = train_sft(parts.policy, examples, cfg.sft, seed=cfg.seed, dist=parts.dist,
+                                      on_step=lambda i, loss: advance(i, loss=loss))
         parts.sync_generation()
         parts.monitor.log(0, [], state.sft)
     state.before = _heldout(parts, HELDOUT_BEFORE, 0)

@@ -4,11 +4,14 @@ the store and the monitor)."""
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from rlvr import run
 from rlvr.config import RunConfig
@@ -90,6 +93,29 @@ class Parts:
         t0 = time.perf_counter()
         policy.sync_weights(distributed.full_weights(policy.model), policy.version)
         return time.perf_counter() - t0
+
+    def training_threads(self, beside_rollout: bool = False) -> int:
+        """torch CPU threads for the trainer's compute (`train.threads`; unset: every CPU this process may use
+        on one rank, `policy.threads` on several or when a rollout runs `beside_rollout`)."""
+        cfg = self.cfg
+        if cfg.train.threads:
+            return cfg.train.threads
+        if self.dist.active or beside_rollout:
+            return cfg.policy.threads
+        return max(len(os.sched_getaffinity(0)), 1)
+
+    @contextmanager
+    def training(self, beside_rollout: bool = False) -> Iterator[None]:
+        """Run the block with `training_threads(beside_rollout)` torch threads, then restore the rollout's."""
+        before = torch.get_num_threads()
+        wanted = self.training_threads(beside_rollout)
+        if wanted != before:
+            torch.set_num_threads(wanted)
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != before:
+                torch.set_num_threads(before)
 
     def drop_records_after(self, step: int) -> None:
         """Delete what was recorded after the checkpoint at `step` (it is about to be replayed from it)."""
