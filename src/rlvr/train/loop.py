@@ -278,9 +278,12 @@ def _fresh_run_dir(cfg: RunConfig, run_url: str) -> None:
 
 
 RESUMABLE_CHANGES = ("train.steps", "train.checkpoint_every", "train.heldout_every", "sandbox.", "monitor.",
-                     "cluster.", "store.storage_options", "train.world_size", "train.dist_backend", "train.sharding")
-"""Config fields a resumed run may change: its length and how it runs (on how many ranks too), never what it
-trains."""
+                     "cluster.", "store.storage_options", "train.world_size", "train.dist_backend", "train.sharding",
+                     "train.threads", "train.activation_checkpointing", "train.micro_batch_size",
+                     "train.micro_batch_tokens")
+"""Config fields a resumed run may change: its length and how it runs (on how many ranks, threads, and in what
+memory: checkpointing and micro-batches give the same gradient), never what it trains. A run stopped by the
+out-of-memory killer resumes with smaller micro-batches."""
 
 
 def _check_resumable(cfg: RunConfig) -> None:
