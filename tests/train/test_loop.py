@@ -312,7 +312,7 @@ def test_the_trainer_computes_on_its_own_threads_and_the_rollout_on_the_policys(
     """SFT and a synchronous update run alone (the sandboxes idle): `train.threads`, by default every CPU;
     generation keeps `policy.threads`, and so does an asynchronous update by default (the next rollout runs
     beside it)."""
-    import os
+    from rlvr.train.parts import usable_cpus
 
     from rlvr.rollout.hf import HFPolicy
     from rlvr.train import sft
@@ -336,7 +336,19 @@ def test_the_trainer_computes_on_its_own_threads_and_the_rollout_on_the_policys(
                                                                    "steps": 2, "batch_size": 2})})
     before = torch.get_num_threads()
     loop.run(cfg)
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cpus()
     assert seen["sft"] == {threads or cores} and seen["generate"] == {1}
     assert seen["update"] == {threads or 1}
     assert torch.get_num_threads() == before
+
+
+def test_usable_cpus_follow_the_affinity_and_fall_back_to_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from rlvr.train.parts import usable_cpus
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert usable_cpus() == 1
+    monkeypatch.delattr(os, "sched_getaffinity")  # macOS has no affinity call
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert usable_cpus() == 6

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rlvr.rollout.episode import Episode
+from rlvr.run import heldout_spec
 from rlvr.monitor.evals import bootstrap_ci, report, task_counts, write_report
 from rlvr.rollout.policy import SamplingParams
 from rlvr.store.episodes import EpisodeStore
@@ -90,7 +91,7 @@ def evaluate(parts: Any, tasks: list[Task], label: str) -> HeldoutResult:
     # the measurement as `rlvr eval` reports one, in the run directory: `rlvr eval --compare` of any two points
     extra = {"run": cfg.name, "label": label, "greedy_pass@1": (sum(greedy) / len(greedy)) if greedy else None}
     write_report(report(results["sampled"], k=k, seed=EVAL_SEED, policy=f"{cfg.policy.model} ({label})",
-                        tasks=cfg.tasks.heldout or "", extra=extra),
+                        tasks=heldout_spec(cfg), extra=extra),
                  run_dir=RunLayout(cfg.run_dir).heldout_store(label))
     masked = sum(ep.masked for eps in results.values() for ep in eps)
     pass1 = sum(sampled) / len(sampled) if sampled else 0.0

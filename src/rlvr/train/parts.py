@@ -37,6 +37,12 @@ from rlvr.train.update import PolicyUpdater
 from rlvr.verify.scorer import Scorer
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS has one, else the machine's count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(len(affinity(0)) if affinity else (os.cpu_count() or 1), 1)
+
+
 @dataclass
 class Parts:
     """Everything a run holds while it trains."""
@@ -102,7 +108,7 @@ class Parts:
             return cfg.train.threads
         if self.dist.active or beside_rollout:
             return cfg.policy.threads
-        return max(len(os.sched_getaffinity(0)), 1)
+        return usable_cpus()
 
     @contextmanager
     def training(self, beside_rollout: bool = False) -> Iterator[None]:
