@@ -163,7 +163,7 @@ def test_quickstart_shaped_smoke_run(tmp_path: Path, tiny_model_dir: Path) -> No
     before, after = (load_report(cfg.run_dir / "heldout" / label) for label in ("before", "after"))
     assert before["domains"]["code"]["pass@1"] == pytest.approx(saved["pass1_before"])
     assert after["domains"]["code"]["pass@1"] == pytest.approx(saved["pass1_after"])
-    assert before["label"] == "before" and len(before["per_task"]["code"]) == 3
+    assert before["label"] == "before" and before["tasks"] == "code:3" and len(before["per_task"]["code"]) == 3
     diff = compare(before, after)["domains"]["code"]
     assert diff["shared_tasks"] == 3
     assert diff["delta_pass@1"] == pytest.approx(saved["pass1_after"] - saved["pass1_before"])
@@ -312,10 +312,9 @@ def test_the_trainer_computes_on_its_own_threads_and_the_rollout_on_the_policys(
     """SFT and a synchronous update run alone (the sandboxes idle): `train.threads`, by default every CPU;
     generation keeps `policy.threads`, and so does an asynchronous update by default (the next rollout runs
     beside it)."""
-    from rlvr.train.parts import usable_cpus
-
     from rlvr.rollout.hf import HFPolicy
     from rlvr.train import sft
+    from rlvr.train.parts import usable_cpus
     from rlvr.train.update import PolicyUpdater
 
     seen: dict[str, set[int]] = {"sft": set(), "update": set(), "generate": set()}

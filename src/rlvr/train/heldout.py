@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rlvr.rollout.episode import Episode
-from rlvr.run import heldout_spec
 from rlvr.monitor.evals import bootstrap_ci, report, task_counts, write_report
 from rlvr.rollout.policy import SamplingParams
 from rlvr.store.episodes import EpisodeStore
@@ -87,13 +86,13 @@ def evaluate(parts: Any, tasks: list[Task], label: str) -> HeldoutResult:
     for i, eps in enumerate(results.values()):
         store.write(i, eps)
     sampled = per_task_pass(results["sampled"])
-    greedy = per_task_pass(results["greedy"]) if "greedy" in results else None
+    greedy_tasks = per_task_pass(results["greedy"]) if "greedy" in results else None
+    greedy = sum(greedy_tasks) / len(greedy_tasks) if greedy_tasks else None
     # the measurement as `rlvr eval` reports one, in the run directory: `rlvr eval --compare` of any two points
-    extra = {"run": cfg.name, "label": label, "greedy_pass@1": (sum(greedy) / len(greedy)) if greedy else None}
     write_report(report(results["sampled"], k=k, seed=EVAL_SEED, policy=f"{cfg.policy.model} ({label})",
-                        tasks=heldout_spec(cfg), extra=extra),
+                        tasks=parts.heldout_spec, extra={"run": cfg.name, "label": label, "greedy_pass@1": greedy}),
                  run_dir=RunLayout(cfg.run_dir).heldout_store(label))
     masked = sum(ep.masked for eps in results.values() for ep in eps)
     pass1 = sum(sampled) / len(sampled) if sampled else 0.0
-    return HeldoutResult(pass1=pass1, greedy=(sum(greedy) / len(greedy)) if greedy else None, tasks=len(sampled),
-                         samples_per_task=k, ci=list(bootstrap_ci(sampled)) if sampled else [], masked=masked)
+    return HeldoutResult(pass1=pass1, greedy=greedy, tasks=len(sampled), samples_per_task=k,
+                         ci=list(bootstrap_ci(sampled)) if sampled else [], masked=masked)

@@ -64,6 +64,8 @@ class Parts:
     monitor: Monitor
     train_sources: list[TaskSource]
     heldout: list[Task]
+    heldout_spec: str = ""
+    """The tasks SPEC `heldout` was read from (`tasks.heldout`, or the default of the training domains)."""
     progress: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
     dist: Dist = SINGLE
@@ -114,14 +116,11 @@ class Parts:
     def training(self, beside_rollout: bool = False) -> Iterator[None]:
         """Run the block with `training_threads(beside_rollout)` torch threads, then restore the rollout's."""
         before = torch.get_num_threads()
-        wanted = self.training_threads(beside_rollout)
-        if wanted != before:
-            torch.set_num_threads(wanted)
+        torch.set_num_threads(self.training_threads(beside_rollout))
         try:
             yield
         finally:
-            if torch.get_num_threads() != before:
-                torch.set_num_threads(before)
+            torch.set_num_threads(before)
 
     def drop_records_after(self, step: int) -> None:
         """Delete what was recorded after the checkpoint at `step` (it is about to be replayed from it)."""
@@ -188,6 +187,7 @@ def build(cfg: RunConfig, run_url: str, progress: Any = None, dist: Dist = SINGL
                       retention=Retention(cfg.schedule.failed_retention, seed=cfg.seed), updater=updater,
                       store=EpisodeStore(run_url), monitor=monitor,
                       train_sources=[s.source for s in train],
-                      heldout=heldout, progress=progress, dist=dist, engines=engines)
+                      heldout=heldout, heldout_spec=run.heldout_spec(cfg, train), progress=progress, dist=dist,
+                      engines=engines)
         parts.recovery = RecoveryMixer(policy, cfg.sft, parts.gold_engine, heldout={t.key for t in heldout})
         yield parts
