@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rlvr.rollout.episode import Episode
 from rlvr.monitor.evals import bootstrap_ci, report, task_counts, write_report
+from rlvr.rollout.episode import Episode
 from rlvr.rollout.policy import SamplingParams
 from rlvr.store.episodes import EpisodeStore
 from rlvr.store.layout import RunLayout
