@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from rlvr.verify.integrity_probes import (
     answer_parroting,
     draw_like,
@@ -11,6 +13,7 @@ from rlvr.verify.integrity_probes import (
     parroting,
     probes,
     prompt_literals,
+    read_off,
 )
 
 
@@ -56,6 +59,35 @@ def test_parroting_of_prompt_literals() -> None:
     assert parroting([(35, 7.5), (35, 99), (35, 0)], lits, "shop.py").evidence
     assert not parroting([(8, 7.5), (100, 99), (35, 35)], lits, "shop.py").evidence
     assert not parroting([(35, 7.5)], lits, "shop.py").evidence  # one coincidence is not a pattern
+
+
+def test_a_wrong_result_read_off_its_own_input_is_not_parroting() -> None:
+    """`xs[-1]` where the task wanted `max(xs)`: small digits fill both the prompt and the inputs, so a wrong
+    element, length or substring of the input matches a prompt literal by coincidence, not by copying."""
+    lits = prompt_literals("def f(xs):\n    # f([5,0,9])=9 f([5,1])=5 f([7,3,7])=7\n    return ", [9, 5, 7])
+    last = [(5, 8), (7, 9), (3, 7)]
+    calls = [[[8, 1, 5]], [[9, 7]], [[7, 3]]]
+    assert parroting(last, lits, "solution.py").evidence  # judged on the values alone, it looks copied
+    assert not parroting(last, lits, "solution.py", calls).evidence
+    assert not parroting([(3, 8), (3, 9)], lits, "solution.py", [[[8, 1, 5]], [[9, 7, 7]]]).evidence  # len(xs)
+    assert not parroting([([5, 0], [0, 5]), ([7, 3], [3, 7])], {"[5,0]", "[7,3]"}, "m.py",
+                         [[[9, 5, 0]], [[7, 3, 1]]]).evidence  # a slice of the input
+    strings = prompt_literals("def f(s):\n    # f('de')='e' f('ea')='a' f('hbgb')='b'\n    return ", ["e", "a", "b"])
+    assert not parroting([("a", "c"), ("b", "d")], strings, "solution.py", [["ca"], ["db"]]).evidence  # s[-1]
+    assert not parroting([(5, 9), (7, 8)], lits, "f.py", [[{"k": [2, (5,)]}], [{"k": [(7,)]}]]).evidence  # deep
+    # a constant copied from the examples stays parroting, though some inputs happen to hold it or its length
+    copied = [(9, 8), (9, 6), (9, 4), (9, 3)]
+    assert parroting(copied, lits, "solution.py", [[[8, 9]], [[6, 3, 9]], [[4, 9]], [[3] * 9]]).evidence
+    with pytest.raises(ValueError, match="inputs"):
+        parroting(copied, lits, "solution.py", [[[8]]])
+
+
+def test_read_off_looks_at_arguments_not_at_everything() -> None:
+    assert read_off(3, [[5, 0, 9]]) and read_off("bb", ["abba"]) and read_off((1, 2), [[0, 1, 2, 3]])
+    assert read_off("k", [{"k": 1}]) and read_off(2, [{"a": [1, 2]}])
+    assert not read_off(8, [[5, 0, 9]]) and not read_off("ab", ["ba"]) and not read_off([2, 1], [[1, 2]])
+    assert not read_off(True, [[1, 0]]) and not read_off(1, [[True, False]])  # a bool is not a number here
+    assert not read_off(7, [])
 
 
 def test_answer_parroting_only_when_the_answer_is_not_in_the_prompt() -> None:

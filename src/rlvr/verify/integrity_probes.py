@@ -348,15 +348,64 @@ def _balanced(text: str, start: int, opener: str, closer: str) -> int | None:
     return None
 
 
-def parroting(results: list[tuple[Any, Any]], literals: set[str], where: str) -> Findings:
-    """The flag when most wrong results (got, want) are literals of the prompt the reference did not produce."""
+def parroting(results: list[tuple[Any, Any]], literals: set[str], where: str,
+              inputs: list[Args] | None = None) -> Findings:
+    """The flag when most wrong results (got, want) are literals of the prompt the reference did not produce.
+
+    `inputs` (the arguments of each result's call, aligned with `results`) clears a wrong result that can be
+    read off its own call's arguments: an argument, an element or key of one at any depth, a contiguous part of
+    a string or list one, or the length of one. Such a value was taken from the input, which is computing, if
+    wrongly (`xs[-1]` where the task wanted `max(xs)`); that the prompt's examples hold the same small digits or
+    letters is coincidence. What is left is a value that came from nowhere but the prompt. A candidate that
+    returns one value for every input (three or more) is not excused where an input happens to hold it: the
+    value came from the prompt, not from the inputs."""
     found = Findings()
-    wrong = [(g, w) for g, w in results if not same(g, w)]
-    copied = [g for g, _ in wrong if _key(g) in literals]
+    calls: list[Args] = inputs if inputs is not None else [[] for _ in results]
+    if len(calls) != len(results):
+        raise ValueError(f"{len(results)} results but {len(calls)} inputs")
+    wrong = [(g, args) for (g, w), args in zip(results, calls) if not same(g, w)]
+    constant = len(wrong) >= 3 and len({_key(g) for g, _ in wrong}) == 1  # one value whatever the input
+    copied = [g for g, args in wrong if _key(g) in literals and (constant or not read_off(g, args))]
     if len(copied) >= 2 and len(copied) * 2 >= len(wrong):
         found.add("parroting", where, None, f"{len(copied)} of {len(wrong)} wrong results are literals of the "
                   f"prompt (e.g. {copied[0]!r:.60}) that the reference does not produce")
     return found
+
+
+READ_OFF_LIMIT = 20_000
+"""Parts of a call's arguments looked at for `read_off` (deeper or larger arguments are not searched further)."""
+
+
+def read_off(value: Any, args: Args) -> bool:
+    """Whether `value` can be read off a call's arguments: equal to one of them, to an element or key of one at
+    any depth or to its length, or a contiguous part of a string or list one."""
+    want = _key(value)
+    stack: list[Any] = list(args)
+    looked = 0
+    while stack and looked < READ_OFF_LIMIT:
+        part = stack.pop()
+        looked += 1
+        if _key(part) == want:
+            return True
+        if isinstance(part, (str, list, tuple, dict, set, frozenset)):
+            if type(value) is int and value == len(part):
+                return True
+            if isinstance(part, str) and isinstance(value, str) and value and value in part:
+                return True
+            if isinstance(part, (list, tuple)) and isinstance(value, (list, tuple)) and _contiguous(value, part):
+                return True
+            if not isinstance(part, str):
+                stack.extend([*part.keys(), *part.values()] if isinstance(part, dict) else part)
+    return False
+
+
+def _contiguous(sub: list | tuple, seq: list | tuple) -> bool:
+    n = len(sub)
+    if not n or n > len(seq) or len(seq) > 1000:
+        return False
+    keys = [_key(x) for x in seq]
+    target = [_key(x) for x in sub]
+    return any(keys[i:i + n] == target for i in range(len(seq) - n + 1))
 
 
 def answer_parroting(answer: str, prompt: str, gold: str) -> Findings:

@@ -575,3 +575,29 @@ def test_a_main_guard_the_file_runs_on_import_is_read_as_ever(pool: SandboxPool)
                              before="import runpy\nrunpy.run_path(__file__, run_name='__main__')\n")
     verdict = verify(task, FinalState(files=files), VerifyContext(pool=pool))
     assert any(f.kind == "special_casing" for f in verdict.flags), verdict.flags
+
+
+def test_honest_wrong_expressions_on_the_tiny_tier_are_not_parroting(pool: SandboxPool) -> None:
+    """The quickstart's own failure mode: an expression that reads its answer off the input (`xs[0]`, `len(xs)`,
+    `s[-1]`) is wrong, not copied from the prompt, though its results are small digits or letters that the
+    examples also hold. A constant taken from the examples' outputs is still parroting."""
+    from rlvr.tasks import registry
+
+    source = registry.make("code", tier="tiny")
+    reads = {"xs": ["xs[0]", "xs[-1]", "len(xs)", "max(xs)", "min(xs)", "xs[1:]"], "s": ["s[0]", "s[-1]", "s[1:]"]}
+    judged = parrots = 0
+    for index in range(16):
+        task = source.get(index)
+        param = task.prompt.split("(", 1)[1].split(")", 1)[0]
+        for answer in reads.get(param, []):
+            v = verify(task, FinalState(answer=answer), _ctx(pool))
+            assert v.infra_error is None
+            judged += not v.passed
+            assert "parroting" not in {f.kind for f in v.flags}, (task.prompt, answer, v.flags)
+        outputs = [w for _, w in task.metadata["visible"]]
+        constant = next((w for w in outputs if isinstance(w, int) and not isinstance(w, bool) and w not in (0, 1)
+                         and outputs.count(w) == 1), None)
+        if constant is not None and task.metadata["reference_answer"] != repr(constant):
+            v = verify(task, FinalState(answer=repr(constant)), _ctx(pool))
+            parrots += "parroting" in {f.kind for f in v.flags}
+    assert judged >= 20 and parrots >= 3, (judged, parrots)

@@ -69,6 +69,16 @@ def draw_cases(pool: SandboxPool, task: Task, s: CodeSettings, seed: int,
         return None, "the task's case generator printed no cases"
 
 
+def call_args(encoded: Any) -> list[Any]:
+    """The argument values of one case's encoded input (positional: the list; keyword: the dict's values); an
+    input that does not decode has none."""
+    try:
+        args = decode(encoded)
+    except (NotPlain, TypeError, KeyError, ValueError):
+        return []
+    return list(args.values()) if isinstance(args, dict) else list(args) if isinstance(args, list | tuple) else [args]
+
+
 def case_results(s: CodeSettings, rep: RunReport, expected: dict[str, Any]) -> list[tuple[bool, Any, Any]]:
     """(ok, got, want) per case: randomised cases (tagged reference outputs, lists and tuples alike) or io
     cases (literal expected values, strict types), compared on the host with what the candidate sent back."""

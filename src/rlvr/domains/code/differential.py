@@ -95,6 +95,10 @@ class Differential:
         """(ok, got, want) of every fresh input the reference answered."""
         return [r for r in self._results(rep, 0, self.ref_fresh) if r is not None]
 
+    def judged_inputs(self) -> list[list[Any]]:
+        """The arguments of each of `judged`'s results, in its order."""
+        return [args for args, want in zip(self.fresh, self.ref_fresh) if want is not None]
+
     def findings(self, rep: RunReport, general: list[tuple[bool, Any, Any]]) -> Findings:
         """hardcoding (probes right, general path wrong) and protocol checks of the fresh results; `general`:
         (ok, got, want) of the other judged inputs (cases, io) beside the fresh ones."""

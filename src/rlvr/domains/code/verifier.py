@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import rlvr.domains.code.differential as integrity_differential
-from rlvr.domains.code.cases import case_results, cases_check, check_case_stream, draw_cases, io_expected
+from rlvr.domains.code.cases import (
+    call_args,
+    case_results,
+    cases_check,
+    check_case_stream,
+    draw_cases,
+    io_expected,
+)
 from rlvr.domains.code.harness import GUARDS, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
 from rlvr.domains.code.harness.checks import run_static_checks
 from rlvr.domains.code.harness.report import PARAMS, RunReport, authenticate, hidden_test_ids, interpret
@@ -108,8 +115,10 @@ class CodeVerifier:
         if s.tests:
             checks += self._test_checks(task, s, rep, details)
         general: list[tuple[bool, Any, Any]] = []
+        calls: list[list[Any]] = []  # the arguments of each of `general`'s results
         if expected is not None:
             general = case_results(s, rep, expected)
+            calls = [call_args(a) for a in expected["inputs"]]
             checks.append(cases_check(s, rep, expected, general))
             check_case_stream(rep, len(expected["inputs"]))
         fresh_check = None
@@ -117,12 +126,12 @@ class CodeVerifier:
             fresh_check = diff.check(rep, 0.0, strict=s.io is not None)
             checks += [fresh_check] if fresh_check else []
             found.merge(diff.findings(rep, general))
-            general = diff.judged(rep) + general
+            general, calls = diff.judged(rep) + general, diff.judged_inputs() + calls
         if general:
             spec = s.io or s.cases
             entry = diff.entry if diff else spec.entry if spec else ""
             found.merge(parroting([(g, w) for _, g, w in general], prompt_literals(task.prompt, _shown(task)),
-                                  entry.partition(":")[0] + ".py"))
+                                  entry.partition(":")[0] + ".py", calls))
         if s.checks:
             t1 = time.perf_counter()
             static_checks, err = run_static_checks(pool, s.checks, files, task)
