@@ -25,6 +25,17 @@ def test_toml_and_overrides(tmp_path: Path) -> None:
     assert cfg.tasks.domains == {"code": {"tier": "tiny"}}
 
 
+def test_a_dotted_override_extends_a_table_default(tmp_path: Path) -> None:
+    """`tasks.domains.code.seed=3` on the quickstart keeps its tier: replacing the table would train another."""
+    assert load_config(None, ["tasks.domains.code.seed=3"]).tasks.domains == {"code": {"tier": "tiny", "seed": 3}}
+    assert load_config(None, ["tasks.domains.math.level=2"]).tasks.domains == {
+        "code": {"tier": "tiny"}, "math": {"level": 2}}
+    p = tmp_path / "c.toml"
+    p.write_text('[tasks.domains.math]\nlevel = 1\n')  # a table in the file replaces the default, as documented
+    assert load_config(p, ["tasks.domains.math.level=2"]).tasks.domains == {"math": {"level": 2}}
+    assert load_config(None, ["schedule.weights.code=2"]).schedule.weights == {"code": 2.0}
+
+
 @pytest.mark.parametrize(
     ("text", "overrides", "needle"),
     [

@@ -2,6 +2,7 @@
 back resolved, and described field by field (`rlvr train --help-config`)."""
 from __future__ import annotations
 
+import copy
 import difflib
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,7 @@ def apply_override(data: dict[str, Any], override: str, source: str = "command l
     model: type[BaseModel] | None = RunConfig
     node = data
     for i, part in enumerate(parts):
+        parent = model
         if model is not None:
             if part not in model.model_fields:
                 close = difflib.get_close_matches(part, list(model.model_fields), n=1)
@@ -136,10 +138,20 @@ def apply_override(data: dict[str, Any], override: str, source: str = "command l
         if i == len(parts) - 1:
             node[part] = _parse_value(raw.strip())
         else:
+            if part not in node and parent is not None and model is None:  # a table field: its default, extended
+                node[part] = _table_default(parent, part)
             nxt = node.setdefault(part, {})
             if not isinstance(nxt, dict):
                 raise UserError("is not a table", file=source, field=".".join(parts[: i + 1]), fix="override a leaf key")
             node = nxt
+
+
+def _table_default(model: type[BaseModel], name: str) -> dict[str, Any]:
+    """A copy of a table field's default, so that `tasks.domains.code.partial=false` extends the quickstart's
+    `{code = {tier = "tiny"}}` instead of replacing it."""
+    f = model.model_fields[name]
+    default = f.default_factory() if f.default_factory else f.default  # type: ignore[call-arg]
+    return copy.deepcopy(default) if isinstance(default, dict) else {}
 
 
 def _config_error(exc: ValidationError, file: str) -> UserError:
