@@ -122,6 +122,25 @@ def test_empty_batch_still_steps_the_schedule(tiny_policy) -> None:
     assert metrics["train/lr"] == pytest.approx(5e-4)
 
 
+@pytest.mark.parametrize("decay", ["linear", "cosine"])
+def test_learning_rate_decays_to_its_final_fraction_at_the_last_step(tiny_policy, decay: str) -> None:
+    cfg = TrainConfig(lr=1e-3, steps=10, warmup_steps=2, lr_decay=decay, lr_final=0.2)
+    up = PolicyUpdater(tiny_policy.model, cfg, pad_id=tiny_policy.pad_id)
+    seen = []
+    for _ in range(cfg.steps):  # the rate each step's update uses
+        seen.append(up.optimizer.param_groups[0]["lr"])
+        up.step([])
+    assert seen[:3] == pytest.approx([5e-4, 1e-3, 1e-3])  # warm-up, then the peak
+    assert seen[-1] == pytest.approx(2e-4) and all(a >= b for a, b in zip(seen[1:], seen[2:]))
+    middle = seen[2 + (cfg.steps - 3) // 2]
+    assert 2e-4 < middle < 1e-3
+    constant = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-3, steps=10, lr_decay="constant"),
+                             pad_id=tiny_policy.pad_id)
+    for _ in range(10):
+        constant.step([])
+    assert constant.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+
+
 def test_lora_trains_adapters_only_with_the_base_model_as_kl_reference(tiny_policy) -> None:
     from rlvr.config import RunConfig
     from rlvr.train.parts import _apply_lora

@@ -177,6 +177,13 @@ class TrainConfig(Section):
     and loses ground at 5e-4 — larger models want far less, e.g. 1e-6)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up steps."""
+    lr_decay: Literal["constant", "linear", "cosine"] = "cosine"
+    """After warm-up: decay the rate over the remaining `steps` to `lr_final` x `lr` along a half cosine
+    (cosine) or a line (linear), or keep `lr` (constant). A constant rate ends the run wherever its last noisy
+    steps left the policy; the quickstart gained 15.0-16.8 points with cosine and 12.6-13.5 without
+    (docs/BENCHMARKS.md, "Training")."""
+    lr_final: float = Field(0.1, ge=0, le=1)
+    """The learning rate at the last step, as a fraction of `lr`, under a decaying `lr_decay`."""
     weight_decay: float = Field(0.0, ge=0)
     """AdamW weight decay."""
     advantage: str = "grpo"

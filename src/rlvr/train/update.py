@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,9 +185,21 @@ def collate(samples: Sequence[Sample], pad_id: int, device: torch.device) -> dic
     }
 
 
-def lr_lambda(warmup_steps: int):
-    """Linear warm-up, then constant (RL on a small model is fragile under decaying schedules)."""
-    return lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps > 0 else 1.0
+def lr_lambda(cfg: TrainConfig) -> Callable[[int], float]:
+    """The learning rate's factor after `step` schedule steps: linear warm-up over `warmup_steps`, then constant
+    or decaying to `lr_final` at the last of `steps` (`lr_decay`)."""
+    warmup, total, final = cfg.warmup_steps, cfg.steps, cfg.lr_final
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if cfg.lr_decay == "constant" or total - 1 <= warmup:
+            return 1.0
+        done = min(1.0, (step - warmup) / (total - 1 - warmup))
+        shape = done if cfg.lr_decay == "linear" else (1 - math.cos(math.pi * done)) / 2
+        return 1.0 - (1.0 - final) * shape
+
+    return factor
 
 
 class PolicyUpdater:
@@ -208,7 +220,7 @@ class PolicyUpdater:
         self.correction, self.correction_settings = correction_settings(cfg)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg.warmup_steps))
+        self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg))
         self.compute_dtype = COMPUTE_DTYPES[cfg.mixed_precision]
         """bf16 under `train.mixed_precision`: what the forward passes compute in (None: the weights' dtype)."""
         if cfg.activation_checkpointing:  # in place on the model: SFT on the same model is checkpointed too

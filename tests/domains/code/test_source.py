@@ -55,7 +55,8 @@ def test_tiny_tier_is_short_ascii_and_single_turn() -> None:
         laid = t.verifier["answer_template"].replace("{answer}", answer)
         ast.parse(laid)
         shown = {repr(a[0]) for a, _ in t.metadata["visible"]}
-        assert t.verifier["io"] == {"file": "io_cases.txt", "entry": "solution:f"} and set(t.hidden) == {"io_cases.txt"}
+        assert t.verifier["io"] == {"file": "io_cases.txt", "entry": "solution:f", "partial": False}
+        assert set(t.hidden) == {"io_cases.txt"}
         hidden_args = {repr(args[0]) for args, _ in (ast.literal_eval(x) for x in t.hidden["io_cases.txt"].splitlines())}
         assert len(hidden_args) == 5 and not shown & hidden_args  # hidden inputs are fresh
 

@@ -601,3 +601,19 @@ def test_honest_wrong_expressions_on_the_tiny_tier_are_not_parroting(pool: Sandb
             v = verify(task, FinalState(answer=repr(constant)), _ctx(pool))
             parrots += "parroting" in {f.kind for f in v.flags}
     assert judged >= 20 and parrots >= 3, (judged, parrots)
+
+
+def test_tiny_tier_rewards_an_expression_only_when_every_case_passes(pool: SandboxPool) -> None:
+    """An expression right on some hidden inputs by coincidence (`xs[0]` where the first is the largest) scores
+    0 by default; `partial = true` gives the share (scaled by the fresh inputs')."""
+    from rlvr.tasks import registry
+
+    binary, shares = registry.make("code", tier="tiny"), registry.make("code", tier="tiny", partial=True)
+    found = []
+    for index in range(24):
+        param = binary.get(index).prompt.split("(", 1)[1].split(")", 1)[0]
+        for answer in {"xs": ["xs[0]", "xs[-1]", "len(xs)"], "s": ["s[0]", "s[-1]"]}.get(param, []):
+            share = verify(shares.get(index), FinalState(answer=answer), _ctx(pool))
+            if 0 < share.score < 1:
+                found.append(verify(binary.get(index), FinalState(answer=answer), _ctx(pool)).score)
+    assert len(found) >= 2 and set(found) == {0.0}, found

@@ -51,6 +51,11 @@ class CodeConfig(BaseModel):
     """Base seed: task i is generated from `random.Random(seed + i)`."""
     tier: Tier = "easy"
     """Difficulty tier: `tiny` (one expression, the quickstart's tier), `easy`, `medium` or `hard`."""
+    partial: bool = False
+    """Tiny tier: score 1 only when the answer passes every hidden case (false), or the share it passes (true).
+    One expression that agrees with the expected results on some inputs does so by coincidence (`s[-1]` where
+    `s[0]` was wanted, on inputs whose ends agree), and under GRPO's group normalisation such a share in a group
+    of failures weighs as much as a pass, teaching the wrong expression (docs/BENCHMARKS.md, "Training")."""
     mode: Literal["single", "multi"] | None = None
     """`single`: the answer is code text laid into solution.py. `multi`: the model edits a workspace with a stub
     and visible tests, using tools. None: `single` for the tiny tier, `multi` otherwise."""
@@ -236,7 +241,8 @@ class CodeSource(TaskSource):
         task_id = self.id_at(index)
         if tier == "tiny":
             hidden = {IO_CASES: io_cases_text(p)}
-            judge: dict[str, Any] = {"io": {"file": IO_CASES, "entry": f"{SOLUTION_FILE[:-3]}:{p.name}"},
+            io = {"file": IO_CASES, "entry": f"{SOLUTION_FILE[:-3]}:{p.name}"}
+            judge: dict[str, Any] = {"io": {**io, "partial": self.cfg.partial},
                                      "timeout_s": IO_TIMEOUT_S}
         else:
             hidden, judge = {HIDDEN_TESTS: hidden_tests(p, task_id)}, {"tests": [HIDDEN_TESTS]}
