@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import math
 import random
 import warnings
@@ -131,7 +132,7 @@ def test_learning_rate_decays_to_its_final_fraction_at_the_last_step(tiny_policy
         seen.append(up.optimizer.param_groups[0]["lr"])
         up.step([])
     assert seen[:3] == pytest.approx([5e-4, 1e-3, 1e-3])  # warm-up, then the peak
-    assert seen[-1] == pytest.approx(2e-4) and all(a >= b for a, b in zip(seen[1:], seen[2:]))
+    assert seen[-1] == pytest.approx(2e-4) and all(a >= b for a, b in itertools.pairwise(seen[1:]))
     middle = seen[2 + (cfg.steps - 3) // 2]
     assert 2e-4 < middle < 1e-3
     constant = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-3, steps=10, lr_decay="constant"),
