@@ -173,8 +173,8 @@ class TrainConfig(Section):
     batch_size: int = Field(16, ge=1)
     """Tasks per step (each sampled `rollout.group_size` times)."""
     lr: float = Field(3e-4, gt=0)
-    """AdamW learning rate (constant after warm-up; the quickstart's 0.8M-parameter model learns fastest at 3e-4
-    and loses ground at 5e-4 — larger models want far less, e.g. 1e-6)."""
+    """AdamW peak learning rate (reached after warm-up, then shaped by `lr_decay`; the quickstart's 0.8M-parameter
+    model learns fastest at 3e-4 and loses ground at 5e-4 — larger models want far less, e.g. 1e-6)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up steps."""
     lr_decay: Literal["constant", "linear", "cosine"] = "cosine"
