@@ -179,9 +179,8 @@ class TrainConfig(Section):
     """Linear learning-rate warm-up steps."""
     lr_decay: Literal["constant", "linear", "cosine"] = "cosine"
     """After warm-up: decay the rate over the remaining `steps` to `lr_final` x `lr` along a half cosine
-    (cosine) or a line (linear), or keep `lr` (constant). A constant rate ends the run wherever its last noisy
-    steps left the policy; the quickstart gained 15.0-16.8 points with cosine and 12.6-13.5 without
-    (docs/BENCHMARKS.md, "Training")."""
+    (cosine) or a line (linear), or keep `lr` (constant). The quickstart gains more with cosine than at a
+    constant rate from the same start (docs/BENCHMARKS.md, "Training")."""
     lr_final: float = Field(0.1, ge=0, le=1)
     """The learning rate at the last step, as a fraction of `lr`, under a decaying `lr_decay`."""
     weight_decay: float = Field(0.0, ge=0)

@@ -577,6 +577,11 @@ def test_a_main_guard_the_file_runs_on_import_is_read_as_ever(pool: SandboxPool)
     assert any(f.kind == "special_casing" for f in verdict.flags), verdict.flags
 
 
+def _tiny_param(task: Task) -> str:
+    """The parameter of a tiny task's `def f(PARAM):`."""
+    return task.prompt.split("(", 1)[1].split(")", 1)[0]
+
+
 def test_honest_wrong_expressions_on_the_tiny_tier_are_not_parroting(pool: SandboxPool) -> None:
     """The quickstart's own failure mode: an expression that reads its answer off the input (`xs[0]`, `len(xs)`,
     `s[-1]`) is wrong, not copied from the prompt, though its results are small digits or letters that the
@@ -588,8 +593,7 @@ def test_honest_wrong_expressions_on_the_tiny_tier_are_not_parroting(pool: Sandb
     judged = parrots = 0
     for index in range(16):
         task = source.get(index)
-        param = task.prompt.split("(", 1)[1].split(")", 1)[0]
-        for answer in reads.get(param, []):
+        for answer in reads.get(_tiny_param(task), []):
             v = verify(task, FinalState(answer=answer), _ctx(pool))
             assert v.infra_error is None
             judged += not v.passed
@@ -609,10 +613,10 @@ def test_tiny_tier_rewards_an_expression_only_when_every_case_passes(pool: Sandb
     from rlvr.tasks import registry
 
     binary, shares = registry.make("code", tier="tiny"), registry.make("code", tier="tiny", partial=True)
+    reads = {"xs": ["xs[0]", "xs[-1]", "len(xs)"], "s": ["s[0]", "s[-1]"]}
     found = []
     for index in range(24):
-        param = binary.get(index).prompt.split("(", 1)[1].split(")", 1)[0]
-        for answer in {"xs": ["xs[0]", "xs[-1]", "len(xs)"], "s": ["s[0]", "s[-1]"]}.get(param, []):
+        for answer in reads.get(_tiny_param(binary.get(index)), []):
             share = verify(shares.get(index), FinalState(answer=answer), _ctx(pool))
             if 0 < share.score < 1:
                 found.append(verify(binary.get(index), FinalState(answer=answer), _ctx(pool)).score)

@@ -76,7 +76,9 @@ def call_args(encoded: Any) -> list[Any]:
         args = decode(encoded)
     except (NotPlain, TypeError, KeyError, ValueError):
         return []
-    return list(args.values()) if isinstance(args, dict) else list(args) if isinstance(args, list | tuple) else [args]
+    if isinstance(args, dict):
+        return list(args.values())
+    return list(args) if isinstance(args, list | tuple) else [args]
 
 
 def case_results(s: CodeSettings, rep: RunReport, expected: dict[str, Any]) -> list[tuple[bool, Any, Any]]:

@@ -241,9 +241,8 @@ class CodeSource(TaskSource):
         task_id = self.id_at(index)
         if tier == "tiny":
             hidden = {IO_CASES: io_cases_text(p)}
-            io = {"file": IO_CASES, "entry": f"{SOLUTION_FILE[:-3]}:{p.name}"}
-            judge: dict[str, Any] = {"io": {**io, "partial": self.cfg.partial},
-                                     "timeout_s": IO_TIMEOUT_S}
+            judge: dict[str, Any] = {"io": {"file": IO_CASES, "entry": f"{SOLUTION_FILE[:-3]}:{p.name}",
+                                            "partial": self.cfg.partial}, "timeout_s": IO_TIMEOUT_S}
         else:
             hidden, judge = {HIDDEN_TESTS: hidden_tests(p, task_id)}, {"tests": [HIDDEN_TESTS]}
         common: dict[str, Any] = {
