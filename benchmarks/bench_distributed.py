@@ -29,9 +29,9 @@ STEPS = 6
 
 def register_toy() -> None:
     from rlvr.tasks import registry
+    from rlvr.tasks.domain import Domain, VerifierKind
     from rlvr.tasks.source import ListSource
     from rlvr.tasks.spec import Task, TaskLimits
-    from rlvr.tasks.domain import Domain, VerifierKind
     from rlvr.verify.verdict import Check, Verdict
 
     class Even:
@@ -85,7 +85,7 @@ def measure(run_dir: Path) -> tuple[float, dict]:
 
 
 def main() -> None:
-    from rlvr.rollout.builtin import BUILTIN_MODELS
+    from rlvr.rollout.policies.builtin import BUILTIN_MODELS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-layer", type=int, default=BUILTIN_MODELS["tiny"]["n_layer"])
@@ -100,7 +100,7 @@ def main() -> None:
 def run(args: argparse.Namespace, tmp: Path) -> None:
     import tomli_w
 
-    from rlvr.rollout.builtin import BUILTIN_MODELS, build_tiny_model
+    from rlvr.rollout.policies.builtin import BUILTIN_MODELS, build_tiny_model
 
     size = {**BUILTIN_MODELS["tiny"], "n_layer": args.n_layer, "n_embd": args.n_embd}
     model = build_tiny_model(tmp / "model", seed=3, **size)

@@ -1,4 +1,4 @@
-"""The gateway (`rlvr.rollout.gateway`) against the in-process policy, and agents in sandboxes through it.
+"""The gateway (`rlvr.rollout.gateway.core`) against the in-process policy, and agents in sandboxes through it.
 
 Overhead: the same calls (one user message, `--tokens` new tokens, greedy) on the tiny hf model, once through
 `policy.generate` in this process and once through the openai SDK over loopback HTTP to the gateway; reports
@@ -32,8 +32,8 @@ def overhead(policy, calls: int, tokens: int) -> dict[str, float]:
     import openai
 
     from rlvr.envs.messages import Message
-    from rlvr.rollout.gateway import Gateway
-    from rlvr.rollout.gateway_server import serve
+    from rlvr.rollout.gateway.core import Gateway
+    from rlvr.rollout.gateway.server import serve
     from rlvr.rollout.policy import SamplingParams
 
     sp = SamplingParams(temperature=0.0, max_new_tokens=tokens)
@@ -60,8 +60,8 @@ def overhead(policy, calls: int, tokens: int) -> dict[str, float]:
 
 def throughput(policy, agents: int, episodes: int) -> dict[str, float]:
     from rlvr.config import AgentConfig
-    from rlvr.rollout.agents import AgentRunner
-    from rlvr.rollout.gateway import Gateway
+    from rlvr.rollout.gateway.agents import AgentRollouts
+    from rlvr.rollout.gateway.core import Gateway
     from rlvr.rollout.policy import SamplingParams
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.sandbox.result import ExecLimits
@@ -75,7 +75,7 @@ def throughput(policy, agents: int, episodes: int) -> dict[str, float]:
              for i in range(max(1, episodes // 2))]
     gw = Gateway(policy, SamplingParams(max_new_tokens=4))
     with BwrapPool(ExecLimits(), workers=agents, warm=(), spares=0) as pool:
-        runner = AgentRunner(gw, pool, Scorer(pool), AgentConfig(command="python $RLVR_AGENT_DIR/agent.py",
+        runner = AgentRollouts(gw, pool, Scorer(pool), AgentConfig(command="python $RLVR_AGENT_DIR/agent.py",
                                                                   dir=str(agent_dir), concurrency=agents))
         t0 = time.perf_counter()
         eps = runner.run(tasks, 2)
@@ -97,8 +97,8 @@ def main() -> None:
 
     import torch
 
-    from rlvr.rollout.builtin import build_tiny_model
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.builtin import build_tiny_model
+    from rlvr.rollout.policies.hf import HFPolicy
 
     torch.set_num_threads(1)
     tiny = build_tiny_model(Path(tempfile.mkdtemp(prefix="rlvr-bench-tiny-")), n_layer=2, n_embd=64, n_head=4,

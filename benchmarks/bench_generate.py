@@ -148,7 +148,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     from transformers.utils import logging as hf_logging
 
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
 
     hf_logging.set_verbosity_error()
     policy = HFPolicy(find_model(args.model), device="cpu", threads=1)
@@ -161,7 +161,7 @@ def main() -> None:
     baseline(policy, workloads["distinct"][:2], 2, args.top_p)
     engine = None
     if args.vllm:
-        from rlvr.rollout.vllm import VLLMPolicy
+        from rlvr.rollout.policies.vllm import VLLMPolicy
 
         engine = VLLMPolicy(policy.name, max_context=policy.max_context)._llm  # the engine, not the Policy wrapper
         with_vllm(engine, workloads["distinct"][:2], 2, args.top_p)

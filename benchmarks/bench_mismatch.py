@@ -32,8 +32,8 @@ def measure(model_dir: str, dtype: str, rows: int, new_tokens: int) -> dict:
     import torch
 
     from rlvr.envs.messages import Message
+    from rlvr.rollout.policies.vllm import VLLMPolicy
     from rlvr.rollout.policy import SamplingParams
-    from rlvr.rollout.vllm import VLLMPolicy
     from rlvr.train.update import token_logprobs
 
     t0 = time.perf_counter()

@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from rlvr.envs.messages import Message
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
     from rlvr.rollout.policy import SamplingParams
 
     torch.set_num_threads(1)

@@ -25,9 +25,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlvr.config import RolloutConfig
 from rlvr.envs.messages import Message
-from rlvr.rollout.engine import RolloutEngine
+from rlvr.rollout.core.runner import EnvRollouts
+from rlvr.rollout.policies.scripted import Script, ScriptedPolicy
 from rlvr.rollout.policy import Completion, SamplingParams
-from rlvr.rollout.scripted import Script, ScriptedPolicy
 from rlvr.sandbox import make_pool
 from rlvr.tasks.selection import resolve
 
@@ -62,7 +62,7 @@ def measure(policy, pool, tasks, group: int, overlap: bool, new_tokens: int, bar
             ) -> dict[str, float]:
     cfg = RolloutConfig(concurrency=64 if overlap else 1, tool_workers=2 if overlap else 1, max_tokens=100_000)
     job = bar.add_task(label, total=len(tasks) * group)
-    eng = RolloutEngine(policy, pool, config=cfg, sampling=SamplingParams(max_new_tokens=new_tokens),
+    eng = EnvRollouts(policy, pool, config=cfg, sampling=SamplingParams(max_new_tokens=new_tokens),
                         progress=lambda done, total: bar.update(job, completed=done))
     t0 = time.perf_counter()
     eps = eng.run(tasks, group, seed=0)
@@ -84,7 +84,7 @@ def main() -> None:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     tasks = resolve(f"code:{args.tasks}", seed=0)
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
 
     policies = {"scripted": ScriptedPolicy(SCRIPT),
                 "hf-paced": Paced(HFPolicy("builtin:tiny", device="cpu"), ScriptedPolicy(SCRIPT))}

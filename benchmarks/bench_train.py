@@ -73,8 +73,8 @@ def bench_verify() -> dict[str, list[float]]:
 
 def bench_rlvr(model_dir: Path, out: Path) -> list[float]:
     from rlvr.config import RunConfig
+    from rlvr.run import build_trainer
     from rlvr.train import loop
-    from rlvr.train.parts import build
 
     cfg = RunConfig.model_validate({
         "name": "bench", "output_dir": str(out), "tasks": {"train": "code", "heldout": None},
@@ -83,10 +83,10 @@ def bench_rlvr(model_dir: Path, out: Path) -> list[float]:
         "monitor": {"tensorboard": False, "report": False},
     })
     times = []
-    with build(cfg, str(cfg.run_dir)) as parts:
+    with build_trainer(cfg, str(cfg.run_dir)) as trainer:
         for step in range(STEPS + WARMUP):
             t0 = time.perf_counter()
-            loop.train_step(parts, step)
+            loop.train_step(trainer, step)
             times.append(time.perf_counter() - t0)
     return times[WARMUP:]
 
@@ -128,7 +128,7 @@ def bench_trl(model_dir: Path, out: Path) -> list[float]:
 
 
 def main() -> int:
-    from rlvr.rollout.builtin import BUILTIN_MODELS, build_tiny_model
+    from rlvr.rollout.policies.builtin import BUILTIN_MODELS, build_tiny_model
 
     verify_s = bench_verify()
     io_ms, py_ms = (1000 * statistics.median(verify_s[k]) for k in ("io", "pytest"))

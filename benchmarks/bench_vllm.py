@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def build(backend: str, model: str, max_context: int):
-    from rlvr.rollout.hf import HFPolicy
-    from rlvr.rollout.vllm import VLLMPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
+    from rlvr.rollout.policies.vllm import VLLMPolicy
 
     t0 = time.perf_counter()
     policy = HFPolicy(model, device="cpu", threads=1) if backend == "hf" else VLLMPolicy(model, device="cpu")
@@ -46,14 +46,14 @@ def throughput(policy, prompts: list[list[int]], new_tokens: int) -> tuple[float
 
 def grpo_steps(policy, tasks, group: int, steps: int, new_tokens: int) -> dict[str, float]:
     from rlvr.config import RolloutConfig, TrainConfig
-    from rlvr.rollout.engine import RolloutEngine
+    from rlvr.rollout.core.runner import EnvRollouts
     from rlvr.rollout.policy import SamplingParams
     from rlvr.sandbox.unsafe import UnsafePool
     from rlvr.train.advantages import episode_advantages
     from rlvr.train.update import PolicyUpdater, samples_from
 
     pool = UnsafePool(warn=False)
-    engine = RolloutEngine(policy, pool, config=RolloutConfig(tool_workers=2),
+    engine = EnvRollouts(policy, pool, config=RolloutConfig(tool_workers=2),
                            sampling=SamplingParams(temperature=1.0, max_new_tokens=new_tokens))
     updater = PolicyUpdater(policy.model, TrainConfig(lr=1e-4), pad_id=policy.pad_id, temperature=1.0)
     times, rollouts, syncs, tokens = [], [], [], 0

@@ -72,7 +72,7 @@ def build_model(path: Path) -> Path:
     import trl
     from transformers import AutoTokenizer
 
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     build_tiny_model(path, n_layer=2, n_embd=64, n_head=2, n_positions=4096, seed=0)
     tok = AutoTokenizer.from_pretrained(path)
@@ -104,7 +104,7 @@ def install_rlvr_script() -> None:
 
     import torch
 
-    from rlvr.rollout import hf
+    from rlvr.rollout.policies import hf
 
     local = threading.local()
     decode = hf.HFPolicy._decode

@@ -62,7 +62,7 @@ def timed_syncs(policy, reps: int, only: str | None = None) -> tuple[float, int,
 def measure(model_dir: str, reps: int, rank: int) -> dict[str, float]:
     from peft import LoraConfig, get_peft_model
 
-    from rlvr.rollout.vllm_fleet import EnginesPolicy
+    from rlvr.rollout.fleet.engines import EnginesPolicy
 
     t0 = time.perf_counter()
     pol = EnginesPolicy(model_dir, engines=1, device="cpu", lora_rank=rank)
@@ -88,8 +88,8 @@ def measure(model_dir: str, reps: int, rank: int) -> dict[str, float]:
 
 
 def measure_inprocess(model_dir: str, reps: int) -> dict[str, float]:
-    from rlvr.rollout.vllm import VLLMPolicy
-    from rlvr.rollout.vllm_fleet import EnginesPolicy
+    from rlvr.rollout.fleet.engines import EnginesPolicy
+    from rlvr.rollout.policies.vllm import VLLMPolicy
 
     engines = EnginesPolicy(model_dir, engines=1, device="cpu")
     inproc = VLLMPolicy(model_dir, device="cpu")
@@ -116,7 +116,7 @@ def tiny_llama(path: Path) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rlvr.rollout.builtin import build_tokenizer
+    from rlvr.rollout.policies.builtin import build_tokenizer
 
     tok = build_tokenizer()
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,

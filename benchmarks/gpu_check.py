@@ -46,7 +46,7 @@ def gpu() -> str | None:
 
 # ------------------------------------------------------------------------------------------ the checks
 def _tiny(tmp: Path, **kw: Any) -> Path:
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     return build_tiny_model(tmp, **{"n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": 512, "seed": 1, **kw})
 
@@ -157,8 +157,8 @@ def check_vllm_engine() -> dict[str, Any]:
     if missing:
         return {"ok": None, "skipped": missing}
     from rlvr.envs.messages import Message
+    from rlvr.rollout.policies.vllm import VLLMPolicy
     from rlvr.rollout.policy import SamplingParams
-    from rlvr.rollout.vllm import VLLMPolicy
 
     with tempfile.TemporaryDirectory() as tmp:
         policy = VLLMPolicy(str(_tiny(Path(tmp))), device="cuda")

@@ -54,13 +54,13 @@ class _Pool(UnsafePool):
 
 
 class _Recorded:
-    """`pool_for` that records the config it was asked for and hands back an unisolated pool."""
+    """`open_pool` that records the cluster it was asked for and hands back an unisolated pool."""
 
     def __init__(self) -> None:
         self.addresses: list[str | None] = []
 
-    def __call__(self, cfg):
-        self.addresses.append(cfg.cluster.address)
+    def __call__(self, sandbox, cluster):
+        self.addresses.append(cluster.address)
         return _Pool()
 
 
@@ -69,7 +69,7 @@ def test_tasks_profile_takes_its_pool_from_the_run_so_a_cluster_is_used(monkeypa
     from rlvr.commands.profile import run_profile
 
     recorded = _Recorded()
-    monkeypatch.setattr(run, "pool_for", recorded)
+    monkeypatch.setattr(run, "open_pool", recorded)
     (tmp_path / "answer.json").write_text(json.dumps(["<answer>0</answer>"]))
     cfg = load_config(EXAMPLE, ['cluster.address="ray://head:10001"'])
     report = run_profile(f"scripted:{tmp_path / 'answer.json'}", SPEC, 2, cfg=cfg, sample=2)
@@ -96,11 +96,11 @@ def test_the_train_spec_is_read_once_when_a_run_is_built(monkeypatch) -> None:
 def test_build_closes_what_it_opened_and_borrows_what_it_is_given(monkeypatch) -> None:
     opened: list[_Pool] = []
 
-    def fresh(cfg):
+    def fresh(sandbox, cluster):
         opened.append(_Pool())
         return opened[-1]
 
-    monkeypatch.setattr(run, "pool_for", fresh)
+    monkeypatch.setattr(run, "open_pool", fresh)
     cfg = load_config(None)
     with pytest.raises(RuntimeError), run.build(cfg, policy=False) as built:
         assert built.pool is opened[0] and built.policy is None
@@ -111,8 +111,8 @@ def test_build_closes_what_it_opened_and_borrows_what_it_is_given(monkeypatch) -
         assert built.pool is mine
     assert not mine.closed  # borrowed: its owner closes it
     mine.close()
-    with pytest.raises(ValueError, match="without a policy"):
-        built.engine()
+    assert built.rollouts is None  # no policy, nothing to roll out with; a gold policy still plays through the env
+    assert built.gold(object()).pool is mine
 
 
 def test_eval_with_a_config_and_no_tasks_measures_the_held_out_set_training_measures(cli, tmp_path, monkeypatch) -> None:

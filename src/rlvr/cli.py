@@ -20,6 +20,7 @@ from rlvr.commands.console import err, out
 from rlvr.commands.console import not_yet as _not_yet
 from rlvr.commands.console import print_json as _print_json
 from rlvr.commands.domains import domains_app
+from rlvr.commands.eval import eval_command
 from rlvr.commands.node import node_app
 from rlvr.commands.sandbox import sandbox_app
 from rlvr.commands.tasks import tasks_app
@@ -65,120 +66,17 @@ def train(
         overrides.append(f'cluster.address="{cluster}"')
     cfg = load_config(config, overrides)
     try:
-        from rlvr.train.loop import run as run_training
+        import rlvr.train.loop  # noqa: F401 (torch and transformers: a core install cannot train)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("rlvr"):
             _not_yet("training (`rlvr train`)")
         raise UserError(f"training needs {exc.name}", fix="pip install 'rlvr[train]'") from None
+    from rlvr.run import train as run_training
+
     run_training(cfg, resume=resume)
 
 
-@app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
-def eval_(
-    ctx: typer.Context,
-    policy: Annotated[str | None, typer.Option(help="hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE or vllm:PATH; default: the config's policy section.")] = None,
-    tasks: Annotated[str | None, typer.Option(help="Tasks SPEC: domains or pack paths with optional :N, comma-joined; default: the config's tasks.heldout.")] = None,
-    k: Annotated[int, typer.Option("-k", help="Samples per task for pass@k.")] = 1,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (the progress bar stays on stderr).")] = False,
-    compare: Annotated[list[str] | None, typer.Option(help="Compare two eval runs: --compare A B (each an eval.json or its directory).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of task sampling and generation.")] = 0,
-    cluster: Annotated[str | None, typer.Option(help="Ray address; default local.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its policy, rollout, sandbox and cluster sections apply.")] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0: greedy); default policy.temperature.")] = None,
-    top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus mass; default policy.top_p.")] = None,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Tokens per model turn; default policy.max_new_tokens.")] = None,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Turns per episode (default: each task's own).")] = None,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Stop after S seconds and report the finished episodes.")] = None,
-    output_dir: Annotated[Path, typer.Option("--output-dir", help="Parent of the eval's directory (<dir>/<UTC time>).")] = Path("runs/eval"),
-    agent: Annotated[str | None, typer.Option("--agent", help="Shell command of your own agent: it runs in each episode's sandbox and calls the policy through OPENAI_BASE_URL ([agent] command).")] = None,
-    agent_dir: Annotated[Path | None, typer.Option("--agent-dir", help="The agent's files, read-only in the sandbox as $RLVR_AGENT_DIR; default the current directory.")] = None,
-    agent_python: Annotated[Path | None, typer.Option("--agent-python", help="Interpreter or venv with the agent's packages (the openai SDK, a framework); default rlvr's.")] = None,
-) -> None:
-    """Evaluate a policy: pass@1 and pass@k per domain with confidence intervals.
-
-    With --agent, your agent is the policy's driver: it runs in each episode's sandbox, calls the gateway in front
-    of the policy, and its final workspace (and stdout, for answer tasks) is judged.
-
-    Episodes are kept in the eval directory (rlvr report / query / failures work on it).
-
-    Ctrl-C or --time-limit writes the partial report of the finished episodes.
-    """
-    from rlvr import run
-    from rlvr.commands.eval import eval_config, mostly_masked, run_eval
-    from rlvr.monitor.evals import compare as compare_reports
-    from rlvr.monitor.evals import load_report, new_eval_dir, write_report
-
-    def pct(x: float | None, ci: list[float] | None = None) -> str:
-        if x is None:
-            return "-"
-        return f"{100 * x:.1f}%" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
-
-    extra = list(ctx.args)
-    if extra and not compare:
-        raise UserError(f"unexpected argument {extra[0]!r}", fix="see rlvr eval --help")
-    if compare:
-        compare = [*compare, *extra]  # `--compare A B` as well as `--compare A --compare B`
-        if len(compare) != 2:
-            raise UserError(f"--compare takes two eval runs, got {len(compare)}", field="--compare",
-                            fix="write --compare RUN_A --compare RUN_B")
-        diff = compare_reports(load_report(compare[0]), load_report(compare[1]))
-        if json_out:
-            _print_json(diff)
-            return
-        table = Table("domain", "A pass@1", "B pass@1", "B-A pass@1 [95% CI]", f"B-A pass@{diff['k']} [95% CI]", "tasks")
-        for d, r in diff["domains"].items():
-            table.add_row(d, pct(r["a_pass@1"]), pct(r["b_pass@1"]), pct(r["delta_pass@1"], r["delta_pass@1_ci"]),
-                          pct(r["delta_pass@k"], r["delta_pass@k_ci"]), str(r["shared_tasks"]))
-        out.print(table)
-        return
-    cfg = eval_config(config, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                      max_turns=max_turns, cluster=cluster)
-    agent_options = {k: v for k, v in (("command", agent), ("dir", str(agent_dir) if agent_dir else None),
-                                       ("python", str(agent_python) if agent_python else None)) if v is not None}
-    if agent_options:
-        cfg = cfg.model_copy(update={"agent": cfg.agent.model_copy(update=agent_options)})
-    heldout = not tasks and config is not None  # the config's held-out set, exactly as its training measures it
-    tasks = tasks or (run.heldout_spec(cfg) if heldout else None)
-    if not tasks or not (policy or config is not None):
-        raise UserError("give --policy and --tasks, or --config FILE (or --compare RUN_A --compare RUN_B)",
-                        fix="e.g. rlvr eval --policy scripted:actions.json --tasks code:20 -k 4")
-    from rlvr.store.episodes import EpisodeStore
-
-    run_dir = new_eval_dir(output_dir)
-    try:
-        rep = run_eval(policy, tasks, k=k, seed=seed, config=cfg, out_dir=run_dir, time_limit_s=time_limit,
-                       store=EpisodeStore(run_dir, compression=cfg.store.compression), heldout=heldout)
-    except BaseException:
-        if not (run_dir / "episodes").exists():  # bad input, or a crash before any episode: nothing half-written
-            import shutil
-
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    path = write_report(rep, run_dir=run_dir)
-    if json_out:
-        _print_json(rep)
-    else:
-        table = Table("domain", "tasks", "samples", "pass@1 [95% CI]", f"pass@{k} [95% CI]", "masked")
-        for d, r in rep["domains"].items():
-            table.add_row(d, str(r["n"]), str(r["samples"]), pct(r["pass@1"], r["pass@1_ci"]),
-                          pct(r["pass@k"], r["pass@k_ci"]), str(r["masked_episodes"]))
-        out.print(table)
-        for reason, n in rep["mask_reasons"].items():
-            err.print(f"masked: {n} x {reason}", markup=False, highlight=False, soft_wrap=True)
-        for node, c in rep.get("nodes", {}).items():
-            err.print(f"node {node}: {c['episodes']} episodes, {c['passed']} passed, {c['masked']} masked, "
-                      f"{c['lost']} workspaces lost", markup=False, highlight=False)
-    if rep["partial"]:
-        why = f"time limit of {time_limit:g} s" if rep["stopped"] == "time limit" else "interrupted"
-        err.print(f"partial report ({why}): {rep['episodes']} of {rep['planned_episodes']} episodes finished",
-                  markup=False, highlight=False)
-    err.print(f"wrote {path} (episodes: rlvr report {run_dir})", markup=False, highlight=False, soft_wrap=True)
-    if rep["stopped"] == "interrupted":
-        raise typer.Exit(130)
-    if mostly_masked(rep):  # nothing here is about the policy: say why, keep the report, fail
-        err.print(f"eval failed: {rep['masked_episodes']} of {rep['episodes']} episodes were masked by infra "
-                  f"faults; first: {rep['first_mask_error']}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})(eval_command)
 
 
 @app.command()

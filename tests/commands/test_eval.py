@@ -99,7 +99,7 @@ class _Slow:
     """Wraps ScriptedPolicy.generate: sleeps before each call, or raises KeyboardInterrupt at call `stop_at`."""
 
     def __init__(self, monkeypatch, sleep_s: float = 0.0, stop_at: int | None = None) -> None:
-        from rlvr.rollout.scripted import ScriptedPolicy
+        from rlvr.rollout.policies.scripted import ScriptedPolicy
 
         self.calls, self.orig = 0, ScriptedPolicy.generate
         self.sleep_s, self.stop_at = sleep_s, stop_at

@@ -41,10 +41,10 @@ AGENT = textwrap.dedent('''
 def test_an_openai_agents_sdk_agent_plays_an_episode_through_the_gateway(tmp_path: Path) -> None:
     assert shutil.which("bwrap"), "the agent runs in the bubblewrap sandbox: make setup installs it"
     assert (VENV / "bin" / "python").exists(), "no agent venv: `make test-integrations` builds it (make agent-venv)"
-    from rlvr.rollout.agents import AgentRunner, agent_python
-    from rlvr.rollout.builtin import build_tiny_model
-    from rlvr.rollout.gateway import Gateway
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.gateway.agents import AgentRollouts, agent_python
+    from rlvr.rollout.gateway.core import Gateway
+    from rlvr.rollout.policies.builtin import build_tiny_model
+    from rlvr.rollout.policies.hf import HFPolicy
     from rlvr.rollout.policy import SamplingParams
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.sandbox.result import ExecLimits
@@ -61,7 +61,7 @@ def test_an_openai_agents_sdk_agent_plays_an_episode_through_the_gateway(tmp_pat
     task = Task(id="t0", domain="toy", prompt="What is 2 + 3?", answer="5", verifier={"kind": "answer"},
                 limits=TaskLimits(max_turns=3, max_tokens=64, wall_s=120))
     try:
-        ep, = AgentRunner(gateway, pool, Scorer(pool), cfg).run([task], 1)
+        ep, = AgentRollouts(gateway, pool, Scorer(pool), cfg).run([task], 1)
     finally:
         pool.close()
         gateway.close()

@@ -9,8 +9,8 @@ from rlvr.errors import UserError
 from rlvr.integrations.trl import TASK_COLUMN, build_dataset, completion_text, load_tasks, reward_function
 from rlvr.tasks.source import ListSource
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
-from tests.kinds import register_kind
 from rlvr.verify.verdict import Verdict
+from tests.kinds import register_kind
 
 
 class _CrashingVerifier:
@@ -92,7 +92,7 @@ def test_grpo_trainer_trains_with_rlvr_rewards(answer_tasks: list[Task], tmp_pat
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     torch.set_num_threads(1)
     path = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=128, seed=0)

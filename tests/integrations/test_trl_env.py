@@ -86,7 +86,7 @@ def test_grpo_trainer_trains_on_tool_episodes_scored_by_rlvr(tmp_path: Path) -> 
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import add_response_schema
 
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
     from rlvr.tasks.spec import FinalState
     from rlvr.verify.base import VerifyContext, verify
 

@@ -30,7 +30,7 @@ def real_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def real(real_dir):
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
 
     return HFPolicy(real_dir, device="cpu", threads=1, max_context=1024)
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from rlvr.config import RolloutConfig
-from rlvr.rollout import hf
-from rlvr.rollout.engine import RolloutEngine
-from rlvr.rollout.hf import HFPolicy, sequence_logprobs
-from rlvr.rollout.kvcache import PrefixCache
+from rlvr.rollout.core.runner import EnvRollouts
+from rlvr.rollout.policies import hf
+from rlvr.rollout.policies.hf import HFPolicy, sequence_logprobs
+from rlvr.rollout.policies.kvcache import PrefixCache
 from rlvr.rollout.policy import SamplingParams
 from rlvr.tasks.spec import Task, TaskLimits
 
@@ -84,7 +84,7 @@ def long_task(turns: int) -> Task:
 def test_a_thirty_two_turn_tool_episode_on_the_real_template(planned: Planned, pool) -> None:
     planned.turns = [tc("read_file", path="log.txt")] * 31 + [tc("submit", answer="42")]
     cfg = RolloutConfig(max_context_tokens=4000, max_tool_output_tokens=100)
-    eng = RolloutEngine(planned, pool, config=cfg, sampling=SamplingParams(temperature=1.0, max_new_tokens=64))
+    eng = EnvRollouts(planned, pool, config=cfg, sampling=SamplingParams(temperature=1.0, max_new_tokens=64))
     [ep] = eng.run([long_task(32)], 1)
     assert ep.status == "done" and ep.num_turns == 32
     assert ep.metadata["tool_outputs_cut"] == 31

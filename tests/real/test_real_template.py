@@ -14,9 +14,9 @@ import pytest
 from rlvr.config import RolloutConfig
 from rlvr.envs.tools import TOOLS
 from rlvr.errors import UserError
-from rlvr.rollout.builtin import CHAT_TEMPLATE
-from rlvr.rollout.engine import RolloutEngine
-from rlvr.rollout.hf import HFPolicy, sequence_logprobs
+from rlvr.rollout.core.runner import EnvRollouts
+from rlvr.rollout.policies.builtin import CHAT_TEMPLATE
+from rlvr.rollout.policies.hf import HFPolicy, sequence_logprobs
 from rlvr.rollout.policy import Completion, SamplingParams
 from rlvr.tasks.loaders import load_task_dir
 from tests.conftest import ADD_HIDDEN, ADD_WORKSPACE, write_task
@@ -73,7 +73,7 @@ def task(tmp_path_factory):
 
 
 def run(policy, task, pool, turns, group=2):
-    eng = RolloutEngine(forced(policy, turns), pool, config=RolloutConfig(tool_workers=2),
+    eng = EnvRollouts(forced(policy, turns), pool, config=RolloutConfig(tool_workers=2),
                         sampling=SamplingParams(temperature=1.0, max_new_tokens=16))
     return eng.run([task], group, seed=7)
 

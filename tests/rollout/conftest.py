@@ -43,14 +43,14 @@ for kind, factory in (("test-rollout-file", lambda ctx: FileCheck()), ("test-rol
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny"), n_layer=2, n_embd=64, n_head=4, n_positions=1024, seed=3)
 
 
 @pytest.fixture(scope="session")
 def tiny(tiny_dir):
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
 
     return HFPolicy(tiny_dir, device="cpu", threads=1)
 

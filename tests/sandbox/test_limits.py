@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from rlvr.config import SandboxConfig
+from rlvr.domains.code.verifier import CodeVerifier
 from rlvr.envs.env import Env
 from rlvr.envs.messages import Message
 from rlvr.sandbox import limits_from, make_pool
@@ -17,7 +18,6 @@ from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.sandbox.unsafe import UnsafePool
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
 from rlvr.verify.base import VerifyContext
-from rlvr.domains.code.verifier import CodeVerifier
 
 DEFAULTS = ExecLimits(timeout_s=10.0, memory_mb=512, processes=64, output_bytes=1 << 20)
 

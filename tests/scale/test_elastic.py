@@ -294,11 +294,10 @@ def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, 
     on a workspace that was lost."""
     from rlvr import run
     from rlvr.config import load_config
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
     from rlvr.scale import cluster as ray_cluster
     from rlvr.scale.ray_pool import RayPool
     from rlvr.store import EpisodeStore
-    from rlvr.train import loop
 
     root, _ = pack
     victim = cluster.add_node(num_cpus=1)
@@ -307,8 +306,8 @@ def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, 
     short = ray_cluster.short(victim.node_id)
     killed = threading.Event()
 
-    def pool_for(cfg):  # the run's real RayPool, and a thread that kills the victim once it holds workspaces
-        p = RayPool(cfg.cluster.address, cfg.sandbox, fleet=cfg.cluster)
+    def open_pool(sandbox, fleet):  # the run's real RayPool, and a thread that kills the victim once it holds leases
+        p = RayPool(fleet.address, sandbox, fleet=fleet)
 
         def killer() -> None:
             deadline = time.monotonic() + 120
@@ -322,7 +321,7 @@ def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, 
         threading.Thread(target=killer, daemon=True).start()
         return p
 
-    monkeypatch.setattr(run, "pool_for", pool_for)
+    monkeypatch.setattr(run, "open_pool", open_pool)
     model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=512, seed=1)
     cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="kill"', f'policy.model="{model}"',
                              "policy.max_new_tokens=8", "train.steps=2", "train.batch_size=3", "rollout.group_size=4",
@@ -330,7 +329,7 @@ def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, 
                              "monitor.report=false", f'tasks.train="{root}"', 'tasks.heldout=""',
                              'sandbox.isolation="none"', "cluster.watch_interval_s=0.5",
                              f'cluster.address="{cluster.address}"'])
-    loop.run(cfg)
+    run.train(cfg)
     assert killed.is_set()
     eps = EpisodeStore(cfg.run_dir).episodes()
     for step in (0, 1):

@@ -50,17 +50,16 @@ def test_eval_through_ray_equals_local(ray_cluster, pack: tuple[Path, Path]) -> 
 
 def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path: Path, monkeypatch) -> None:
     from rlvr import run
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
     from rlvr.scale.ray_pool import RayPool
     from rlvr.store import EpisodeStore
-    from rlvr.train import loop
 
     model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=1)
     pools: list[RayPool] = []
     killed = threading.Event()
 
-    def pool_for(cfg):  # the real RayPool, plus a thread that kills one pool actor once jobs are flowing
-        pool = RayPool(cfg.cluster.address, cfg.sandbox)
+    def open_pool(sandbox, fleet):  # the real RayPool, plus a thread that kills one pool actor once jobs flow
+        pool = RayPool(fleet.address, sandbox)
         pools.append(pool)
 
         def killer() -> None:
@@ -73,13 +72,13 @@ def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path
         threading.Thread(target=killer, daemon=True).start()
         return pool
 
-    monkeypatch.setattr(run, "pool_for", pool_for)
+    monkeypatch.setattr(run, "open_pool", open_pool)
     cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="ray"', f'policy.model="{model}"',
                              "policy.max_new_tokens=8", "train.steps=1", "train.batch_size=4",
                              "rollout.group_size=4", "sft.enabled=false", "monitor.tensorboard=false",
                              f'cluster.address="{ray_cluster.address}"', 'tasks.domains.code.tier="tiny"', 'tasks.heldout="code:2"',
                              "train.heldout_samples=1"])
-    loop.run(cfg)
+    run.train(cfg)
     assert killed.is_set()
     eps = EpisodeStore(cfg.run_dir).episodes()
     assert len(eps) == 16  # nothing lost: every episode is stored, masked ones included
@@ -100,9 +99,9 @@ def test_eval_with_more_multi_turn_episodes_than_slots_finishes(ray_cluster, pac
 
 def test_training_with_more_multi_turn_episodes_than_slots_finishes(ray_cluster, tmp_path: Path,
                                                                     pack: tuple[Path, Path]) -> None:
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr import run
+    from rlvr.rollout.policies.builtin import build_tiny_model
     from rlvr.store import EpisodeStore
-    from rlvr.train import loop
 
     root, _ = pack
     model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=512, seed=1)
@@ -112,6 +111,6 @@ def test_training_with_more_multi_turn_episodes_than_slots_finishes(ray_cluster,
                              f'tasks.train="{root}"', 'tasks.heldout=""', "sandbox.workers=1",
                              "rollout.tool_workers=2", "rollout.stall_timeout_s=120",
                              f'cluster.address="{ray_cluster.address}"'])
-    loop.run(cfg)
+    run.train(cfg)
     eps = EpisodeStore(cfg.run_dir).episodes()
     assert len(eps) == 12 and all(e.status != "infra_error" for e in eps)

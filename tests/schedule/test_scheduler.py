@@ -18,6 +18,11 @@ from rlvr.tasks.selection import Selection
 from rlvr.tasks.spec import TaskLimits
 
 
+def scheduler_of(cfg: RunConfig, held_out=None) -> Scheduler:
+    """The scheduler a run builds from its config (`rlvr.run.build_trainer`)."""
+    return Scheduler(selections(cfg.tasks.train, cfg), cfg.schedule, seed=cfg.seed,
+                     heldout_offset=cfg.tasks.heldout_offset, held_out=held_out)
+
 def keys(batch: list) -> list[str]:
     return [t.key for t in batch]
 
@@ -244,7 +249,7 @@ def test_from_config_resolves_the_train_spec_with_domain_settings(make: SimpleNa
     try:
         cfg = RunConfig.model_validate({"seed": 2, "tasks": {"train": name, "domains": {name: {"size": 5}}},
                                         "schedule": {"quotas": {name: 1}}})
-        s = Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg))
+        s = scheduler_of(cfg)
         assert s.domains == [name]
         assert len(set(keys(s.sample(5)))) == 5
     finally:
@@ -261,9 +266,9 @@ def test_heldout_tasks_of_a_finite_domain_are_never_drawn_for_training() -> None
     def drawn(s: Scheduler) -> set[str]:
         return {t.id for _ in range(60) for t in s.sample(8)}
 
-    fair = drawn(Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg), held_out=heldout_indices(cfg)))
+    fair = drawn(scheduler_of(cfg, held_out=heldout_indices(cfg)))
     assert not fair & held and len(fair) > 80
-    assert drawn(Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg))) & held  # without the exclusion the pools overlap
+    assert drawn(scheduler_of(cfg)) & held  # without the exclusion the pools overlap
 
 
 def test_a_training_sample_larger_than_what_the_heldout_set_leaves_is_a_user_error() -> None:
@@ -271,8 +276,8 @@ def test_a_training_sample_larger_than_what_the_heldout_set_leaves_is_a_user_err
 
     cfg = RunConfig.model_validate({"tasks": {"train": "humaneval:150", "heldout": "humaneval:20"}})
     with pytest.raises(UserError, match="left outside the held-out set") as info:
-        Scheduler.from_config(cfg, selections(cfg.tasks.train, cfg), held_out=heldout_indices(cfg))
+        scheduler_of(cfg, held_out=heldout_indices(cfg))
     assert info.value.field == "tasks.train"
     everything = RunConfig.model_validate({"tasks": {"train": "humaneval", "heldout": "humaneval"}})
     with pytest.raises(UserError, match="none is left to train on"):
-        Scheduler.from_config(everything, selections(everything.tasks.train, everything), held_out=heldout_indices(everything))
+        scheduler_of(everything, held_out=heldout_indices(everything))

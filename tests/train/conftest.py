@@ -8,7 +8,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-train"), n_layer=1, n_embd=32, n_head=2,
                             n_positions=256, seed=7)
@@ -16,6 +16,6 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def tiny_policy(tiny_model_dir: Path):
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
 
     return HFPolicy(tiny_model_dir, device="cpu")

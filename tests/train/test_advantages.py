@@ -6,8 +6,8 @@ import math
 import pytest
 
 from rlvr.errors import UserError
+from rlvr.rollout.core.groups import zero_variance_groups
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.groups import zero_variance_groups
 from rlvr.train.advantages import ADVANTAGES, episode_advantages, estimator
 from rlvr.verify.verdict import Verdict
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr import run
 from rlvr.config import RunConfig
 from rlvr.errors import UserError
 from rlvr.store.episodes import EpisodeStore
@@ -63,7 +64,7 @@ def _toy_domain():
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-agent"), n_layer=1, n_embd=32, n_head=2,
                             n_positions=1024, seed=7)
@@ -109,7 +110,7 @@ def test_train_with_an_agent_stores_its_episodes_and_updates_on_every_segment(
         return samples
 
     monkeypatch.setattr(loop, "samples_from", spy)
-    loop.run(cfg, resume=False)
+    run.train(cfg, resume=False)
 
     stored = list(EpisodeStore(cfg.run_dir).episodes())
     assert len(stored) == 2 * 3 and {ep.step for ep in stored} == {0}
@@ -152,5 +153,5 @@ def test_what_agents_cannot_train_with_is_refused_in_one_line(tmp_path: Path, mo
                                                               match: str) -> None:
     cfg = _cfg(tmp_path, model_dir, tmp_path, **over)
     with pytest.raises(UserError, match=match) as err:
-        loop.validate(cfg)
+        run.validate(cfg)
     assert "\n" not in str(err.value.args[0])

@@ -9,12 +9,13 @@ import pytest
 import torch
 from tests.train.test_loop import _cfg, _final, _toy_domain  # noqa: F401  (the fixture registers the toy domain)
 
+from rlvr import run
 from rlvr.config import TrainConfig
 from rlvr.rollout.episode import Episode
 from rlvr.store.episodes import EpisodeStore
 from rlvr.train import checkpoint, loop
+from rlvr.train.feed import AheadFeed
 from rlvr.train.losses import LossSettings, TokenBatch, ppo_clip
-from rlvr.train.rollouts import AheadRollouts
 from rlvr.train.state import RunState
 from rlvr.train.update import PolicyUpdater, Sample, token_logprobs
 
@@ -41,16 +42,16 @@ def test_each_episode_is_sampled_by_the_weights_exactly_k_steps_old(tmp_path: Pa
                                                                      monkeypatch: pytest.MonkeyPatch,
                                                                      ahead: int) -> None:
     published: dict[int, tuple[int, list]] = {}
-    real_publish = AheadRollouts.publish
+    real_publish = AheadFeed.publish
 
     def recording_publish(self, done):
         out = real_publish(self, done)
         published[done] = self.snapshots[done]
         return out
 
-    monkeypatch.setattr(AheadRollouts, "publish", recording_publish)
+    monkeypatch.setattr(AheadFeed, "publish", recording_publish)
     cfg = _cfg(tmp_path, tiny_model_dir, f"ahead{ahead}", steps=5, max_staleness=ahead, checkpoint_every=10)
-    summary = loop.run(cfg)
+    summary = run.train(cfg)
     assert summary["steps"] == 5 and sorted(published) == [0, 1, 2, 3, 4, 5]
     episodes = EpisodeStore(cfg.run_dir).episodes()
     assert sorted({ep.step for ep in episodes}) == [0, 1, 2, 3, 4]
@@ -77,9 +78,9 @@ def test_asynchronous_runs_are_reproducible_and_differ_from_synchronous(tmp_path
     a = _cfg(tmp_path, tiny_model_dir, "async-a", steps=4, max_staleness=1)
     b = _cfg(tmp_path, tiny_model_dir, "async-b", steps=4, max_staleness=1)
     sync = _cfg(tmp_path, tiny_model_dir, "sync", steps=4)
-    loop.run(a)
-    loop.run(b)
-    loop.run(sync)
+    run.train(a)
+    run.train(b)
+    run.train(sync)
     wa, wb, ws = _final(a)["model"], _final(b)["model"], _final(sync)["model"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert any(not torch.equal(wa[k], ws[k]) for k in wa)
@@ -89,22 +90,22 @@ def test_asynchronous_runs_are_reproducible_and_differ_from_synchronous(tmp_path
 def test_killed_asynchronous_run_resumes_with_the_batches_it_had_sampled(tmp_path: Path, tiny_model_dir: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     whole = _cfg(tmp_path, tiny_model_dir, "whole", steps=4, max_staleness=1)
-    loop.run(whole)
+    run.train(whole)
     killed = _cfg(tmp_path, tiny_model_dir, "killed", steps=4, max_staleness=1)
     real_step = loop.train_step
 
-    def dying_step(parts, step, *rest):
+    def dying_step(trainer, step, *rest):
         if step == 2:
             raise KeyboardInterrupt  # the rollout of step 2 is done and step 3's is running
-        return real_step(parts, step, *rest)
+        return real_step(trainer, step, *rest)
 
     monkeypatch.setattr(loop, "train_step", dying_step)
     with pytest.raises(KeyboardInterrupt):
-        loop.run(killed)
+        run.train(killed)
     saved = checkpoint.load(str(killed.run_dir), 2)
     assert RunState.from_dict(saved["run_state"], source="").pending.keys() == {2}  # sampled, not yet trained
     monkeypatch.setattr(loop, "train_step", real_step)
-    summary = loop.run(killed, resume=True)
+    summary = run.train(killed, resume=True)
     assert summary["resumed_from_step"] == 2 and _final(killed)["step"] == 4
 
     def tasks_of(cfg, step):

@@ -76,7 +76,7 @@ def _toy_domain():
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("dist-model"), n_layer=2, n_embd=32, n_head=2,
                             n_positions=256, seed=11)
@@ -138,14 +138,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> tuple[Run
     torchrun."""
     import warnings
 
-    from rlvr.train import loop
+    from rlvr import run
 
     tmp = tmp_path_factory.mktemp("dist-runs")
     sft = _sft_file(tmp)
     one = RunConfig.model_validate({**_data(tmp / "one", model_dir), "sft": sft})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loop.run(one)
+        run.train(one)
     config = tmp / "two.toml"
     config.write_text(tomli_w.dumps({**_data(tmp / "two", model_dir, world_size=2), "sft": sft}))
     done = _torchrun(config)
@@ -225,12 +225,12 @@ def lora_kl_one(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Ru
     """LORA_KL trained by one process."""
     import warnings
 
-    from rlvr.train import loop
+    from rlvr import run
 
     cfg = RunConfig.model_validate(_data(tmp_path_factory.mktemp("lora-kl"), model_dir, **LORA_KL))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loop.run(cfg)
+        run.train(cfg)
     return cfg
 
 
@@ -325,14 +325,14 @@ def test_a_sharded_checkpoint_resumes_exactly_on_two_ranks(runs: tuple[RunConfig
 
 @pytest.mark.filterwarnings("ignore")
 def test_a_two_rank_checkpoint_resumes_on_one_rank(runs: tuple[RunConfig, RunConfig], tmp_path: Path) -> None:
-    from rlvr.train import loop
+    from rlvr import run
 
     one, two = runs
     # both runs, one more step each, on one process: the 2-rank run resumes from its sharded checkpoint
     a = _moved(one, tmp_path / "a", steps=4)
     b = _moved(two, tmp_path / "b", steps=4, world_size=None)
     assert (b.run_dir / "checkpoints" / "step-000003.dcp" / ".metadata").is_file()
-    sa, sb = loop.run(a), loop.run(b)
+    sa, sb = run.train(a), run.train(b)
     assert sa["resumed_from_step"] == sb["resumed_from_step"] == 3 and sb["world_size"] == 1
     assert (b.run_dir / "checkpoints" / "step-000004.pt").is_file()  # one process writes the one-file form
     steps = sorted(ep.step for ep in EpisodeStore(b.run_dir).episodes())
@@ -347,10 +347,11 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank(runs: tuple[RunConfig, RunCon
 def test_with_no_rl_steps_one_rank_and_two_ranks_both_checkpoint_step_0(tmp_path: Path, model_dir: Path) -> None:
     """`[train] steps = 0` (a warm start alone): both write the checkpoint after step 0, and nothing else, each in
     its own form (one file alone, shards on several ranks), so either resumes at any world size."""
-    from rlvr.train import checkpoint, loop
+    from rlvr import run
+    from rlvr.train import checkpoint
 
     one = RunConfig.model_validate(_data(tmp_path / "one", model_dir, steps=0))
-    loop.run(one)
+    run.train(one)
     two = RunConfig.model_validate(_data(tmp_path / "two", model_dir, steps=0, world_size=2))
     _torchrun_summary(two, tmp_path / "two.toml")
     for cfg, form in ((one, "step-000000.pt"), (two, "step-000000.dcp")):
@@ -363,12 +364,12 @@ def test_with_no_rl_steps_one_rank_and_two_ranks_both_checkpoint_step_0(tmp_path
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.timeout(600)
 def test_a_one_rank_checkpoint_resumes_on_two_ranks(tmp_path: Path, model_dir: Path) -> None:
-    from rlvr.train import loop
+    from rlvr import run
 
     one = RunConfig.model_validate(_data(tmp_path / "one", model_dir))
-    loop.run(one)
+    run.train(one)
     a = _moved(one, tmp_path / "a", steps=4)  # one more step on one process ...
-    loop.run(a)
+    run.train(a)
     b = _moved(one, tmp_path / "b", steps=4, world_size=2)  # ... and on two ranks, from the same checkpoint
     summary = _torchrun_summary(b, tmp_path / "b.toml")
     assert summary["resumed_from_step"] == 3 and summary["world_size"] == 2
@@ -386,7 +387,7 @@ def test_export_of_a_two_rank_run_loads_in_transformers_and_eval(runs: tuple[Run
 
     from rlvr.cli import main
     from rlvr.envs.messages import Message
-    from rlvr.rollout.backends import make_policy
+    from rlvr.rollout.policies.backends import make_policy
     from rlvr.rollout.policy import SamplingParams
 
     two = runs[1]
@@ -469,7 +470,7 @@ def test_the_ray_launcher_runs_the_ranks_as_actors(tmp_path: Path, model_dir: Pa
     import ray
     from ray import cloudpickle
 
-    from rlvr.train import loop
+    from rlvr import run
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the hook below travels by value
     data = _data(tmp_path, model_dir, world_size=2)
@@ -478,7 +479,7 @@ def test_the_ray_launcher_runs_the_ranks_as_actors(tmp_path: Path, model_dir: Pa
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"worker_process_setup_hook": register_toy})  # every rank knows the toy domain
     try:
-        summary = loop.run(cfg)
+        summary = run.train(cfg)
     finally:
         ray.shutdown()
     assert (summary["world_size"], summary["backend"], summary["sharding"]) == (2, "gloo", "fsdp")
@@ -557,7 +558,7 @@ def _install_probe(out: Path) -> None:
         proj.register_forward_hook(lambda mod, a, y: computed.add(f"{mod.weight.dtype} -> {y.dtype}"))
         return model
 
-    def finish(parts, cfg, summary):
+    def finish(parts, summary):
         params = list(distributed.unwrapped(parts.policy.model).parameters())
         state = [v for st in parts.updater.optimizer.state.values() for v in st.values() if v.dim()]
         record = {"computed": sorted(computed),
@@ -566,7 +567,7 @@ def _install_probe(out: Path) -> None:
                   "local": sum(p.to_local().numel() for p in params), "total": sum(p.numel() for p in params)}
         out.mkdir(parents=True, exist_ok=True)
         (out / f"rank-{parts.dist.rank}.json").write_text(json.dumps(record))
-        return real_finish(parts, cfg, summary)
+        return real_finish(parts, summary)
 
     distributed.shard, loop._finish = shard, finish
 

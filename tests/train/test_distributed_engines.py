@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import tomli_w
+from tests.train.test_distributed import LAUNCHED, LOGPROB_TOL, ROOT, WEIGHT_TOL, _data, register_toy
 
 from rlvr.config import RunConfig, load_config
 from rlvr.errors import UserError
@@ -28,12 +29,11 @@ from rlvr.store.episodes import EpisodeStore
 from rlvr.tasks.spec import Task, TaskLimits
 from rlvr.train import distributed
 from rlvr.train.distributed import Dist
-from rlvr.train.distributed.engines import EngineRollouts, EngineSync, rank_config, with_engines
-from rlvr.train.rollouts import batch_repeats
-from tests.train.test_distributed import LAUNCHED, LOGPROB_TOL, ROOT, WEIGHT_TOL, _data, register_toy
+from rlvr.train.distributed.engines import EngineSync, rank_config, with_engines
+from rlvr.train.feed import EngineFeed, batch_repeats
 
 ENGINE_TOL = 2e-4
-"""Largest |engine log-prob - trainer log-prob| per token (float32 on CPU, as in tests/rollout/test_vllm_fleet.py)."""
+"""Largest |engine log-prob - trainer log-prob| per token (float32 on CPU, as in tests/rollout/fleet/test_vllm_fleet.py)."""
 PROMPTS = ["say vowels 1", "say vowels 2"]
 """What the probe asks the engine to sample after the last update."""
 
@@ -47,7 +47,7 @@ def _engine_data(out: Path, model: Path, address: str, **train: object) -> dict:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlvr.rollout.builtin import build_tiny_model
+    from rlvr.rollout.policies.builtin import build_tiny_model
 
     # head size 32: the smallest the vLLM CPU attention kernels support
     return build_tiny_model(tmp_path_factory.mktemp("dist-eng-model"), n_layer=2, n_embd=64, n_head=2,
@@ -60,7 +60,7 @@ def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rlvr.rollout.builtin import build_tokenizer
+    from rlvr.rollout.policies.builtin import build_tokenizer
 
     tok = build_tokenizer()
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -219,7 +219,7 @@ def test_engines_train_on_several_ranks_and_what_cannot_is_refused(tmp_path: Pat
 
 def test_engines_with_ranks_started_by_ray_are_refused_before_any_actor(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlvr.train import loop
+    from rlvr import run
 
     def no_actors(*args: object, **kw: object) -> None:
         raise AssertionError("ranks were started")
@@ -228,7 +228,7 @@ def test_engines_with_ranks_started_by_ray_are_refused_before_any_actor(tmp_path
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(UserError) as err:
-        loop.run(_cfg(tmp_path, world_size=2))
+        run.train(_cfg(tmp_path, world_size=2))
     assert err.value.field == "policy.engines" and "started by Ray" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -245,7 +245,7 @@ def test_only_rank_0_opens_the_engines(tmp_path: Path) -> None:
 class _Engine:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], list[int]]] = []
-        from rlvr.rollout.engine import RolloutStats
+        from rlvr.rollout.core.rollouts import RolloutStats
 
         self.stats = RolloutStats(wall_s=1.0, idle_s=0.0, generate_s=0.5, generate_calls=1, generated_tokens=8,
                                   episodes=8)
@@ -255,19 +255,19 @@ class _Engine:
         return [f"{t.id}/{i}" for t in tasks for i in range(k)]
 
 
-class _Parts:
+class _Trainer:
     def __init__(self, dist: Dist, cfg: RunConfig) -> None:
-        self.dist, self.cfg, self.engine = dist, cfg, _Engine()
+        self.dist, self.cfg, self.rollouts = dist, cfg, _Engine()
 
 
 def test_rank_0_runs_every_group_and_the_others_none(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path)
     batch = [Task(id=i, domain="x", prompt="p", limits=TaskLimits(max_tokens=4)) for i in ("a", "b", "a", "c")]
-    main, other = _Parts(Dist(rank=0, world_size=2), cfg), _Parts(Dist(rank=1, world_size=2), cfg)
-    episodes, metrics = EngineRollouts(main, lambda s: 100 + s).run(3, batch)
-    assert main.engine.calls == [(["a", "b", "a", "c"], batch_repeats(batch))] and batch_repeats(batch)[2] == 1
+    main, other = _Trainer(Dist(rank=0, world_size=2), cfg), _Trainer(Dist(rank=1, world_size=2), cfg)
+    episodes, metrics = EngineFeed(main, lambda s: 100 + s).run(3, batch)
+    assert main.rollouts.calls == [(["a", "b", "a", "c"], batch_repeats(batch))] and batch_repeats(batch)[2] == 1
     assert len(episodes) == 4 * cfg.rollout.group_size and metrics
-    assert EngineRollouts(other, lambda s: 100 + s).run(3, batch) == ([], {}) and other.engine.calls == []
+    assert EngineFeed(other, lambda s: 100 + s).run(3, batch) == ([], {}) and other.rollouts.calls == []
 
 
 class _Policy:
@@ -312,7 +312,7 @@ def test_rank_0_syncs_from_the_trained_model_once_per_version(monkeypatch: pytes
 def _install_probe(out: Path) -> None:
     """Record in `out/rank-K.json`, when the run finishes, what this rank held and (rank 0) what the engine
     samples then, with the version it reports."""
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
     from rlvr.rollout.policy import SamplingParams
     from rlvr.train import loop
 
@@ -323,7 +323,7 @@ def _install_probe(out: Path) -> None:
         generated[0] += len(conversations)
         return real_generate(self, conversations, *args, **kw)
 
-    def finish(parts, cfg, summary):
+    def finish(parts, summary):
         from rlvr.envs.messages import Message
 
         policy = parts.policy
@@ -338,7 +338,7 @@ def _install_probe(out: Path) -> None:
                                     "version": c.policy_version} for c in comps])
         out.mkdir(parents=True, exist_ok=True)
         (out / f"rank-{parts.dist.rank}.json").write_text(json.dumps(record))
-        return real_finish(parts, cfg, summary)
+        return real_finish(parts, summary)
 
     HFPolicy.generate, loop._finish = counting, finish
 
@@ -354,7 +354,7 @@ if __name__ == "__main__":  # one rank of a torchrun job
 
     # each rank's sandboxes in-process, where the toy verifier is registered (Ray's pool workers know only the
     # installed domains); the engine is the Ray actor under test
-    rlvr.run.pool_for = lambda cfg: make_pool(cfg.sandbox)
+    rlvr.run.open_pool = lambda sandbox, cluster: make_pool(sandbox)
     from rlvr.cli import main
 
     sys.exit(main(["train", *sys.argv[1:]]))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr import run
 from rlvr.config import RunConfig, load_config
 from rlvr.monitor.evals import compare, load_report
 from rlvr.store.episodes import EpisodeStore
@@ -65,23 +66,23 @@ def _final(cfg: RunConfig) -> dict:
 def test_killed_and_resumed_run_equals_uninterrupted(tmp_path: Path, tiny_model_dir: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     whole = _cfg(tmp_path, tiny_model_dir, "whole")
-    loop.run(whole)
+    run.train(whole)
 
     killed = _cfg(tmp_path, tiny_model_dir, "killed")
     real_step, calls = loop.train_step, []
 
-    def dying_step(parts, step, *rest):
+    def dying_step(trainer, step, *rest):
         calls.append(step)
         if step == 2:
             raise KeyboardInterrupt  # killed in the middle of the third step
-        return real_step(parts, step, *rest)
+        return real_step(trainer, step, *rest)
 
     monkeypatch.setattr(loop, "train_step", dying_step)
     with pytest.raises(KeyboardInterrupt):
-        loop.run(killed)
+        run.train(killed)
     assert checkpoint.latest_step(str(killed.run_dir)) == 2
     monkeypatch.setattr(loop, "train_step", real_step)
-    summary = loop.run(killed, resume=True)
+    summary = run.train(killed, resume=True)
     assert summary["resumed_from_step"] == 2
 
     a, b = _final(whole), _final(killed)
@@ -109,13 +110,13 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path: Path, tiny_model_
 def test_finished_run_is_not_retrained_and_no_resume_starts_over(tmp_path: Path, tiny_model_dir: Path,
                                                                   capsys: pytest.CaptureFixture) -> None:
     cfg = _cfg(tmp_path, tiny_model_dir, "done", steps=1)
-    loop.run(cfg)
+    run.train(cfg)
     first = _final(cfg)
-    loop.run(cfg, resume=True)
+    run.train(cfg, resume=True)
     assert "already complete at step 1" in capsys.readouterr().err
     assert torch.equal(next(iter(first["model"].values())), next(iter(_final(cfg)["model"].values())))
     (cfg.run_dir / "marker").write_text("old run")
-    loop.run(cfg, resume=False)
+    run.train(cfg, resume=False)
     assert not (cfg.run_dir / "marker").exists()
     assert checkpoint.latest_step(str(cfg.run_dir)) == 1
 
@@ -127,7 +128,7 @@ def test_fresh_start_refuses_a_directory_that_is_not_a_run(tmp_path: Path, tiny_
     cfg.run_dir.mkdir(parents=True)
     (cfg.run_dir / "thesis.tex").write_text("do not delete")
     with pytest.raises(UserError, match="not an rlvr run"):
-        loop.run(cfg, resume=False)
+        run.train(cfg, resume=False)
     assert (cfg.run_dir / "thesis.tex").exists()
 
 
@@ -149,7 +150,7 @@ def test_quickstart_shaped_smoke_run(tmp_path: Path, tiny_model_dir: Path) -> No
                              "policy.max_new_tokens=8", 'tasks.heldout="code:3"', "train.steps=1",
                              "train.batch_size=2", "rollout.group_size=2", "train.heldout_samples=1",
                              "sft.steps=2", "sft.examples=8", "sft.batch_size=4", "monitor.tensorboard=false"])
-    summary = loop.run(cfg)
+    summary = run.train(cfg)
     saved = json.loads((cfg.run_dir / "summary.json").read_text())
     for key in ("pass1_before", "pass1_after", "heldout_tasks", "wall_s"):
         assert key in saved
@@ -188,10 +189,10 @@ def test_bf16_mixed_precision_over_weights_not_in_float32_is_refused() -> None:
     from rlvr.errors import UserError
 
     with pytest.raises(UserError) as err:
-        loop.validate(RunConfig.model_validate({"policy": {"dtype": "bfloat16"}, "train": {"mixed_precision": "bf16"}}))
+        run.validate(RunConfig.model_validate({"policy": {"dtype": "bfloat16"}, "train": {"mixed_precision": "bf16"}}))
     assert err.value.field == "train.mixed_precision" and "policy.dtype" in str(err.value)
     assert "\n" not in str(err.value)
-    loop.validate(RunConfig.model_validate({"train": {"mixed_precision": "bf16"}}))  # float32 weights: fine
+    run.validate(RunConfig.model_validate({"train": {"mixed_precision": "bf16"}}))  # float32 weights: fine
 
 
 def test_default_heldout_follows_the_procedural_training_domains() -> None:
@@ -210,12 +211,12 @@ def test_default_heldout_follows_the_procedural_training_domains() -> None:
 def test_resuming_under_a_config_that_trains_something_else_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
     from rlvr.errors import UserError
 
-    loop.run(_cfg(tmp_path, tiny_model_dir, "first", steps=1))
+    run.train(_cfg(tmp_path, tiny_model_dir, "first", steps=1))
     with pytest.raises(UserError, match="another config") as info:
-        loop.run(_cfg(tmp_path, tiny_model_dir, "first", steps=1, lr=1e-2), resume=True)
+        run.train(_cfg(tmp_path, tiny_model_dir, "first", steps=1, lr=1e-2), resume=True)
     assert info.value.field == "train.lr"
     # a longer run is fine, and so is one in less memory (the same gradient)
-    longer = loop.run(_cfg(tmp_path, tiny_model_dir, "first", steps=2, micro_batch_size=2,
+    longer = run.train(_cfg(tmp_path, tiny_model_dir, "first", steps=2, micro_batch_size=2,
                            activation_checkpointing=True), resume=True)
     assert longer["resumed_from_step"] == 1 and _final(_cfg(tmp_path, tiny_model_dir, "first"))["step"] == 2
 
@@ -226,19 +227,19 @@ def test_a_checkpoint_of_another_run_state_version_is_refused(tmp_path: Path, ti
     from rlvr.store.layout import RunLayout
 
     cfg = _cfg(tmp_path, tiny_model_dir, "old", steps=1)
-    loop.run(cfg)
+    run.train(cfg)
     url = RunLayout(str(cfg.run_dir)).checkpoint(1)
     saved = torch.load(url, weights_only=False)
     saved["run_state"]["version"] = 0  # written by an older rlvr
     torch.save(saved, url)
     cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"steps": 2})})
     with pytest.raises(UserError, match="run state version 0") as err:
-        loop.run(cfg, resume=True)
+        run.train(cfg, resume=True)
     assert err.value.file is not None and "--no-resume" in str(err.value.fix)
     del saved["run_state"]  # the untyped layout of before
     torch.save(saved, url)
     with pytest.raises(UserError, match="run state version None"):
-        loop.run(cfg, resume=True)
+        run.train(cfg, resume=True)
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -255,7 +256,7 @@ def test_objectives_and_corrections_train_and_log_the_mismatch(tmp_path: Path, t
     cfg = _cfg(tmp_path, tiny_model_dir, "objective", steps=2, **train)
     cfg = cfg.model_copy(update={"tasks": cfg.tasks.model_copy(update={"heldout": ""}),  # every group trains
                                  "schedule": cfg.schedule.model_copy(update={"skip_zero_variance": False})})
-    loop.run(cfg)
+    run.train(cfg)
     metrics = read_metrics(RunLayout(cfg.run_dir).metrics)
     for step in (0, 1):
         m = metrics[step]
@@ -312,9 +313,9 @@ def test_the_trainer_computes_on_its_own_threads_and_the_rollout_on_the_policys(
     """SFT and a synchronous update run alone (the sandboxes idle): `train.threads`, by default every CPU;
     generation keeps `policy.threads`, and so does an asynchronous update by default (the next rollout runs
     beside it)."""
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.hf import HFPolicy
     from rlvr.train import sft
-    from rlvr.train.parts import usable_cpus
+    from rlvr.train.trainer import usable_cpus
     from rlvr.train.update import PolicyUpdater
 
     seen: dict[str, set[int]] = {"sft": set(), "update": set(), "generate": set()}
@@ -334,7 +335,7 @@ def test_the_trainer_computes_on_its_own_threads_and_the_rollout_on_the_policys(
     cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"enabled": True, "source": str(data),
                                                                    "steps": 2, "batch_size": 2})})
     before = torch.get_num_threads()
-    loop.run(cfg)
+    run.train(cfg)
     cores = usable_cpus()
     assert seen["sft"] == {threads or cores} and seen["generate"] == {1}
     assert seen["update"] == {threads or 1}
@@ -344,7 +345,7 @@ def test_the_trainer_computes_on_its_own_threads_and_the_rollout_on_the_policys(
 def test_usable_cpus_follow_the_affinity_and_fall_back_to_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from rlvr.train.parts import usable_cpus
+    from rlvr.train.trainer import usable_cpus
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert usable_cpus() == 1

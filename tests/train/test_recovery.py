@@ -9,9 +9,9 @@ import torch
 
 from rlvr.config import RolloutConfig, SFTConfig, load_config
 from rlvr.envs.messages import Message
-from rlvr.rollout.engine import RolloutEngine
+from rlvr.rollout.core.runner import EnvRollouts
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.gold import GOLD_SAMPLING, tool_call_text
+from rlvr.rollout.policies.gold import GOLD_SAMPLING, tool_call_text
 from rlvr.sandbox.unsafe import UnsafePool
 from rlvr.tasks import registry
 from rlvr.tasks.source import ListSource
@@ -24,8 +24,8 @@ from rlvr.verify.verdict import Flag, Verdict
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory):
     """A tiny model with room for a whole tool episode."""
-    from rlvr.rollout.builtin import build_tiny_model
-    from rlvr.rollout.hf import HFPolicy
+    from rlvr.rollout.policies.builtin import build_tiny_model
+    from rlvr.rollout.policies.hf import HFPolicy
 
     path = build_tiny_model(tmp_path_factory.mktemp("wide"), n_layer=1, n_embd=32, n_head=2, n_positions=8192, seed=5)
     return HFPolicy(path, device="cpu", threads=1)
@@ -37,7 +37,7 @@ def pool():
 
 
 def _engine_for(pool):
-    return lambda policy: RolloutEngine(policy, pool, Scorer(pool), config=RolloutConfig(), sampling=GOLD_SAMPLING)
+    return lambda policy: EnvRollouts(policy, pool, Scorer(pool), config=RolloutConfig(), sampling=GOLD_SAMPLING)
 
 
 def test_drawn_tasks_never_include_a_held_out_one() -> None:

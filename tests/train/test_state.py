@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.train.heldout import HeldoutResult
-from rlvr.train.state import RUN_STATE_VERSION, RunState
+from rlvr.train.state import RUN_STATE_VERSION, HeldoutResult, RunState
 
 
 def test_round_trip_keeps_every_field_but_the_process_local_one() -> None:

@@ -15,7 +15,7 @@ import torch
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.hf import sequence_logprobs
+from rlvr.rollout.policies.hf import sequence_logprobs
 from rlvr.train.advantages import episode_advantages
 from rlvr.train.update import PolicyUpdater, Sample, correction_settings, mismatch_metrics, samples_from
 from rlvr.verify.verdict import Verdict
@@ -143,10 +143,9 @@ def test_learning_rate_decays_to_its_final_fraction_at_the_last_step(tiny_policy
 
 
 def test_lora_trains_adapters_only_with_the_base_model_as_kl_reference(tiny_policy) -> None:
-    from rlvr.config import RunConfig
-    from rlvr.train.parts import _apply_lora
+    from rlvr.train.update import apply_lora
 
-    _apply_lora(tiny_policy, RunConfig.model_validate({"train": {"lora": True, "lora_rank": 4}}))
+    apply_lora(tiny_policy, 4)
     model = tiny_policy.model
     base = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     eps = _episodes(tiny_policy, n_groups=2, group=4)

@@ -1,4 +1,4 @@
-"""Gold trajectories of a run's tasks (`rlvr.rollout.gold`) played through the run's env, pool and Scorer:
+"""Gold trajectories of a run's tasks (`rlvr.rollout.policies.gold`) played through the run's env, pool and Scorer:
 `rlvr tasks sft-data` writes them as a chat dataset, and the SFT warm start (`[sft] source = "gold"`) trains on
 their token records."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rlvr.envs.tools import tools_for
 from rlvr.errors import UserError
 from rlvr.progress import Progress
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.gold import GOLD_SAMPLING, GoldPlan, plan_for, play
+from rlvr.rollout.policies.gold import GoldPlan, plan_for, play
 from rlvr.tasks.spec import Task
 
 __all__ = ["gold_episodes", "tool_specs", "write_sft_data"]
@@ -37,11 +37,10 @@ def gold_episodes(plans: Sequence[GoldPlan], cfg: RunConfig, *, encoder: Any = N
         job = bar.add_task("gold", total=len(plans))
         with contextlib.nullcontext(built) if built is not None else run.build(cfg, policy=False) as r:
 
-            def engine_for(policy: Any) -> Any:
-                return r.engine(policy=policy, sampling=GOLD_SAMPLING,
-                                progress=lambda done, total: bar.update(job, completed=done))
+            def gold(policy: Any) -> Any:
+                return r.gold(policy, progress=lambda done, total: bar.update(job, completed=done))
 
-            return play(plans, engine_for, encoder=encoder, seed=seed)
+            return play(plans, gold, encoder=encoder, seed=seed)
 
 
 def write_sft_data(spec: str, out: Path, cfg: RunConfig, *, seed: int = 0,

@@ -22,20 +22,16 @@ def run_profile(policy_spec: str | None, tasks_spec: str, k: int, *, seed: int =
     The run is built from `cfg` (`rlvr.run`): its `[tasks.domains]` settings, its sandbox pool (pool actors on
     the cluster when `[cluster] address` is set), its `[policy]` with `policy_spec` over it, and its schedule's
     tier thresholds."""
-    from rlvr.rollout.backends import parse_spec
-
     if k < 1:
         raise UserError(f"-k must be >= 1, got {k}", field="k", fix="sample at least 2 per task to see variance")
-    cfg = cfg or RunConfig()
-    if policy_spec:
-        backend, target = parse_spec(policy_spec)
-        cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"backend": backend, "model": target})})
+    cfg = run.with_policy(cfg or RunConfig(), policy_spec)
     cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"group_size": k})})
     tasks = run.tasks_of(tasks_spec, cfg, seed=seed)
     if not tasks:
         raise UserError("no tasks selected", field="tasks", fix="name a domain or pack with tasks")
-    with run.build(cfg, seed=seed) as built:
-        episodes = built.engine(progress=progress).run(tasks, k, step=0, seed=seed)
+    with run.build(cfg, seed=seed, progress=progress) as built:
+        assert built.rollouts is not None  # built with a policy
+        episodes = built.rollouts.run(tasks, k, step=0, seed=seed)
         fresh = Scorer(built.pool, retries=0, cache=False)  # re-verification must not be answered from a cache
 
         def reverify(task: Task, final: FinalState, ep_seed: int) -> Verdict:

@@ -289,7 +289,7 @@ class SFTConfig(Section):
     source: str = "reference"
     """`reference`: the training domains' reference answers (single-turn tasks); `gold`: gold tool trajectories,
     each training task's reference played through the env as a multi-turn tool episode (look, run the failing
-    tests, write the fix, run them again, submit) and trained on as its token record (`rlvr.rollout.gold`); or a
+    tests, write the fix, run them again, submit) and trained on as its token record (`rlvr.rollout.policies.gold`); or a
     JSONL file of {prompt, completion} records. Held-out tasks are never used."""
     examples: int = Field(6400, ge=1)
     """Examples drawn from the reference solutions (the quickstart sees each once: steps x batch_size); with

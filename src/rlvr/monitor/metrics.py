@@ -18,8 +18,8 @@ from collections.abc import Callable
 import numpy as np
 
 from rlvr.envs.messages import Message
+from rlvr.rollout.core.groups import group_rewards, is_zero_variance
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.groups import group_rewards, is_zero_variance
 
 Metrics = dict[str, float]
 
@@ -129,7 +129,7 @@ def timing_metrics(eps: list[Episode]) -> Metrics:
 
 
 def group_metrics(eps: list[Episode]) -> Metrics:
-    """Groups of two or more judged episodes, and the share of them with zero variance (rlvr.rollout.groups).
+    """Groups of two or more judged episodes, and the share of them with zero variance (rlvr.rollout.core.groups).
 
     Smaller groups are left out of this metric: a lone sample (a held-out probe, a group the infra thinned)
     says nothing about whether the policy's groups have collapsed."""

@@ -1,4 +1,6 @@
-"""The inference side: Policy protocol and backends, the rollout engine, Episode records."""
+"""The inference side, in folders by concern: the contract and records (`policy`, `episode`), the episode core
+(`core`: rollout drivers, the token record, GRPO groups), the policy backends (`policies`), the gateway that
+lets an agent from outside be the policy (`gateway`), and the fleet of vLLM engines on Ray (`fleet`)."""
 from __future__ import annotations
 
 import importlib
@@ -6,14 +8,13 @@ from typing import Any
 
 _EXPORTS = {
     "Episode": "episode",
-    "Policy": "policy", "SamplingParams": "policy", "Completion": "policy", "make_policy": "backends",
-    "RolloutEngine": "engine", "RolloutStats": "engine",
-    "pass_at_k": "evaluate",
+    "Policy": "policy", "SamplingParams": "policy", "Completion": "policy", "make_policy": "policies.backends",
+    "Rollouts": "core.rollouts", "RolloutStats": "core.rollouts", "EnvRollouts": "core.runner",
 }
 """Public names, imported on first use (backends such as `hf` pull in torch only when asked for)."""
 
-__all__ = ["Completion", "Episode", "Policy", "RolloutEngine", "RolloutStats", "SamplingParams", "make_policy",
-           "pass_at_k"]
+__all__ = ["Completion", "EnvRollouts", "Episode", "Policy", "RolloutStats", "Rollouts", "SamplingParams",
+           "make_policy"]
 
 
 def __getattr__(name: str) -> Any:

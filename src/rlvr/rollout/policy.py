@@ -1,7 +1,7 @@
 """The Policy protocol: generate one completion for each conversation of a batch, with tokens and log-probs.
 
 This module holds the contract and its records (SamplingParams, Completion) only; the backends that implement
-it import it, and `rlvr.rollout.backends` (`make_policy`) builds one of them from a SPEC string or a
+it import it, and `rlvr.rollout.policies.backends` (`make_policy`) builds one of them from a SPEC string or a
 PolicyConfig.
 
 Log-probs: `Completion.logprobs[i]` is the behaviour log-probability of `token_ids[i]` under the distribution

@@ -17,8 +17,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from rlvr.errors import UserError
 import rlvr.sandbox.venvs as env
+from rlvr.errors import UserError
 from rlvr.sandbox.base import SandboxPool
 
 

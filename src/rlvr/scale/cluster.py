@@ -1,7 +1,7 @@
 """The cluster: connecting to Ray, placing actors on it, and the actors' lifecycle (start, loss, stop).
 
 Every use of Ray in rlvr goes through here: the sandbox pool (rlvr.scale.ray_pool), the Ray launch of training
-ranks (rlvr.train.distributed.launch) and the vLLM engine actors (rlvr.rollout.vllm_fleet). What is particular to
+ranks (rlvr.train.distributed.launch) and the vLLM engine actors (rlvr.rollout.fleet.engines). What is particular to
 each (what a pool actor holds, what a rank runs, how engines share a batch) stays with its owner; how to reach the
 cluster, where an actor goes and how it is started and stopped is decided once, here. Ray is imported when a
 function is called, so importing this module needs no Ray.

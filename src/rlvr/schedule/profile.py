@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlvr.config import ScheduleConfig
-from rlvr.rollout.groups import is_zero_variance, reward_variance
+from rlvr.rollout.core.groups import is_zero_variance, reward_variance
 from rlvr.schedule.tiers import LEARNABLE, TIER_NAMES, UNSEEN, tier_of
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.verdict import Verdict

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlvr.config import BudgetConfig, RunConfig, ScheduleConfig
+from rlvr.config import BudgetConfig, ScheduleConfig
 from rlvr.errors import UserError
-from rlvr.rollout.groups import group_rewards, is_zero_variance, reward_variance
+from rlvr.rollout.core.groups import group_rewards, is_zero_variance, reward_variance
 from rlvr.schedule.mixing import allocate, weighted_sample
 from rlvr.schedule.passrates import PassRateTable
 from rlvr.schedule.tiers import TIER_NAMES, UNSEEN, tier_of, tier_weight
@@ -80,15 +80,6 @@ class Scheduler:
         self._check_config()
         if config.pass_rates_from:
             self.load_pass_rates(config.pass_rates_from)
-
-    @classmethod
-    def from_config(cls, cfg: RunConfig, selections: Sequence[Selection],
-                    held_out: Mapping[str, Collection[int]] | None = None) -> Scheduler:
-        """The scheduler of a run over `selections` (its `tasks.train`, resolved with the domain settings by
-        `rlvr.run.selections`); `held_out`: indices of finite sources that the run's held-out set uses (left out
-        of training)."""
-        return cls(list(selections), cfg.schedule, seed=cfg.seed, heldout_offset=cfg.tasks.heldout_offset,
-                   held_out=held_out)
 
     # ------------------------------------------------------------------------------------------ set-up
     def _add_stream(self, name: str, source: TaskSource, n: int | None) -> None:

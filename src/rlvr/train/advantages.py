@@ -5,8 +5,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from rlvr.errors import UserError
+from rlvr.rollout.core.groups import groups, is_zero_variance
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.groups import groups, is_zero_variance
 
 AdvantageFn = Callable[[Sequence[float]], list[float]]
 """Rewards of one group (the samples of one task) -> one advantage per sample."""
@@ -60,7 +60,7 @@ def estimator(name: str) -> AdvantageFn:
 
 
 def episode_advantages(episodes: Sequence[Episode], name: str) -> dict[str, float]:
-    """Advantage per episode id, computed within each group (rlvr.rollout.groups) over its unmasked episodes.
+    """Advantage per episode id, computed within each group (rlvr.rollout.core.groups) over its unmasked episodes.
 
     Masked episodes (infra faults) get no advantage: they are left out of the update, never scored 0.
     """

@@ -9,23 +9,35 @@ updated only after the whole checkpoint is written (by every rank), so a run kil
 its last whole checkpoint, at the step after it. Tensors are keyed by parameter name in both forms, so a run
 resumes at any world size (a sharded checkpoint is resharded as it is read), and `export` turns the last one,
 of either form, into a plain Hugging Face directory.
+
+`Checkpoints` is the run's policy over all of it, behind one object the loop calls: start a run fresh or resume
+it (refusing a config that trains something else), save after a step, restore, and at the end export the model,
+the summary and the report.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from rlvr.atomic import atomic_dir, atomic_write
+from rlvr.config import RunConfig, load_config
 from rlvr.errors import UserError
 from rlvr.store import objects
-from rlvr.store.layout import RunLayout
+from rlvr.store.layout import SUMMARY_FILE, RunLayout
 from rlvr.train import distributed
 from rlvr.train.distributed import Dist
+from rlvr.train.state import RunState
+
+if TYPE_CHECKING:
+    from rlvr.rollout.policies.trainable import TrainablePolicy
+    from rlvr.schedule.scheduler import Scheduler
+    from rlvr.train.update import PolicyUpdater
 
 CHECKPOINT_SCHEMA_VERSION = 2
 """2: a run on several ranks writes a sharded checkpoint, its `rng` a list of every rank's states; 1: one torch
@@ -160,9 +172,8 @@ def export(run_dir: str | Path, out: str | Path, *, adapter: bool = False) -> Pa
     kept as a peft adapter over the base model. The checkpoint is one file or the shards of a run on several
     ranks, which this one process reads in full. Written to a temporary sibling and renamed, so `out` is
     whole or absent."""
-    from rlvr.config import load_config
-    from rlvr.rollout.backends import make_policy
-    from rlvr.train.parts import _apply_lora
+    from rlvr.rollout.policies.backends import make_policy
+    from rlvr.train.update import apply_lora
 
     run_dir, out = Path(run_dir), Path(out)
     layout = RunLayout(run_dir)
@@ -182,20 +193,171 @@ def export(run_dir: str | Path, out: str | Path, *, adapter: bool = False) -> Pa
     saved = load(run_url, step)
     policy = make_policy(cfg.policy.model_copy(update={"device": "cpu"}))  # as the run built it
     if cfg.train.lora:
-        _apply_lora(policy, cfg)
+        apply_lora(policy, cfg.train.lora_rank)
     if "shards" in saved:
         load_shards(saved, policy.model)  # type: ignore[attr-defined]
     else:
         policy.model.load_state_dict(saved["model"])  # type: ignore[attr-defined]
     model = policy.model if adapter or not cfg.train.lora else policy.model.merge_and_unload()  # type: ignore[attr-defined]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         model.save_pretrained(tmp)
         policy.tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+RESUMABLE_CHANGES = ("train.steps", "train.checkpoint_every", "train.heldout_every", "sandbox.", "monitor.",
+                     "cluster.", "store.storage_options", "train.world_size", "train.dist_backend", "train.sharding",
+                     "train.threads", "train.activation_checkpointing", "train.micro_batch_size",
+                     "train.micro_batch_tokens")
+"""Config fields a resumed run may change: its length and how it runs (on how many ranks, threads, and in what
+memory: checkpointing and micro-batches give the same gradient), never what it trains. A run stopped by the
+out-of-memory killer resumes with smaller micro-batches."""
+
+
+class Checkpoints:
+    """A run's checkpoint policy: fresh start or resume, save, restore, and the final export."""
+
+    def __init__(self, cfg: RunConfig, run_url: str, dist: Dist = distributed.SINGLE) -> None:
+        self.cfg = cfg
+        self.run_url = run_url
+        self.dist = dist
+        self.policy: TrainablePolicy | None = None
+        self.updater: PolicyUpdater | None = None
+        self.scheduler: Scheduler | None = None
+
+    def start(self, resume: bool) -> int | None:
+        """The step to resume from (None: a fresh run). Rank 0 decides: an earlier run's checkpoints and records
+        under the same name are dropped for a fresh run, a resumed one must train the same thing; the resolved
+        config is written to the run directory. Every rank gets rank 0's answer."""
+        start = None
+        if self.dist.main:
+            start = latest_step(self.run_url) if resume else None
+            if start is None:
+                RunLayout(self.cfg.run_dir).start_over(records=RunLayout(self.run_url))
+            else:
+                self.check_resumable()
+            self.cfg.write(self.cfg.run_dir)
+        return self.dist.broadcast(start)
+
+    def attach(self, policy: TrainablePolicy, updater: PolicyUpdater, scheduler: Scheduler) -> None:
+        """What a checkpoint holds besides the run state: the trained weights, the optimizer and the scheduler."""
+        self.policy, self.updater, self.scheduler = policy, updater, scheduler
+
+    def check_resumable(self) -> None:
+        """Refuse to resume a checkpoint under a config that trains something else (the saved config.toml)."""
+        saved = RunLayout(self.cfg.run_dir).config
+        if not saved.is_file():
+            return
+        try:
+            old = load_config(saved)
+        except UserError:
+            return  # a config this version cannot read: the checkpoint itself decides (it loads, or fails loudly)
+        before = _flat(old.model_dump(mode="json"))
+        changed = [k for k, v in _flat(self.cfg.model_dump(mode="json")).items()
+                   if before.get(k) != v and not k.startswith(RESUMABLE_CHANGES)]
+        if changed:
+            raise UserError(f"the run to resume was trained with another config ({', '.join(changed[:3])} differ)",
+                            file=saved, field=changed[0],
+                            fix="start over with --no-resume, choose another name, or restore the old setting")
+
+    def save(self, state: RunState, wall_s: float) -> None:
+        """A checkpoint after `state.step` steps: weights, optimizer, scheduler and the run state. Alone: one
+        record, one file. On several ranks: each rank writes its own shards of the weights and optimizer state
+        (nothing is gathered) and rank 0 the rest beside them. Both are keyed by parameter name, so a run resumes
+        at any world size."""
+        policy, updater, scheduler = self._attached()
+        model, optimizer = policy.model, updater.optimizer
+        record: dict[str, Any] = {
+            "updater": {"lr_schedule": updater.lr_schedule.state_dict()},
+            "scheduler": scheduler.state_dict(), "policy_version": policy.version,
+            "run_state": dataclasses.replace(state, wall_before=wall_s).to_dict(),
+            "world_size": self.dist.world_size,
+        }
+        if self.dist.active:
+            save_sharded(self.run_url, state.step, record, model, optimizer, self.dist)
+        else:
+            record["model"], record["updater"]["optimizer"] = distributed.full_state(model, optimizer)
+            save(self.run_url, state.step, record)
+        self.dist.barrier()  # no rank runs ahead of a checkpoint it may have to resume from
+
+    def restore(self, step: int) -> RunState:
+        """The run as the checkpoint after `step` left it: weights, optimizer, schedule, scheduler, RNG states and
+        the run state; records written after it are dropped (those steps are replayed, not stored twice). The
+        caller brings the generation weights up to the restored ones."""
+        policy, updater, scheduler = self._attached()
+        saved = load(self.run_url, step, self.dist.rank)  # every rank reads it: its RNG states come back
+        source = saved.get("shards") or RunLayout(self.run_url).checkpoint(step)
+        state = RunState.from_dict(saved.get("run_state"), source=source, resumed_from=step)
+        record = saved["updater"]
+        if "shards" in saved:  # written by several ranks: resharded to this world size as it is read
+            load_shards(saved, policy.model, updater.optimizer)
+            updater.lr_schedule.load_state_dict(record["lr_schedule"])
+        elif _by_name(record["optimizer"]):
+            distributed.load_full_state(policy.model, updater.optimizer, saved["model"], record["optimizer"])
+            updater.lr_schedule.load_state_dict(record["lr_schedule"])
+        else:  # a single-process checkpoint of an earlier version (optimizer state by parameter index)
+            policy.model.load_state_dict(saved["model"])
+            updater.load_state_dict(record)
+        scheduler.load_state_dict(saved["scheduler"])
+        policy.version = int(saved["policy_version"])
+        if self.dist.main:
+            RunLayout(self.run_url).drop_after(step)
+        self.dist.barrier()
+        return state
+
+    def finish(self, summary: dict[str, Any], close: Any = None) -> None:
+        """Final model (loadable with `hf:<run_dir>/model`), summary.json, pass rates and the report (after
+        `close()`, which flushes the monitor). With several ranks the sharded weights are gathered in full (a
+        collective) and rank 0 writes them."""
+        policy, _, scheduler = self._attached()
+        layout = RunLayout(self.cfg.run_dir)
+        if self.dist.active:
+            model = distributed.unwrapped(policy.model)
+            tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
+                    - {n for n, _ in model.named_parameters()})  # second names of shared weights (a tied head)
+            weights = {k: v for k, v in distributed.full_weights(model) if k not in tied}
+            if not self.dist.main:
+                return
+            model.save_pretrained(layout.model, state_dict=weights)
+        else:
+            policy.model.save_pretrained(layout.model)
+        policy.tokenizer.save_pretrained(layout.model)
+        scheduler.save_pass_rates(layout.pass_rates)
+        atomic_write(layout.summary, json.dumps(summary, indent=2) + "\n")
+        if close is not None:
+            close()
+        if self.cfg.monitor.report:
+            from rlvr.monitor.report import write_report
+
+            summary["report"] = str(write_report(self.cfg.run_dir))
+        summary["summary"] = str(layout.summary)
+        summary["model"] = str(layout.model)
+
+    def _attached(self) -> tuple[TrainablePolicy, PolicyUpdater, Scheduler]:
+        if self.policy is None or self.updater is None or self.scheduler is None:
+            raise RuntimeError("Checkpoints.attach was not called")
+        return self.policy, self.updater, self.scheduler
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and v and k != "domains":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _by_name(optimizer_state: dict) -> bool:
+    """Whether a saved optimizer state is keyed by parameter name (any world size loads it), not by index."""
+    groups = optimizer_state.get("param_groups") or [{}]
+    return not optimizer_state or isinstance((groups[0].get("params") or [""])[0], str)
+
+
+def load_summary(run_dir: str | Path) -> dict[str, Any]:
+    """A finished run's summary.json."""
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.is_file():
+        raise UserError("no summary.json: the run has not finished", file=path, fix="run `rlvr train` to the end")
+    return json.loads(path.read_text())

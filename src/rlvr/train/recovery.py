@@ -4,7 +4,7 @@ Every `sft.recovery_every` RL steps, up to `sft.recovery_samples` of the honest 
 turn, judged, not passed, not flagged: a flagged attempt is a hack, not a mistake to recover from) become
 recovery samples: the failed episode's turns before its last one are replayed through the env as they were
 (context, no loss), then the task's gold turns continue from the state they left (write the fix, run the
-tests, submit), played through the env and scored like any episode (`rlvr.rollout.gold.recovery_plan`). The
+tests, submit), played through the env and scored like any episode (`rlvr.rollout.policies.gold.recovery_plan`). The
 samples that pass get one SFT step (`train.sft.sft_step`, at `sft.lr`, its own AdamW state). A held-out task is
 never used: the RL batch never holds one, and the mixer checks the run's held-out keys besides.
 """
@@ -17,7 +17,7 @@ import torch
 
 from rlvr.config import SFTConfig
 from rlvr.rollout.episode import Episode
-from rlvr.rollout.gold import play, recovery_plan
+from rlvr.rollout.policies.gold import play, recovery_plan
 from rlvr.tasks.spec import Task
 from rlvr.train.sft import episode_example, sft_step
 
@@ -32,11 +32,11 @@ def honest_failure(ep: Episode) -> bool:
 class RecoveryMixer:
     """Collects the failures of the RL steps and, when due, trains one SFT step on their recovery samples."""
 
-    def __init__(self, policy: Any, cfg: SFTConfig, engine_for: Any, heldout: Collection[str] = ()) -> None:
+    def __init__(self, policy: Any, cfg: SFTConfig, gold: Any, heldout: Collection[str] = ()) -> None:
         self.policy = policy
         self.cfg = cfg
-        self.engine_for = engine_for
-        """`engine_for(gold_policy)`: the run's rollout engine on a gold policy (its pool, Scorer, rollout)."""
+        self.gold = gold
+        """`gold(gold_policy)`: the run's env loop on a gold policy (its pool, Scorer, rollout settings)."""
         self.heldout = set(heldout)
         self.failures: list[tuple[Episode, Task]] = []
         self._opt: torch.optim.Optimizer | None = None
@@ -71,7 +71,7 @@ class RecoveryMixer:
             if len(plans) >= self.cfg.recovery_samples:
                 break
         self.failures = []
-        samples = play(plans, self.engine_for, encoder=self.policy, seed=seed)
+        samples = play(plans, self.gold, encoder=self.policy, seed=seed)
         metrics = {"recovery/failures": float(len(plans)), "recovery/samples": float(len(samples))}
         if not samples:
             return metrics

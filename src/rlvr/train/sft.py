@@ -3,7 +3,7 @@ JSONL file.
 
 The prompt is rendered exactly as the rollout engine renders a single-turn episode (one user message through
 the policy's chat template), so what SFT teaches is what RL later samples from; a gold trajectory (`[sft] source =
-"gold"`, `rlvr.rollout.gold`) is an episode's own token record, played through the env by the run's engine. Only completion tokens and
+"gold"`, `rlvr.rollout.policies.gold`) is an episode's own token record, played through the env by the run's engine. Only completion tokens and
 the end-of-turn token carry loss. The learning rate is constant: a warm start whose rate was annealed to zero
 is a poor start for RL on a small model.
 """
@@ -80,20 +80,34 @@ def reference_examples(sources: Sequence[TaskSource], n: int, *, seed: int = 0, 
     return out[:n]
 
 
-def gold_examples(sources: Sequence[TaskSource], n: int, engine_for: Callable[[Any], Any], encoder: Any, *,
+def gold_examples(sources: Sequence[TaskSource], n: int, gold: Callable[[Any], Any], encoder: Any, *,
                   seed: int = 0, limit_index: int | None = None, exclude: Collection[str] = ()) -> list[Encoded]:
-    """Gold trajectories of about `n` training tasks (`rlvr.rollout.gold`: each reference played through the
-    env by `engine_for(policy)`, the run's engine), as the trained policy's token records; never a held-out
+    """Gold trajectories of about `n` training tasks (`rlvr.rollout.policies.gold`: each reference played through the
+    env by `gold(policy)`, the run's env loop), as the trained policy's token records; never a held-out
     task. A domain without references is a UserError naming it."""
-    from rlvr.rollout.gold import plan_for, play
+    from rlvr.rollout.policies.gold import plan_for, play
 
     plans = [plan_for(task, src) for src, task in
              draw_tasks(sources, n, seed=seed, limit_index=limit_index, exclude=exclude)]
-    episodes = play(plans, engine_for, encoder=encoder, seed=seed)
+    episodes = play(plans, gold, encoder=encoder, seed=seed)
     if not episodes:
         raise UserError("no gold trajectory of the training tasks passed its verifier", field="sft.source",
                         fix="check the domains' references with `rlvr tasks validate --domain NAME`")
     return [episode_example(ep) for ep in episodes]
+
+
+def warm_start_examples(cfg: SFTConfig, sources: Sequence[TaskSource], gold: Callable[[Any], Any], encoder: Any,
+                        *, seed: int = 0, limit_index: int | None = None,
+                        exclude: Collection[str] = ()) -> list[SFTExample] | list[Encoded]:
+    """The warm start's examples from `sft.source`: the training tasks' reference answers (`reference`), their
+    gold trajectories played by `gold(policy)` (`gold`), or a JSONL file; never a task of `exclude` (the
+    held-out set)."""
+    if cfg.source == "reference":
+        return reference_examples(sources, cfg.examples, seed=seed, limit_index=limit_index, exclude=exclude)
+    if cfg.source == "gold":
+        return gold_examples(sources, cfg.examples, gold, encoder, seed=seed, limit_index=limit_index,
+                             exclude=exclude)
+    return jsonl_examples(cfg.source)
 
 
 def episode_example(ep: Episode) -> Encoded:

@@ -11,9 +11,32 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.train.heldout import HeldoutResult
 
 RUN_STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class HeldoutResult:
+    """One held-out measurement."""
+
+    pass1: float
+    """Mean over tasks of the share of sampled episodes that passed."""
+    greedy: float | None
+    """Share of tasks whose greedy decode passed (None when not measured)."""
+    tasks: int
+    """Tasks judged (tasks whose every episode was masked by an infra fault are left out)."""
+    samples_per_task: int
+    ci: list[float] = field(default_factory=list)
+    """95% bootstrap interval of pass1 over tasks."""
+    masked: int = 0
+    """Episodes masked by infra faults."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HeldoutResult:
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -70,3 +93,22 @@ class RunState:
         if result is not None:
             self.curve.append(CurvePoint(step=step, wall_s=round(wall_s, 1), pass1=result.pass1,
                                          greedy_pass1=result.greedy))
+
+    def summary(self, after: HeldoutResult | None, wall_s: float, **run: Any) -> dict[str, Any]:
+        """The run's summary (summary.json): `run`'s fields (name, directory, steps, ranks), held-out pass@1
+        before and after RL with their intervals, the curve and the SFT figures."""
+        before = self.before
+        out: dict[str, Any] = {
+            **run, "pass1_before": before.pass1 if before else None, "pass1_after": after.pass1 if after else None,
+            "heldout_tasks": after.tasks if after else 0, "wall_s": round(wall_s, 2),
+        }
+        if before and after:
+            out.update({"pass1_gain": after.pass1 - before.pass1, "greedy_pass1_before": before.greedy,
+                        "greedy_pass1_after": after.greedy, "heldout_samples_per_task": after.samples_per_task,
+                        "pass1_ci_before": before.ci, "pass1_ci_after": after.ci})
+        if self.resumed_from is not None:
+            out["resumed_from_step"] = self.resumed_from
+        if self.curve:
+            out["curve"] = [asdict(p) for p in self.curve]
+        out.update(self.sft)
+        return out

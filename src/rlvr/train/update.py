@@ -5,11 +5,13 @@ the weights at the start of the update (`mismatch/*`, `policy/entropy`; see `mis
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -423,3 +425,34 @@ class _AdapterOff(nn.Module):
 def _split(order: list[int], parts: int) -> list[list[int]]:
     size = math.ceil(len(order) / max(1, parts))
     return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def reference_model(policy: Any, kl_coef: float, lora: bool) -> Any:
+    """A frozen copy of the policy's model for the KL term; None without KL, or with LoRA (the base model with
+    the adapters off is the reference)."""
+    if kl_coef <= 0 or lora:
+        return None
+    ref = copy.deepcopy(policy.model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def apply_lora(policy: Any, rank: int) -> None:
+    """Wrap the policy's model with LoRA adapters of `rank` on every linear layer (peft)."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
+                      task_type="CAUSAL_LM")
+    policy.model = get_peft_model(policy.model, lora)
+
+
+def check_settings(cfg: TrainConfig) -> None:
+    """Refuse what the update could not run, before anything is built: unknown advantage, loss, aggregation or
+    correction names (UserErrors with "did you mean")."""
+    from rlvr.train.advantages import estimator
+
+    estimator(cfg.advantage)
+    loss_fn(cfg.loss)
+    aggregate_fn(cfg.aggregation)
+    correction_settings(cfg)

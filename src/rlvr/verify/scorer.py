@@ -33,15 +33,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlvr.sandbox.base import SandboxPool
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifyContext, verify
 from rlvr.verify.verdict import Verdict
-
-if TYPE_CHECKING:
-    from rlvr.config import RunConfig
 
 
 class RemoteVerifier(abc.ABC):
@@ -179,11 +176,6 @@ class Scorer:
         self.cache = VerdictCache() if cache else None
         self.remote = pool if isinstance(pool, RemoteVerifier) else None
         """Set when verification runs on the pool's nodes rather than in this process."""
-
-    @classmethod
-    def from_config(cls, cfg: RunConfig, pool: SandboxPool | None, **extras: Any) -> Scorer:
-        """The Scorer of a run: `rollout.infra_retries` retries, `train.flag_penalty`, a verdict cache."""
-        return cls(pool, retries=cfg.rollout.infra_retries, flag_penalty=cfg.train.flag_penalty, extras=extras)
 
     def score(self, task: Task, final: FinalState, seed: int = 0) -> Scored:
         """The verdict and reward of `final` as the end state of `task`; never raises for an infra fault."""

@@ -1,5 +1,5 @@
 """Engines with several trainer ranks: N FSDP2 (or DDP) ranks feeding the K vLLM engines of `[policy] engines = K`
-(rlvr.rollout.vllm_fleet), the weights gathered once per update and broadcast to every engine.
+(rlvr.rollout.fleet.engines), the weights gathered once per update and broadcast to every engine.
 
 Who does what. Rank 0 alone holds the `EnginesPolicy` (the tokenizer, its share of the sharded model, the engine
 fleet) and runs every rollout of a step through the engines: generation is off the trainers anyway, so nothing
@@ -10,7 +10,7 @@ fleet of engines. The update is the one of rlvr.train.distributed: rank 0 turns 
 and broadcasts them, and every rank steps on its share of each optimizer step's chunk, so the episodes need no
 scattering back to the ranks.
 
-After each update (`EngineSync.sync`, from `Parts.sync_generation` at the points every rank reaches together)
+After each update (`EngineSync.sync`, from `Trainer.sync_generation` at the points every rank reaches together)
 every rank takes part in gathering the full weights once: FSDP2's full state dict, onto rank 0's CPU only
 (nothing moves under DDP, where every rank holds the whole model). Rank 0 loads them into its full copy of the
 trained model, made before sharding (the peft model under LoRA), and syncs the engines from that copy exactly as
@@ -21,7 +21,7 @@ policy version, which every rank holds alike, so every rank enters the gather or
 Left out, and refused in one line: asynchronous mode (`train.max_staleness >= 1`) on several ranks and an
 in-process vllm engine per rank (`policy.engines = 0`), by rlvr.train.distributed.ranks; ranks started by Ray
 (`--cluster` with `world_size > 1`), whose config drops the cluster address the engines need, by
-`refuse_ray_launch`. Launch the ranks with torchrun.
+`refuse_ray_launch`. Launch the ranks with torchrun. The feed of such a run is `rlvr.train.feed.EngineFeed`.
 """
 from __future__ import annotations
 
@@ -33,11 +33,8 @@ from typing import Any
 
 from rlvr.config import RunConfig
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Episode
-from rlvr.tasks.spec import Task
 from rlvr.train.distributed.ranks import Dist
 from rlvr.train.distributed.sharding import unwrapped
-from rlvr.train.rollouts import SyncRollouts, batch_repeats
 
 
 def with_engines(cfg: RunConfig, dist: Dist) -> bool:
@@ -120,16 +117,3 @@ def _serving(policy: Any, model: Any) -> Iterator[None]:
         yield
     finally:
         policy.model = trained
-
-
-class EngineRollouts(SyncRollouts):
-    """Synchronous rollouts of a run with engines on several ranks: rank 0 runs every group of the step through
-    the engines; the other ranks run none and get no episodes (rank 0 broadcasts the update's samples)."""
-
-    def run(self, step: int, batch: list[Task]) -> tuple[list[Episode], dict[str, float]]:
-        if not self.parts.dist.main:
-            return [], {}
-        engine = self.parts.engine
-        episodes = engine.run(batch, self.parts.cfg.rollout.group_size, step=step, seed=self.seed_of(step),
-                              repeats=batch_repeats(batch))
-        return episodes, engine.stats.as_metrics()

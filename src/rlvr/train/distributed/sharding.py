@@ -4,7 +4,7 @@ and checkpoints written shard by shard.
 With N > 1 the policy is wrapped in FSDP2 (`fully_shard` per transformer block and at the root: each rank
 holds about 1/N of the parameters, gradients and optimizer state) or, as a config choice, in DDP. Sharded
 weights cannot generate on their own without collective calls that every rank would have to make in step,
-so each rank generates from a full generation copy (rlvr.rollout.weights.GenerationCopy) that is refreshed
+so each rank generates from a full generation copy (rlvr.rollout.policies.weights.GenerationCopy) that is refreshed
 from the gathered weights (`full_weights`) after every update, a collective every rank makes at the same point.
 Checkpoints are written shard by shard, each rank its own, with torch.distributed.checkpoint (`save_sharded`,
 `load_sharded`), or in full on rank 0 (`full_state`, the one-file checkpoint of a run alone).

@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlvr.errors import UserError
 from rlvr.domains.repo.build.builder import BuildReport, GoldCheck, PoolFactory, build
+from rlvr.errors import UserError
 
 KINDS = ("repo",)
 

@@ -1,0 +1,221 @@
+"""The token record of one episode, built turn by turn so that training sees exactly what was sampled.
+
+Invariant: every token with loss_mask 1 was sampled by the policy right after exactly the tokens before it in
+`ids`, and `logprobs` holds its behaviour log-prob. Prompts are extended, never re-tokenized: the next turn's
+prompt is the previous prompt, the generated tokens as sampled, then the tokens of the chat template's text
+that follows the assistant message. When the template rewrites earlier text (or older output is elided to
+fit the context), the stream restarts from a fresh rendering, where earlier generated tokens have loss_mask 0
+(their log-probs were taken under a different prefix); the record it held is kept as a segment of its own
+(`segments`), which trains those tokens after exactly the prefix they were sampled after.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from rlvr.envs.messages import Message, message_dicts
+from rlvr.errors import UserError
+from rlvr.rollout.policies.builtin import CHAT_TEMPLATE
+from rlvr.rollout.policy import Completion, SamplingParams
+
+PLAIN = "plain"
+"""`policy.chat_template = "plain"`: the compact template, `<|role|>content<|end|>` per message (rlvr.rollout.policies.builtin).
+The built-in model has these markers as single tokens; any other model reads them as ordinary text."""
+AUTO = "auto"
+"""`policy.chat_template = "auto"`: the tokenizer's own template; a tokenizer without one gets `plain`."""
+
+
+@runtime_checkable
+class ChatEncoder(Protocol):
+    """A policy that can render and tokenize conversations (the `hf` backend; `scripted` with a tokenizer)."""
+
+    max_context: int
+
+    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True) -> str:
+        """The conversation as text; an encoder whose template takes tools also accepts `tools=` (a list of
+        OpenAI tool specs), which TokenStream passes only when the episode has tools."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        ...
+
+
+def choose_chat_template(tokenizer: Any, choice: str, model: str) -> str | dict[str, str]:
+    """The chat template `policy.chat_template` selects: `auto`, `plain`, or the path of a Jinja file."""
+    if choice == AUTO:
+        return getattr(tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    if choice == PLAIN:
+        return CHAT_TEMPLATE
+    path = Path(choice).expanduser()
+    if not path.is_file():
+        raise UserError(f"chat template {choice!r} is neither auto, plain nor a file", file=model,
+                        field="policy.chat_template", fix='use "auto", "plain" or the path of a Jinja template file')
+    return path.read_text(encoding="utf-8")
+
+
+def template_takes_tools(template: str | dict[str, str] | None) -> bool:
+    """True when the template reads the `tools` variable (it renders tool schemas natively)."""
+    if isinstance(template, dict):
+        return any(template_takes_tools(t) for t in template.values())
+    if not template:
+        return False
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        return "tools" in meta.find_undeclared_variables(jinja2.Environment().parse(template))
+    except jinja2.TemplateError:
+        return False
+
+
+class ChatTemplateCodec:
+    """render / encode / decode through a Hugging Face tokenizer (`self.tokenizer`), shared by the local backends.
+
+    Special-token strings inside message contents are defused (a zero-width space after their first character),
+    so tool output written by candidate code cannot forge role markers or an end of turn.
+    """
+
+    tokenizer: Any
+    max_context: int
+
+    @functools.cached_property
+    def _specials(self) -> list[str]:
+        return sorted({t for t in self.tokenizer.all_special_tokens if len(t) > 1}, key=len, reverse=True)
+
+    def _defuse(self, text: str) -> str:
+        for special in self._specials:
+            if special in text:
+                text = text.replace(special, special[0] + "\u200b" + special[1:])
+        return text
+
+    @functools.cached_property
+    def native_tools(self) -> bool:
+        """True when the chat template renders tool schemas itself (`tools=`); otherwise the tools are known to
+        the model only from the Env's system message, which describes them in text either way."""
+        return template_takes_tools(getattr(self.tokenizer, "chat_template", None))
+
+    def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True,
+               tools: Sequence[dict[str, Any]] | None = None) -> str:
+        """The conversation as text through the tokenizer's chat template, contents defused; `tools` (OpenAI
+        tool specs) are passed to a template that takes them. A template that cannot render the conversation
+        (one that refuses tool messages, say) is a UserError naming the model and the fix."""
+        from jinja2 import TemplateError
+
+        msgs = message_dicts(conversation)
+        for m in msgs:
+            m["content"] = self._defuse(m["content"])
+        kw: dict[str, Any] = {"tools": list(tools)} if tools and self.native_tools else {}
+        try:
+            return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                                      **kw)
+        except (TemplateError, TypeError, KeyError, ValueError) as exc:
+            role = "tool" if any(m["role"] == "tool" for m in msgs) else msgs[-1]["role"] if msgs else "empty"
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"its chat template cannot render a conversation with {role} messages ({detail})",
+                            file=getattr(self, "name", None) or "the model", field="policy.chat_template",
+                            fix='set policy.chat_template = "plain", or the path of a Jinja template that renders '
+                                'system, user, assistant and tool messages') from None
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of rendered text (special-token markers in it become their single tokens)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def prepare(self, conversations: Sequence[list[Message]], params: SamplingParams,
+                prompt_token_ids: Sequence[list[int] | None] | None) -> tuple[list[list[int]], list[int], list[int],
+                                                                                list[Completion], list[int]]:
+        """(prompts, seeds, budgets, default results, live indices) of a generation batch.
+
+        A prompt is the given token ids or the rendered conversation; a budget is the conversation's token budget
+        cut to what the context still holds; a conversation with no budget left or an empty prompt is not live
+        and keeps its default result (empty, finish_reason "length").
+        """
+        n = len(conversations)
+        given = list(prompt_token_ids) if prompt_token_ids is not None else [None] * n
+        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c, g in zip(conversations, given)]
+        seeds = list(params.seeds) if params.seeds is not None else list(range(n))
+        if len(seeds) != n:
+            raise ValueError(f"{len(seeds)} seeds for {n} conversations")
+        budgets = [min(params.budget(i), self.max_context - len(p)) for i, p in enumerate(prompts)]
+        results = [Completion(text="", prompt_token_ids=p, finish_reason="length") for p in prompts]
+        live = [i for i in range(n) if budgets[i] > 0 and prompts[i]]
+        return prompts, seeds, budgets, results, live
+
+
+@dataclass
+class TokenStream:
+    """ids / loss_mask / logprobs of one episode, and the rendered text they stand for."""
+
+    encoder: ChatEncoder
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    restarts: int = 0
+    """How many times the stream was rebuilt from a fresh rendering."""
+    tools: list[dict[str, Any]] | None = None
+    """The episode's tool specs (the Env's `Observation.tools`), given to a template that renders them."""
+    segments: list[dict[str, list[Any]]] = field(default_factory=list)
+    """The records the stream started over from, each holding generated tokens: every one is exactly what the
+    model saw when it sampled them, so it trains on its own (`rlvr.rollout.episode.split_segments`)."""
+    _text: str | None = None
+    _eos_text: str = ""
+
+    def prompt(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt for the next turn: extend the record with the template text after the last turn."""
+        full = self.render(messages)
+        if self._text is not None and full.startswith(self._text):
+            tail = full[len(self._text):]
+            if self._eos_text and tail.startswith(self._eos_text):
+                tail = tail[len(self._eos_text):]  # the end token was generated and is already in the record
+            self._append(self.encoder.encode(tail) if tail else [], 0, None)
+        else:
+            self.restart(full)
+        self._text = full
+        return list(self.ids)
+
+    def restart(self, rendered: str) -> None:
+        """Replace the record by a fresh rendering (generated tokens in it lose their loss mask there); the old
+        record, when it holds generated tokens, is kept as a segment that trains on its own."""
+        if self.ids:
+            self.restarts += 1
+            if any(self.mask):
+                self.segments.append({"token_ids": list(self.ids), "loss_mask": list(self.mask),
+                                      "logprobs": list(self.logprobs)})
+        self.ids = self.encoder.encode(rendered)
+        self.mask = [0] * len(self.ids)
+        self.logprobs = [0.0] * len(self.ids)
+        self._text = rendered
+
+    def add_completion(self, comp: Completion, eos_ids: frozenset[int], eos_text: str) -> None:
+        """Append the sampled tokens (loss_mask 1, their behaviour log-probs)."""
+        self._append(list(comp.token_ids), 1, list(comp.logprobs))
+        ended = bool(comp.token_ids) and comp.token_ids[-1] in eos_ids
+        self._eos_text = eos_text if ended else ""
+        self._text = (self._text or "") + comp.text
+
+    def _append(self, ids: list[int], m: int, lps: list[float] | None) -> None:
+        if lps is not None and len(lps) != len(ids):
+            raise ValueError(f"{len(lps)} log-probs for {len(ids)} tokens")
+        self.ids.extend(ids)
+        self.mask.extend([m] * len(ids))
+        self.logprobs.extend(lps if lps is not None else [0.0] * len(ids))
+
+    def copy(self) -> TokenStream:
+        """An independent copy (to try a turn's prompt before committing to it)."""
+        return TokenStream(self.encoder, list(self.ids), list(self.mask), list(self.logprobs), self.restarts,
+                           self.tools, [dict(s) for s in self.segments], self._text, self._eos_text)
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """A fresh rendering of `messages` with the generation prompt (and the episode's tools, if any)."""
+        if self.tools:
+            return self.encoder.render(messages, add_generation_prompt=True, tools=self.tools)  # type: ignore[call-arg]
+        return self.encoder.render(messages, add_generation_prompt=True)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        """Tokens of a fresh rendering of `messages` with the generation prompt."""
+        return len(self.encoder.encode(self.render(messages)))
