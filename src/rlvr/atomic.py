@@ -1,6 +1,8 @@
 """Files and directories that appear whole or not at all: written beside their target, then renamed into place.
 
     atomic_write(path, text_or_bytes)          # readers see the old file or the whole new one
+    with atomic_path(path) as tmp:             # a library writes tmp (parquet, safetensors); then it is `path`
+        ...
     with atomic_dir(out) as tmp:               # fill tmp; it becomes `out` only if the block succeeds
         ...
 
@@ -17,29 +19,38 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_dir", "atomic_write"]
+__all__ = ["atomic_dir", "atomic_path", "atomic_write", "is_temporary"]
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, *, durable: bool = True) -> Path:
     """Write `data` (text as UTF-8) to `path` through a temporary file in the same directory and `os.replace`;
     `durable` also fsyncs the file and its directory, so the write survives a machine crash. Parents are
     created. Returns the path."""
+    with atomic_path(path, durable=durable) as tmp, open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    return Path(path)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
+    """Yield a temporary file path beside `path` for the block to write; when the block succeeds the file
+    replaces `path` (fsynced first with `durable`), else it is removed. Parents are created."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            if durable:
-                f.flush()
+        yield tmp
+        if durable:
+            with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        _unlink_quiet(tmp)
+        _unlink_quiet(str(tmp))
         raise
     if durable:
         _fsync_dir(path.parent)
-    return path
 
 
 @contextmanager
@@ -65,6 +76,11 @@ def atomic_dir(path: str | os.PathLike[str], *, replace: bool = False) -> Iterat
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is one of the temporaries above (a writer that died before its rename leaves one)."""
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -73,12 +73,12 @@ def test_foreign_files_and_torn_temporaries_are_ignored(tmp_path):
     store = EpisodeStore(tmp_path)
     store.write(1, [episode(1, "t")])
     step_dir = tmp_path / "episodes" / "step=00000001"
-    (step_dir / ".tmp-abc.part").write_bytes(b"PAR1 torn")
+    (step_dir / ".part-00001.parquet.abc.tmp").write_bytes(b"PAR1 torn")
     (step_dir / "notes.txt").write_text("hello")
     (tmp_path / "episodes" / "step=oops").mkdir()
     (tmp_path / "episodes" / "README").write_text("x")
     assert store.steps() == [1] and store.read().num_rows == 1
-    assert store.clean_temp() == 1 and not (step_dir / ".tmp-abc.part").exists()
+    assert store.clean_temp() == 1 and not (step_dir / ".part-00001.parquet.abc.tmp").exists()
 
 
 def test_parts_from_an_older_schema_read_with_nulls(tmp_path):
@@ -100,7 +100,7 @@ def test_parts_from_an_older_schema_read_with_nulls(tmp_path):
 _WRITER = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-import rlvr.store.storage as storage
+import rlvr.atomic as atomic
 from rlvr.store import EpisodeStore
 from tests.store.synthetic import episode
 store = EpisodeStore({url!r})
@@ -110,7 +110,7 @@ def fsync(fd):
         print("MIDWRITE", flush=True)
         time.sleep(60)
     real_fsync(fd)
-storage.os.fsync = fsync
+atomic.os.fsync = fsync
 for CURRENT in range(100):
     store.write(CURRENT, [episode(CURRENT, "t%d" % i, sample=i, length=2000) for i in range(20)])
     print("ACK", CURRENT, flush=True)
@@ -136,7 +136,7 @@ def test_writer_killed_mid_write_loses_nothing_acknowledged(tmp_path):
     finally:
         proc.wait(timeout=30)
     assert acked == [0, 1, 2]
-    temps = list((tmp_path / "run" / "episodes").rglob(".tmp-*"))
+    temps = list((tmp_path / "run" / "episodes").rglob(".*.tmp"))
     assert temps, "the kill should have left the uncommitted temporary behind"
     store = EpisodeStore(url)
     assert store.steps() == [0, 1, 2]

@@ -11,6 +11,7 @@ import tomli_w
 import tomllib
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from rlvr.atomic import atomic_write
 from rlvr.config.sections import (
     AgentConfig,
     ClusterConfig,
@@ -83,13 +84,7 @@ class RunConfig(Section):
 
     def write(self, run_dir: str | Path) -> Path:
         """Write the resolved config to `<run_dir>/config.toml` atomically."""
-        run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        path = run_dir / "config.toml"
-        tmp = path.with_suffix(".toml.tmp")
-        tmp.write_text(self.to_toml())
-        tmp.replace(path)
-        return path
+        return atomic_write(Path(run_dir) / "config.toml", self.to_toml())
 
 
 def _drop_none(d: Any) -> Any:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlvr.atomic import atomic_path
 from rlvr.errors import UserError
 from rlvr.integrations.session import Runtime, TaskInput, resolve_tasks
 from rlvr.tasks.spec import Task
@@ -64,7 +65,6 @@ def rows(tasks: TaskInput, *, seed: int = 0, settings: Mapping[str, Mapping[str,
 
 def export(tasks: TaskInput, path: str | Path, *, fmt: str = "verl", seed: int = 0, **select: Any) -> int:
     """Write `tasks` as a verl Parquet dataset at `path` (atomically); the number of rows."""
-    import os
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -75,12 +75,8 @@ def export(tasks: TaskInput, path: str | Path, *, fmt: str = "verl", seed: int =
     p = Path(path)
     if not p.parent.is_dir():
         raise UserError("no such directory", file=p.parent, fix="create it first")
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(p) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
     return table.num_rows
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rlvr.atomic import atomic_write
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 
@@ -217,9 +218,4 @@ def new_eval_dir(root: str | Path = "runs/eval") -> Path:
 def write_report(rep: dict[str, Any], root: str | Path = "runs/eval", *, run_dir: str | Path | None = None) -> Path:
     """Write a report to `<run_dir>/eval.json` (default: a fresh `<root>/<UTC time>/`), atomically."""
     target = Path(run_dir) if run_dir is not None else new_eval_dir(root)
-    target.mkdir(parents=True, exist_ok=True)
-    path = target / EVAL_FILE
-    tmp = path.with_name(f".{EVAL_FILE}.tmp")
-    tmp.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write(target / EVAL_FILE, json.dumps(rep, indent=2) + "\n")

@@ -22,6 +22,7 @@ from typing import Any
 
 import duckdb
 
+from rlvr.atomic import atomic_write
 from rlvr.envs.parse import parse_text
 from rlvr.errors import UserError
 from rlvr.monitor.evals import EVAL_FILE, compare, load_report, mask_error, mask_reason, pass_at_k
@@ -337,10 +338,7 @@ def write_report(run_dir: str | Path, output: str | Path | None = None, *,
         path = run_dir / f"compare-{(b if b.is_dir() else b.parent).resolve().name}.html"
     else:
         path = RunLayout(run_dir).report
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write(path, html)
 
 
 def _sanitize(obj: Any) -> Any:

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rlvr.atomic import atomic_write
 from rlvr.errors import UserError
 
 PASS_RATES_SCHEMA_VERSION = 1
@@ -117,13 +116,7 @@ class PassRateTable:
 
     def save(self, path: str | Path) -> Path:
         """Write the table as JSON atomically (a crash never leaves half a file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-        return path
+        return atomic_write(path, json.dumps(self.to_dict(), indent=1, sort_keys=True))
 
     def load(self, path: str | Path) -> None:
         """Read a table written by `save`; a missing or malformed file raises UserError naming it."""

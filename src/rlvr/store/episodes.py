@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tomllib
 
+from rlvr.atomic import is_temporary
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 from rlvr.store.layout import EPISODES_DIR, RunLayout, parse_step_dir, step_dir
@@ -122,7 +123,7 @@ class EpisodeStore:
         removed = 0
         for sdir in self.storage.listdir(EPISODES_DIR):
             for name in self.storage.listdir(f"{EPISODES_DIR}/{sdir}"):
-                if name.startswith(".tmp-"):
+                if is_temporary(name):
                     self.storage.delete(f"{EPISODES_DIR}/{sdir}/{name}")
                     removed += 1
         for name in self.storage.listdir(TEMP_DIR):

@@ -8,13 +8,12 @@ failed attempt of a recovery sample (they are the rejected side of contrastive p
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from rlvr.atomic import atomic_write
 from rlvr.envs.messages import Message
 from rlvr.envs.parse import CALL_RE, parse_text
 from rlvr.rollout.episode import Episode
@@ -153,15 +152,4 @@ EXPORTS: dict[str, Callable[[Iterable[Episode]], list[dict[str, Any]]]] = {
 
 def write_jsonl(records: list[dict[str, Any]], path: str | Path) -> Path:
     """Write records one JSON object a line, atomically (a temp file renamed into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for rec in records:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in records))

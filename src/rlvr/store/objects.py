@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from rlvr.atomic import is_temporary
 from rlvr.store.storage import TEMP_DIR, Storage
 
 Options = dict[str, Any] | None
@@ -67,7 +68,7 @@ def delete(url: str | Path, options: Options = None) -> None:
 
 def list_names(url: str | Path, options: Options = None) -> list[str]:
     """Names directly under a folder URL (empty when it does not exist)."""
-    return [n for n in Storage(str(url), dict(options or {})).listdir() if n != TEMP_DIR and not n.startswith(".tmp-")]
+    return [n for n in Storage(str(url), dict(options or {})).listdir() if n != TEMP_DIR and not is_temporary(n)]
 
 
 @contextlib.contextmanager

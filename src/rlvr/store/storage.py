@@ -1,9 +1,8 @@
 """The storage layer under the store and checkpoints: fsspec URLs (local paths, `s3://`, ...) with atomic puts."""
 from __future__ import annotations
 
-import os
 import posixpath
-import tempfile
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from rlvr.atomic import atomic_path, atomic_write
 from rlvr.errors import UserError
 
 TEMP_DIR = "_tmp"
@@ -63,9 +63,11 @@ class Storage:
 
     def put_bytes(self, rel: str, data: bytes) -> str:
         """Write `data` atomically: to a temporary object first, then renamed into place. Returns the path."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"put_bytes takes bytes, not {type(data).__name__}")
         final = self.path(rel)
         if self.is_local:
-            return _put_local(final, data)
+            return str(atomic_write(final, bytes(data)))
         tmp = self.path(f"{TEMP_DIR}/{uuid.uuid4().hex}.tmp")
         self.fs.pipe_file(tmp, data)
         # On object stores a rename is a server-side copy (itself atomic: the key appears whole) then a delete.
@@ -76,18 +78,8 @@ class Storage:
         """Copy a local file in atomically (a temporary object, then a rename)."""
         final = self.path(rel)
         if self.is_local:
-            Path(final).parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=Path(final).parent, prefix=".tmp-", suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as dst, open(local_path, "rb") as src:
-                    while chunk := src.read(1 << 22):
-                        dst.write(chunk)
-                    dst.flush()
-                    os.fsync(dst.fileno())
-                os.replace(tmp, final)
-            except BaseException:
-                _unlink_quiet(tmp)
-                raise
+            with atomic_path(final) as tmp:
+                shutil.copyfile(local_path, tmp)
             return final
         tmp = self.path(f"{TEMP_DIR}/{uuid.uuid4().hex}.tmp")
         self.fs.put_file(str(local_path), tmp)
@@ -124,42 +116,3 @@ class Storage:
 
     def open(self, rel: str, mode: str = "rb") -> Any:
         return self.fs.open(self.path(rel), mode)
-
-
-def _put_local(final: str, data: bytes) -> str:
-    """Same-directory temp file, fsync, os.replace: readers see the old state or the whole new file."""
-    directory = os.path.dirname(final) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        _unlink_quiet(tmp)
-        raise
-    _fsync_dir(directory)
-    return final
-
-
-def _fsync_dir(directory: str) -> None:
-    # The rename itself must reach the disk for the write to be durable after a machine crash.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

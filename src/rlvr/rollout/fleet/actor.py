@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -30,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rlvr.atomic import atomic_path
 from rlvr.errors import UserError
 from rlvr.rollout.fleet.weight_sync import Aliases, Meta, WeightGroup
 from rlvr.rollout.policies.vllm import VLLMPolicy
@@ -116,9 +116,8 @@ def _worker_update_adapter(worker: Any, meta: Meta, aliases: Aliases, lora_id: i
     owner = worker.model_runner.lora_manager
     manager = owner._adapter_manager
     if manager.get_adapter(lora_id) is None:
-        tmp = Path(directory) / f"adapter_model.safetensors.{int(getattr(worker, 'rank', 0))}"
-        write_safetensors(tmp, list(tensors.items()))
-        os.replace(tmp, Path(directory) / "adapter_model.safetensors")
+        with atomic_path(Path(directory) / "adapter_model.safetensors", durable=False) as tmp:
+            write_safetensors(tmp, list(tensors.items()))
         return False
     peft_helper = PEFTHelper.from_dict({**config, "vllm_max_position_embeddings": owner.max_position_embeddings})
     peft_helper.validate_legal(owner.lora_config)

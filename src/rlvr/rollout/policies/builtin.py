@@ -10,11 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import string
-import tempfile
 from pathlib import Path
 
+from rlvr.atomic import atomic_dir
 from rlvr.errors import UserError
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<|pad|>", "<|end|>", "<|unk|>", "<|system|>", "<|user|>", "<|assistant|>",
@@ -108,15 +107,10 @@ def resolve_builtin(spec: str, *, seed: int = 0, root: str | Path | None = None)
     target = Path(root or cache_dir()) / "models" / f"{name}-{key}"
     if (target / "config.json").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
-        build_tiny_model(tmp, seed=seed, **kw)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process finished the same build first
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with atomic_dir(target) as tmp:
+            build_tiny_model(tmp, seed=seed, **kw)
+    except OSError:  # another process finished the same build first
+        if not (target / "config.json").is_file():
+            raise
     return target

@@ -13,13 +13,12 @@ leaves no half-written model behind, and a second run with a complete OUT_DIR do
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rlvr.atomic import atomic_dir
 from rlvr.errors import UserError
 
 MARKER = "config.json"
@@ -70,20 +69,12 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
     model.load_state_dict(loaded.state_dict(), strict=True)
     model.generation_config = loaded.generation_config
     del loaded
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would make the model private to its builder
-    try:
+    with atomic_dir(out, replace=True) as tmp:  # an existing `out` is an incomplete earlier output (no MARKER)
+        tmp.chmod(0o755)  # mkdtemp's 0700 would make the model private to its builder
         step(3, f"saving {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters")
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         step(4, f"moving into place at {out}")
-        if out.exists():
-            shutil.rmtree(out)  # an incomplete earlier output (it has no MARKER)
-        tmp.replace(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     progress(f"wrote {out} in {time.perf_counter() - t0:.0f} s")
     return out
 

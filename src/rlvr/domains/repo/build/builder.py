@@ -13,7 +13,6 @@ import itertools
 import json
 import random
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import tomllib
 
+from rlvr.atomic import atomic_dir
 from rlvr.domains.repo.build import env as envs
 from rlvr.domains.repo.build import generators
 from rlvr.domains.repo.build.prompt import describe
@@ -389,9 +389,6 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
                rep: ProjectReport, reqs: list[str]) -> Path:
     """One task directory, written under a temporary name and renamed (never half-written)."""
     tid = task_id(project, cand)
-    final = out / tid
-    tmp = out / f".{tid}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
     p2p = sorted(kept_ids - set(f2p))
     weights = {**{_hidden(t): 0.0 for t in p2p}, **{_hidden(t): 1.0 for t in f2p}}
     meta = {"project": project.name, "version": project.version, "generator": cand.generator, "file": cand.file,
@@ -412,13 +409,12 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
     layout = {"workspace": {**files, **cand.changes},
               "hidden": {_hidden(r): t for r, t in files.items() if is_test_material(r)},
               "solution": {r: files[r] for r in cand.changes}}
-    for part, tree in layout.items():
-        for rel, text in tree.items():
-            dest = tmp / part / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(text, encoding="utf-8")
-    (tmp / "task.toml").write_text("\n".join(toml) + "\n", encoding="utf-8")
-    (tmp / "prompt.md").write_text(describe(project.name, cand, f2p, run.errors, verified), encoding="utf-8")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    return final
+    with atomic_dir(out / tid, replace=True) as tmp:
+        for part, tree in layout.items():
+            for rel, text in tree.items():
+                dest = tmp / part / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text, encoding="utf-8")
+        (tmp / "task.toml").write_text("\n".join(toml) + "\n", encoding="utf-8")
+        (tmp / "prompt.md").write_text(describe(project.name, cand, f2p, run.errors, verified), encoding="utf-8")
+    return out / tid
