@@ -256,3 +256,51 @@ def test_pipeline_breaks_are_upward_and_across_a_tier() -> None:
              "rlvr.cli": {"rlvr.train.loop"}}
     assert pipeline_breaks(graph) == ["rlvr.sandbox.pool imports rlvr.tasks.spec",
                                       "rlvr.verify.base imports rlvr.domains.code"]
+
+
+LIBRARY = ("tasks", "sandbox", "envs", "verify", "schedule", "store", "monitor", "rollout", "scale", "domains")
+"""The layers that take their own config section or plain arguments, never the whole run config: only the run
+builder (`rlvr.run`), the trainer and the doors above them see a RunConfig."""
+RUN_CONFIG_HOMES = ("rlvr.config", "rlvr.config.run_config")
+
+
+def run_config_imports(src: Path = SRC) -> list[str]:
+    """`module: statement` for each import of RunConfig (or of its module) in the library layers, lazy and
+    TYPE_CHECKING ones included."""
+    out = []
+    for module, path in module_files(src).items():
+        parts = module.split(".")
+        if len(parts) < 2 or parts[1] not in LIBRARY:
+            continue
+        for node in _import_nodes(list(ast.parse(path.read_text()).body)):
+            if isinstance(node, ast.ImportFrom) and node.module in RUN_CONFIG_HOMES and \
+                    any(alias.name == "RunConfig" for alias in node.names):
+                out.append(f"{module}: from {node.module} import RunConfig")
+            elif isinstance(node, ast.ImportFrom) and node.module == "rlvr.config" and \
+                    any(alias.name == "run_config" for alias in node.names):
+                out.append(f"{module}: from rlvr.config import run_config")
+            elif isinstance(node, ast.Import) and any(a.name == "rlvr.config.run_config" for a in node.names):
+                out.append(f"{module}: import rlvr.config.run_config")
+    return sorted(out)
+
+
+def test_no_library_layer_sees_the_run_config() -> None:
+    found = run_config_imports()
+    assert not found, "library layers importing RunConfig (take the section or plain arguments instead):\n" + \
+        "\n".join(found)
+
+
+def test_the_run_config_rule_catches_each_form(tmp_path: Path) -> None:
+    pkg = tmp_path / ROOT
+    for sub in ("verify", "train", "config"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config" / "run_config.py").write_text("class RunConfig: ...\n")
+    (pkg / "verify" / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                         "    from rlvr.config import RunConfig\n")
+    (pkg / "verify" / "b.py").write_text("def f():\n    import rlvr.config.run_config\n")
+    (pkg / "verify" / "c.py").write_text("from rlvr.config import SandboxConfig\n")  # a section: fine
+    (pkg / "train" / "d.py").write_text("from rlvr.config import RunConfig\n")  # the trainer may
+    assert run_config_imports(tmp_path) == ["rlvr.verify.a: from rlvr.config import RunConfig",
+                                            "rlvr.verify.b: import rlvr.config.run_config"]

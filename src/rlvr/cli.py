@@ -88,8 +88,7 @@ def verify(
                                            "the Verdict records it, so --seed N replays a verdict.")] = 0,
 ) -> None:
     """Verify a final workspace against a task; exit 0 whether or not it passed."""
-    from rlvr.domains.code.workspace import read_workspace
-    from rlvr.tasks.loaders import load_task_dir
+    from rlvr.tasks.loaders import load_task_dir, read_workspace
     from rlvr.tasks.spec import FinalState
     from rlvr.verify.scorer import Scorer
 

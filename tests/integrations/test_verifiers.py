@@ -185,15 +185,15 @@ def test_a_verdict_rlvr_could_not_judge_is_not_scored(model: str, tmp_path: Path
     """An infra-error verdict (the verifier could not judge) fails the rollout's scoring: no reward, never 0."""
     from verifiers.v1.cli.eval.main import main
 
-    from rlvr.integrations.session import Session
+    from rlvr.integrations.session import EnvSession
     from rlvr.verify.scorer import Scored
     from rlvr.verify.verdict import Verdict
 
-    def broken_verifier(self: Session) -> Scored:
+    def broken_verifier(self: EnvSession) -> Scored:
         self.close()
         return Scored(Verdict(score=0.0, passed=False, infra_error="verifier sandbox lost"), 0.0)
 
-    monkeypatch.setattr(Session, "finish", broken_verifier)
+    monkeypatch.setattr(EnvSession, "finish", broken_verifier)
     pack = tmp_path / "pack"
     write_task(pack, "gold", toml=code_toml("gold"), prompt="Write add(a, b). gold", workspace=ADD_WORKSPACE,
                hidden=ADD_HIDDEN)

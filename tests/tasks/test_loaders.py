@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from tests.conftest import write_task
 
+from rlvr.domains.code.settings import CODE_PROTECTED_DEFAULT
 from rlvr.errors import UserError
-from rlvr.tasks.loaders import CODE_PROTECTED_DEFAULT, JsonlPack, TaskDirPack, load_task_dir, open_path
+from rlvr.tasks.loaders import JsonlPack, TaskDirPack, load_task_dir, open_path
 
 
 def test_bare_code_task_defaults(add_task: Path) -> None:

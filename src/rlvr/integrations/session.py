@@ -1,5 +1,5 @@
 """What every adapter shares: the tasks, one sandbox pool and one Scorer (`Runtime`), and rlvr's Env driven by
-tool calls, one episode at a time (`Session`).
+tool calls, one episode at a time (`EnvSession`).
 
     runtime = Runtime.build("code:20")              # tasks, a sandbox pool, the Scorer (built once)
     session = runtime.session()
@@ -12,7 +12,7 @@ reward function) goes through these two classes, so a verdict means the same thi
 task acts through rlvr's tools in a leased sandbox; a single-turn task takes its answer through `submit(answer)`
 (or `session.answer(text)` for a trainer that hands over the completion itself).
 
-A `Session` is not an `rlvr.rollout.episode.Episode`: that is the record of an episode the rollout engine
+A `EnvSession` is not an `rlvr.rollout.episode.Episode`: that is the record of an episode the rollout engine
 stores; a session is the live interface through which an adapter plays episodes, one after another.
 """
 from __future__ import annotations
@@ -168,9 +168,9 @@ class Runtime:
         """The Scorer's verdict on a single-turn answer (over the task's untouched workspace)."""
         return self.scorer.score(task, FinalState(files=dict(task.workspace), answer=answer), seed)
 
-    def session(self) -> Session:
+    def session(self) -> EnvSession:
         """A new session on this runtime's tasks, pool and Scorer (one per concurrent episode)."""
-        return Session(self)
+        return EnvSession(self)
 
     @classmethod
     def shared(cls, spec: str, **select: Any) -> Runtime:
@@ -195,7 +195,7 @@ class Runtime:
         self.close()
 
 
-class Session:
+class EnvSession:
     """rlvr's Env driven by tool calls, one episode at a time: each `start` begins an episode, which holds a sandbox
     lease until `finish` or `close`."""
 

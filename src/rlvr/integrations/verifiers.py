@@ -11,7 +11,7 @@ subclass and optionally its default `Harness` and `Env`. This module defines the
 - `RlvrHarness` is the default harness: it runs its loop in-process, as verifiers' `Harness.launch` allows,
   with every model call going through the rollout's interception endpoint (so verifiers records the turns,
   tokens and sampling as for any harness), and rlvr's tools executing in a leased rlvr sandbox
-  (`rlvr.integrations.session.Session`). It installs nothing and needs no network.
+  (`rlvr.integrations.session.EnvSession`). It installs nothing and needs no network.
 - `RlvrEnv` is the single-agent env with the `subprocess` runtime as its default: the harness program is
   in-process and the tools run in rlvr's own sandbox, so no container or cloud sandbox is needed.
 - `RlvrTask.rlvr` (`@vf.reward`) scores the episode's final state with the runtime's one Scorer; the verdict
@@ -32,7 +32,7 @@ from typing_extensions import Self
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.integrations.session import Runtime, Session, verdict_metadata
+from rlvr.integrations.session import EnvSession, Runtime, verdict_metadata
 
 TASKSET_ID = "rlvr-tasks"
 """The id verifiers loads this taskset by (the `rlvr_tasks` module)."""
@@ -54,7 +54,7 @@ class RlvrData(vf.TaskData):
 class RlvrState(vf.State):
     """Per-rollout state (never serialized): the live episode between the harness and the reward."""
 
-    _session: Session | None = PrivateAttr(default=None)
+    _session: EnvSession | None = PrivateAttr(default=None)
 
 
 class RlvrTasksetConfig(vf.TasksetConfig):

@@ -39,8 +39,8 @@ class TaskExecFields(Protocol):
     def memory_mb(self) -> int | None: ...
 
 
-class Task(Protocol):
-    """Anything with `limits` of that shape: a task."""
+class HasLimits(Protocol):
+    """Anything with `limits` of that shape (a task: the sandbox knows no task record)."""
 
     @property
     def limits(self) -> TaskExecFields: ...
@@ -83,7 +83,7 @@ def merged(defaults: ExecLimits, limits: ExecLimits | None) -> ExecLimits:
     return defaults if limits is None else resolve(defaults, task=limits)
 
 
-def task_layer(task: Task, **verifier: float | None) -> ExecLimits:
+def task_layer(task: HasLimits, **verifier: float | None) -> ExecLimits:
     """The task layer of `task`: the exec limits its TaskLimits set explicitly, then what its verifier derives
     (`verifier`, ExecLimits field -> value; None leaves the field to the task)."""
     own = {ours: getattr(task.limits, theirs) for theirs, ours in TASK_FIELDS.items()
@@ -98,7 +98,7 @@ def defaults_of(pool: object) -> ExecLimits:
     return limits if isinstance(limits, ExecLimits) else ExecLimits()
 
 
-def for_task(pool: object, task: Task, *, budget: Layer = None, request: Layer = None,
+def for_task(pool: object, task: HasLimits, *, budget: Layer = None, request: Layer = None,
              **verifier: float | None) -> ExecLimits:
     """`resolve` for one command on `task` in `pool`: the pool's defaults, the task's layer (with `verifier`'s
     fields, see `task_layer`), then the budget and the request."""

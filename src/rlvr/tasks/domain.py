@@ -80,6 +80,11 @@ class Domain:
     only name it in `verifier`."""
     tools: tuple[Any, ...] = ()
     """Tools (`rlvr.envs.tools.Tool`) offered to its multi-turn tasks beside the built-in ones."""
+    task_defaults: Callable[[dict[str, Any], Any], None] | None = None
+    """`task_defaults(fields, file)`: fills in, in place, what a bare task directory of this domain leaves out
+    (the code domain: its hidden tests and protected files), before the Task is built; `file` is its task.toml,
+    named in a UserError."""
+
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() or c in ",:" for c in self.name):
             raise ValueError(f"invalid domain name {self.name!r}: no spaces, commas or colons")

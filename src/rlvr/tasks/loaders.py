@@ -5,7 +5,6 @@ files only when that task is asked for, so listing a pack of 10,000 tasks opens 
 """
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from pathlib import Path
@@ -15,20 +14,13 @@ import tomllib
 from pydantic import ValidationError
 
 from rlvr.errors import UserError
+from rlvr.tasks import registry
 from rlvr.tasks.problems import validation_error
 from rlvr.tasks.settings import checked
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Files, Task
 
 TASK_TOML = "task.toml"
-
-CODE_PROTECTED_DEFAULT: tuple[str, ...] = (
-    "test_*.py", "*/test_*.py", "*_test.py", "*/*_test.py", "test.py", "*/test.py", "tests.py", "*/tests.py",
-    "tests/*", "conftest.py", "*/conftest.py",
-    "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "*.pth", "sitecustomize.py", "usercustomize.py",
-)
-"""Workspace files of a code task that the candidate must not change unless the task says otherwise."""
-
 
 def read_tree(root: Path) -> Files:
     """Every regular file under `root` as text, keyed by POSIX relative path (sorted; symlinks refused)."""
@@ -49,23 +41,27 @@ def read_tree(root: Path) -> Files:
     return files
 
 
+def read_workspace(path: str | Path) -> Files:
+    """A final workspace directory as text files (caches skipped, symlinks left out, bytes decoded leniently)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise UserError("no such workspace directory", file=root, fix="give the final state's directory")
+    files: Files = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".pytest_cache", ".git"))
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            if not p.is_symlink() and p.is_file():
+                files[p.relative_to(root).as_posix()] = p.read_bytes().decode("utf-8", "replace")
+    return files
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"TOML syntax error: {exc}", file=path, fix="fix the syntax") from None
-
-
-def _code_defaults(data: dict[str, Any], hidden: Files, toml_path: Path) -> None:
-    """A bare code task: hidden tests default to every test_*.py under hidden/, workspace tests protected."""
-    verifier = data.setdefault("verifier", {})
-    if not isinstance(verifier, dict):
-        raise UserError("must be a table", file=toml_path, field="verifier", fix="write [verifier]")
-    if "tests" not in verifier:
-        verifier["tests"] = sorted(p for p in hidden if fnmatch.fnmatch(Path(p).name, "test_*.py"))
-    declared = tuple(data.get("protected", ()))
-    data["protected"] = tuple(dict.fromkeys(CODE_PROTECTED_DEFAULT + declared))
 
 
 def load_task_dir(path: str | Path) -> Task:
@@ -88,8 +84,11 @@ def load_task_dir(path: str | Path) -> Task:
     data["hidden"] = read_tree(path / "hidden")
     data["solution"] = read_tree(path / "solution") if (path / "solution").is_dir() else None
     data["source"] = str(path)
-    if data.get("domain") == "code":
-        _code_defaults(data, data["hidden"], toml_path)
+    domain = data.get("domain")
+    if isinstance(domain, str) and registry.is_registered(domain):
+        defaults = registry.entry(domain).task_defaults
+        if defaults is not None:  # what a bare task directory of the domain leaves to it
+            defaults(data, toml_path)
     try:
         task = Task(**data)
     except ValidationError as exc:

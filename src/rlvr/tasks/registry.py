@@ -6,6 +6,9 @@ a `Domain`, an iterable of them, or a callable returning either (a family comput
 reasoning-gym domains). A plugin that fails to load is recorded as one line naming the package and its error
 (`unavailable()`, shown by `rlvr tasks list`); the other domains still load. Duplicates are refused, unknown
 names answered with "did you mean".
+
+Verifier kinds that belong to no domain (`answer`: an exact final answer, for tasks of any domain) arrive the same
+way, through the `rlvr.verifiers` group: an entry point named after the kind names its `VerifierKind`.
 """
 from __future__ import annotations
 
@@ -22,10 +25,14 @@ from rlvr.tasks.domain import Domain, NoConfig, VerifierKind
 from rlvr.tasks.source import TaskSource
 
 __all__ = ["Domain", "NoConfig", "VerifierKind", "entry", "is_registered", "kinds", "load", "make", "names",
-           "register", "tools_of", "unavailable", "unregister", "verifier_kind", "verifier_of"]
+           "register", "register_kind", "tools_of", "unavailable", "unregister", "verifier_kind", "verifier_of"]
 
 GROUP = "rlvr.domains"
 """The entry-point group domain packages declare themselves in."""
+KIND_GROUP = "rlvr.verifiers"
+"""The entry-point group of verifier kinds that belong to no domain (the entry point's name is the kind's)."""
+SHARED = ""
+"""The owner of a kind registered by `register_kind` (no domain)."""
 
 _DOMAINS: dict[str, Domain] = {}
 _KINDS: dict[str, tuple[VerifierKind, set[str]]] = {}
@@ -55,6 +62,17 @@ def register(domain: Domain | str, source: Any = None, settings: Any = None, *, 
         _DOMAINS[domain.name] = domain
         for kind, spec in domain.verifiers.items():
             _KINDS.setdefault(kind, (spec, set()))[1].add(domain.name)
+
+
+def register_kind(name: str, kind: VerifierKind) -> None:
+    """Register a verifier kind that no domain owns; the same name with another record is refused."""
+    if not isinstance(kind, VerifierKind):
+        raise TypeError(f"register_kind() takes a VerifierKind, got {type(kind).__name__}")
+    with _lock:
+        known = _KINDS.get(name)
+        if known is not None and known[0] != kind:
+            raise ValueError(f"verifier kind {name!r} is already registered (by {min(known[1]) or 'rlvr'!r})")
+        _KINDS.setdefault(name, (kind, set()))[1].add(SHARED)
 
 
 def unregister(name: str) -> None:
@@ -97,7 +115,7 @@ def _why(ep: importlib.metadata.EntryPoint, exc: BaseException) -> str:
 
 
 def load() -> None:
-    """Load every `rlvr.domains` entry point once (the first lookup does it)."""
+    """Load every `rlvr.domains` and `rlvr.verifiers` entry point once (the first lookup does it)."""
     if _state["done"]:
         return
     with _lock:  # a second thread waits for the first, never sees a half-filled registry
@@ -110,6 +128,11 @@ def load() -> None:
                     if _DOMAINS.get(domain.name) is not domain:
                         register(domain)
             except Exception as exc:  # noqa: BLE001  (a broken plugin costs its own domains, never the others)
+                _unavailable[ep.name] = _why(ep, exc)
+        for ep in sorted(importlib.metadata.entry_points(group=KIND_GROUP), key=lambda e: e.name):
+            try:
+                register_kind(ep.name, ep.load())
+            except Exception as exc:  # noqa: BLE001  (as above: the other kinds still load)
                 _unavailable[ep.name] = _why(ep, exc)
         _state["done"] = True
 

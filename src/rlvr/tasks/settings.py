@@ -3,15 +3,14 @@
 A domain declares its verifier kinds, each with the model of its tasks' `[verifier]` tables, in its `Domain`
 record (`rlvr.tasks.domain`); the registry loads it, and this module reads it. The record lives at the bottom of
 the pipeline so that the loaders (validation when a task loads) and the env's tools (`visible_tests`) read the
-same typed settings the verifiers read. The generic kinds that belong to no domain (`answer`: an exact final
-answer, for tasks of any domain) have their models here.
+same typed settings the verifiers read. Kinds that belong to no domain (`answer`) are registered the same way
+(`rlvr.tasks.registry.register_kind`), so every kind is read through one path.
 """
 from __future__ import annotations
 
 import difflib
 import threading
 import weakref
-from enum import Enum
 from pathlib import Path
 from typing import TypeVar, overload
 
@@ -23,33 +22,9 @@ from rlvr.tasks.domain import VerifierSettings
 from rlvr.tasks.problems import validation_error
 from rlvr.tasks.spec import Task
 
-__all__ = ["GENERIC_KINDS", "AnswerSettings", "Fallback", "VerifierSettings", "checked", "kind_of", "known_kinds",
-           "known_settings", "model_of", "settings_of", "unknown_kind"]
+__all__ = ["VerifierSettings", "checked", "kind_of", "known_kinds", "known_settings", "model_of", "settings_of",
+           "unknown_kind"]
 
-
-class Fallback(str, Enum):
-    """Where the answer is taken from when the text has no answer tags."""
-
-    whole = "whole"
-    """The whole text left after removing the reasoning (strict: any extra words make it wrong)."""
-    boxed = "boxed"
-    """The last `\\boxed{...}` (one distinct value), else the last non-empty line."""
-    none = "none"
-    """No tags, no answer."""
-
-
-class AnswerSettings(VerifierSettings):
-    """The `[verifier]` table of an exact-answer task (kind `answer`)."""
-
-    fallback: Fallback = Fallback.whole
-    """Where the answer is taken from when the response has no answer tags: whole, boxed or none."""
-    case_sensitive: bool = True
-    """Compare case-sensitively (false: casefolded on both sides)."""
-
-
-GENERIC_KINDS: dict[str, type[VerifierSettings]] = {"answer": AnswerSettings}
-"""Verifier kinds of the verify layer itself (no domain declares them), with their settings models; their
-verifiers are built by `rlvr.verify.base`."""
 
 S = TypeVar("S", bound=VerifierSettings)
 _CACHE: dict[tuple[int, type[VerifierSettings]], VerifierSettings] = {}
@@ -58,16 +33,14 @@ _cache_lock = threading.Lock()
 
 
 def model_of(kind: str) -> type[VerifierSettings] | None:
-    """The settings model of verifier kind `kind` (None: no loaded domain declares it)."""
+    """The settings model of verifier kind `kind` (None: nothing registered declares it)."""
     found = registry.verifier_of(kind)
-    if found is not None:
-        return found.settings
-    return GENERIC_KINDS.get(kind)
+    return found.settings if found is not None else None
 
 
 def known_kinds() -> list[str]:
-    """Every verifier kind: those of the loaded domains and the generic ones."""
-    return sorted({*registry.kinds(), *GENERIC_KINDS})
+    """Every verifier kind: those of the loaded domains and those that belong to none (`answer`)."""
+    return registry.kinds()
 
 
 def kind_of(task: Task) -> str:

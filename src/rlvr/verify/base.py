@@ -1,5 +1,6 @@
-"""The Verifier protocol, and building the verifier of a kind: the kinds the domains declare (their `Domain`
-records, `rlvr.tasks.registry`) and the generic ones of this layer (`answer`).
+"""The Verifier protocol, and building the verifier of a kind: every kind comes from the registry
+(`rlvr.tasks.registry`: the kinds the domains declare in their `Domain` records, and `answer`, which belongs to
+none).
 
 A verifier judges a task's final state and returns a Verdict. It never raises for the candidate's faults
 (those are low scores or flags); `verify()` below also turns an unexpected exception inside a verifier into
@@ -53,27 +54,17 @@ class Verifier(Protocol):
 VerifierFactory = Callable[[VerifyContext], Verifier]
 
 
-def _generic(kind: str) -> VerifierFactory | None:
-    """The factory of a generic kind of this layer (`rlvr.tasks.settings.GENERIC_KINDS`)."""
-    if kind == "answer":
-        from rlvr.verify.exact import ExactAnswerVerifier
-
-        return ExactAnswerVerifier
-    return None
-
-
 def verifier_kinds() -> list[str]:
-    """Every verifier kind that can be built: the loaded domains' and the generic ones."""
+    """Every verifier kind that can be built."""
     return known_kinds()
 
 
 def make_verifier(kind: str, ctx: VerifyContext | None = None) -> Verifier:
     """Build a verifier of `kind`; an unknown kind answers with "did you mean"."""
     spec = registry.verifier_of(kind)
-    factory = spec.factory if spec is not None else _generic(kind)
-    if factory is None:
+    if spec is None:
         raise unknown_kind(kind, known_kinds())
-    verifier: Verifier = factory(ctx or VerifyContext())
+    verifier: Verifier = spec.factory(ctx or VerifyContext())
     return verifier
 
 

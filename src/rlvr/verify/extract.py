@@ -14,13 +14,24 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
-
-from rlvr.tasks.settings import Fallback
 
 __all__ = ["MAX_JSON_ANSWER_CHARS", "Fallback", "FinalAnswer", "apply_template", "boxed_contents", "code_from_answer",
            "extract_answer", "extract_script", "fenced_block", "normalize_text", "parse_json_answer", "strip_reasoning",
            "tagged"]
+
+
+class Fallback(str, Enum):
+    """Where the answer is taken from when the text has no answer tags."""
+
+    whole = "whole"
+    """The whole text left after removing the reasoning (strict: any extra words make it wrong)."""
+    boxed = "boxed"
+    """The last `\\boxed{...}` (one distinct value), else the last non-empty line."""
+    none = "none"
+    """No tags, no answer."""
+
 
 THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)

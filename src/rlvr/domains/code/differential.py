@@ -24,12 +24,12 @@ from typing import Any
 
 from rlvr.domains.code.harness import CASES, VALUES, harness_files
 from rlvr.domains.code.harness.report import RunReport
+from rlvr.domains.code.integrity import probes as probes_mod
 from rlvr.domains.code.settings import CodeSettings
 from rlvr.sandbox.base import SandboxPool
 from rlvr.sandbox.result import ExecLimits
 from rlvr.tasks.spec import Files, Task
-from rlvr.verify import integrity_probes as probes_mod
-from rlvr.verify.integrity import Findings, role_of
+from rlvr.verify.findings import Findings, role_of
 from rlvr.verify.values import NotPlain, decode, encode, same
 from rlvr.verify.verdict import Check
 

@@ -59,7 +59,9 @@ Unknown keys are refused (with "did you mean"), so a typo never weakens a task:
 """
 from __future__ import annotations
 
-from typing import Literal
+import fnmatch
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -224,3 +226,24 @@ class CodeSettings(VerifierSettings):
         if self.cases is not None and self.io is not None:
             raise UserError("`cases` and `io` exclude each other", file=where, field="verifier.io",
                             fix="keep one of them")
+
+
+CODE_PROTECTED_DEFAULT: tuple[str, ...] = (
+    "test_*.py", "*/test_*.py", "*_test.py", "*/*_test.py", "test.py", "*/test.py", "tests.py", "*/tests.py",
+    "tests/*", "conftest.py", "*/conftest.py",
+    "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "*.pth", "sitecustomize.py", "usercustomize.py",
+)
+"""Workspace files of a code task that the candidate must not change unless the task says otherwise."""
+
+
+def task_defaults(fields: dict[str, Any], file: Path) -> None:
+    """A bare code task directory: hidden tests default to every test_*.py under hidden/, workspace tests are
+    protected (the `Domain.task_defaults` of the code domain)."""
+    verifier = fields.setdefault("verifier", {})
+    if not isinstance(verifier, dict):
+        raise UserError("must be a table", file=file, field="verifier", fix="write [verifier]")
+    if "tests" not in verifier:
+        verifier["tests"] = sorted(p for p in fields.get("hidden", {}) if fnmatch.fnmatch(PurePosixPath(p).name, "test_*.py"))
+    declared = tuple(fields.get("protected", ()))
+    fields["protected"] = tuple(dict.fromkeys(CODE_PROTECTED_DEFAULT + declared))
+

@@ -22,8 +22,8 @@ from rlvr.domains.code.families import (
     compiled,
     reference_fn,
 )
+from rlvr.domains.code.settings import CODE_PROTECTED_DEFAULT
 from rlvr.errors import UserError
-from rlvr.tasks.loaders import CODE_PROTECTED_DEFAULT
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
 

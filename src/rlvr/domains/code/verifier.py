@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import rlvr.domains.code.differential as integrity_differential
+from rlvr.domains.code import integrity
 from rlvr.domains.code.cases import (
     call_args,
     case_results,
@@ -40,6 +41,8 @@ from rlvr.domains.code.cases import (
 from rlvr.domains.code.harness import GUARDS, SUPERVISOR, VALUES, WORKER, harness_bytecode, harness_files
 from rlvr.domains.code.harness.checks import run_static_checks
 from rlvr.domains.code.harness.report import PARAMS, RunReport, authenticate, hidden_test_ids, interpret
+from rlvr.domains.code.integrity import cases as integrity_cases
+from rlvr.domains.code.integrity import rules as integrity_rules
 from rlvr.domains.code.settings import CodeSettings
 from rlvr.domains.code.workspace import (
     CAND,
@@ -56,9 +59,8 @@ from rlvr.sandbox.base import SandboxPool
 from rlvr.sandbox.limits import for_task
 from rlvr.sandbox.result import ExecResult, ExecStatus
 from rlvr.tasks.spec import Files, FinalState, Task
-from rlvr.verify import integrity, integrity_cases, integrity_rules
 from rlvr.verify.base import VerifyContext, default_pool, derive_seed, settings_of
-from rlvr.verify.integrity_probes import parroting, prompt_literals
+from rlvr.verify.parroting import parroting, prompt_literals
 from rlvr.verify.verdict import Check, Verdict
 
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
 import posixpath
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from rlvr.domains.code.settings import CodeSettings
-from rlvr.errors import UserError
 from rlvr.tasks.spec import Files, FinalState, Task
 from rlvr.verify.extract import apply_template, code_from_answer
 
@@ -42,21 +39,6 @@ def candidate_files(task: Task, final: FinalState, s: CodeSettings) -> Files:
         return dict(final.files)
     files = dict(final.files or task.workspace)
     files[s.answer_file] = apply_template(s.answer_template, code_from_answer(final.answer))
-    return files
-
-
-def read_workspace(path: str | Path) -> Files:
-    """A final workspace directory as text files (caches skipped, symlinks left out, bytes decoded leniently)."""
-    root = Path(path)
-    if not root.is_dir():
-        raise UserError("no such workspace directory", file=root, fix="give the final state's directory")
-    files: Files = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".pytest_cache", ".git"))
-        for fn in sorted(filenames):
-            p = Path(dirpath) / fn
-            if not p.is_symlink() and p.is_file():
-                files[p.relative_to(root).as_posix()] = p.read_bytes().decode("utf-8", "replace")
     return files
 
 

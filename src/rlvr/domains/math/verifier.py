@@ -15,7 +15,7 @@ from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifyContext
 from rlvr.verify.extract import Fallback, extract_answer, normalize_text
 from rlvr.verify.guard import guarded
-from rlvr.verify.integrity_probes import answer_parroting
+from rlvr.verify.parroting import answer_parroting
 from rlvr.verify.verdict import Check, Flag, Verdict
 
 MAX_ANSWER_CHARS = 1000

@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import rlvr.domains.repo.mutate as repo_mutate
+from rlvr.domains.code.settings import CODE_PROTECTED_DEFAULT
 from rlvr.errors import UserError
-from rlvr.tasks.loaders import CODE_PROTECTED_DEFAULT
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import FinalState, Task, TaskLimits
 

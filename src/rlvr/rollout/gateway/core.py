@@ -1,6 +1,6 @@
 """The gateway: an OpenAI-compatible endpoint in front of the policy that records every call's tokens for RL.
 
-An agent of any framework trains through its `base_url`. Each episode opens a `Session` with its own API key;
+An agent of any framework trains through its `base_url`. Each episode opens a `AgentSession` with its own API key;
 each request's messages are rendered by the policy's own chat template, and the exact prompt token ids, the
 sampled token ids, their behaviour log-probs and the policy version go into that session's token record,
 built like the rollout engine's (`rlvr.rollout.core.tokens.TokenStream`: prompts are extended, never re-tokenized).
@@ -8,7 +8,7 @@ built like the rollout engine's (`rlvr.rollout.core.tokens.TokenStream`: prompts
 Segments: when a call's history is not an extension of the previous call's prompt and completion (the agent
 edited, trimmed or summarised its history), the record so far is closed as a segment and a new one starts
 from a fresh rendering. Each segment is trained on its own tokens, so no token is ever credited with a
-context the model did not see (`Session.fill` puts the last segment in the Episode's token fields and the
+context the model did not see (`AgentSession.fill` puts the last segment in the Episode's token fields and the
 earlier ones in `metadata["segments"]`; `rlvr.rollout.episode.split_segments` makes one training record of each).
 
 Turns the model writes with rlvr's text tool calls (`<tool_call>{...}</tool_call>`) go back as OpenAI
@@ -36,7 +36,7 @@ from rlvr.errors import UserError
 from rlvr.rollout.core.tokens import ChatEncoder, TokenStream
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.gateway import wire
-from rlvr.rollout.gateway.wire import ApiError, Request, Turn
+from rlvr.rollout.gateway.wire import ApiError, Reply, Request
 from rlvr.rollout.policy import Completion, Policy, SamplingParams
 
 BATCH_WINDOW_S = 0.002
@@ -69,7 +69,7 @@ class Segment:
 
 
 @dataclass
-class Session:
+class AgentSession:
     """One episode's calls: its key, budgets, token record and what the agent was told."""
 
     key: str
@@ -165,7 +165,7 @@ class Gateway:
         self.eos: tuple[frozenset[int], str] = (frozenset(policy.eos_ids),  # type: ignore[attr-defined]
                                                 (tok.eos_token or "") if tok is not None else "")
         self.native_tools = bool(getattr(policy, "native_tools", False))
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, AgentSession] = {}
         self._lock = threading.Lock()
         self._window, self._max_batch = batch_window_s, max_batch
         self._queue: queue.Queue[_Call | None] = queue.Queue()
@@ -174,15 +174,15 @@ class Gateway:
 
     # ------------------------------------------------------------------------------------------ sessions
     def open_session(self, episode_id: str = "", *, seed: int = 0, max_turns: int | None = None,
-                     max_tokens: int | None = None) -> Session:
+                     max_tokens: int | None = None) -> AgentSession:
         """A new session with a fresh key (hand the key to that episode's agent only)."""
-        s = Session(key="sk-rlvr-" + secrets.token_urlsafe(24), episode_id=episode_id, seed=seed,
+        s = AgentSession(key="sk-rlvr-" + secrets.token_urlsafe(24), episode_id=episode_id, seed=seed,
                     max_turns=max_turns, max_tokens=max_tokens)
         with self._lock:
             self.sessions[s.key] = s
         return s
 
-    def close_session(self, key: str) -> Session | None:
+    def close_session(self, key: str) -> AgentSession | None:
         """Revoke a key: later calls with it are refused (401); the session's record stays with the caller."""
         with self._lock:
             s = self.sessions.pop(key, None)
@@ -196,7 +196,7 @@ class Gateway:
             self.close_session(key)
         self._queue.put(None)
 
-    def authorize(self, headers: dict[str, str], only: str | None = None) -> Session:
+    def authorize(self, headers: dict[str, str], only: str | None = None) -> AgentSession:
         auth = headers.get("authorization", "")
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else headers.get("api-key", "").strip()
         s = self.sessions.get(key) if key and (only is None or key == only) else None
@@ -226,14 +226,14 @@ class Gateway:
         except ApiError as exc:
             return Response(exc.status, exc.body())
 
-    def _models(self, session: Session, body: Any) -> Response:
+    def _models(self, session: AgentSession, body: Any) -> Response:
         return Response(200, wire.models_response(self.model_name))
 
-    def _stop(self, session: Session, body: Any) -> Response:
+    def _stop(self, session: AgentSession, body: Any) -> Response:
         session.stopped.wait(STOP_POLL_S)
         return Response(200, {"stop": session.truncated_by or ("closed" if session.closed else None)})
 
-    def _chat(self, session: Session, body: Any) -> Response:
+    def _chat(self, session: AgentSession, body: Any) -> Response:
         req = wire.chat_request(body)
         with session.lock:
             msgs = [wire.to_message(d, self._raw(session, d)) for d in req.messages]
@@ -250,26 +250,26 @@ class Gateway:
             session.turns[sent_calls[0]["id"] if sent_calls else "content:" + content] = (
                 comp.text, sent_content, sent_calls)
         reason = "tool_calls" if calls else "length" if comp.finish_reason == "length" else "stop"
-        turn = Turn(id="chatcmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text,
+        turn = Reply(id="chatcmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text,
                     content=sent_content, tool_calls=sent_calls, finish_reason=reason,
                     prompt_tokens=len(prompt), completion_tokens=len(comp.token_ids))
         if req.stream:
             return Response(200, events=wire.chat_chunks(turn, req.include_usage))
         return Response(200, wire.chat_response(turn))
 
-    def _complete(self, session: Session, body: Any) -> Response:
+    def _complete(self, session: AgentSession, body: Any) -> Response:
         req = wire.completion_request(body)
         with session.lock:
             stream = TokenStream(_Raw(self.encoder))  # type: ignore[arg-type]
             comp, prompt = self._call(session, req, [Message(role="user", content=req.prompt or "")], stream, "raw")
-        turn = Turn(id="cmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text, content=comp.text,
+        turn = Reply(id="cmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text, content=comp.text,
                     tool_calls=[], finish_reason="length" if comp.finish_reason == "length" else "stop",
                     prompt_tokens=len(prompt), completion_tokens=len(comp.token_ids))
         if req.stream:
             return Response(200, events=wire.completion_chunks(turn, req.include_usage))
         return Response(200, wire.completion_response(turn))
 
-    def _raw(self, session: Session, d: dict[str, Any]) -> str | None:
+    def _raw(self, session: AgentSession, d: dict[str, Any]) -> str | None:
         """The raw text of an assistant turn the gateway wrote, when the agent sent it back unchanged."""
         if d["role"] != "assistant":
             return None
@@ -284,7 +284,7 @@ class Gateway:
         return raw if same_calls and (d["content"] or None) == (content or None) else None
 
     # ------------------------------------------------------------------------------------------- one call
-    def _call(self, session: Session, req: Request, msgs: list[Message], fresh: TokenStream, mode: str
+    def _call(self, session: AgentSession, req: Request, msgs: list[Message], fresh: TokenStream, mode: str
               ) -> tuple[Completion, list[int]]:
         """Budgets, the prompt (extending the segment, or a new one), generation and the record of one call."""
         if session.closed:
@@ -321,7 +321,7 @@ class Gateway:
             session.stop("tokens")
         return comp, prompt
 
-    def _extend(self, session: Session, msgs: list[Message], fresh: TokenStream, mode: str
+    def _extend(self, session: AgentSession, msgs: list[Message], fresh: TokenStream, mode: str
                 ) -> tuple[TokenStream, bool]:
         """(the stream whose ids are this call's prompt, whether it starts a new segment)."""
         cur = session.stream
@@ -334,7 +334,7 @@ class Gateway:
         return fresh, cur is not None
 
     # ----------------------------------------------------------------------------------------- generation
-    def _submit(self, session: Session, prompt: list[int], budget: int, seed: int, stop: tuple[str, ...]
+    def _submit(self, session: AgentSession, prompt: list[int], budget: int, seed: int, stop: tuple[str, ...]
                 ) -> Completion:
         call = _Call(prompt, budget, seed, stop)
         self._queue.put(call)

@@ -238,7 +238,7 @@ def _args(raw: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- responses
 @dataclass
-class Turn:
+class Reply:
     """What one call produced, ready to be shaped as a response."""
 
     id: str
@@ -258,7 +258,7 @@ class Turn:
                 "total_tokens": self.prompt_tokens + self.completion_tokens}
 
 
-def chat_response(t: Turn) -> dict[str, Any]:
+def chat_response(t: Reply) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": t.content}
     if t.tool_calls:
         msg["tool_calls"] = t.tool_calls
@@ -267,7 +267,7 @@ def chat_response(t: Turn) -> dict[str, Any]:
             "usage": t.usage}
 
 
-def chat_chunks(t: Turn, include_usage: bool) -> Iterator[dict[str, Any]]:
+def chat_chunks(t: Reply, include_usage: bool) -> Iterator[dict[str, Any]]:
     """The streamed form of a chat turn: role, content, each tool call, the finish reason (and the usage)."""
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         c: dict[str, Any] = {"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
@@ -287,13 +287,13 @@ def chat_chunks(t: Turn, include_usage: bool) -> Iterator[dict[str, Any]]:
                "usage": t.usage}
 
 
-def completion_response(t: Turn) -> dict[str, Any]:
+def completion_response(t: Reply) -> dict[str, Any]:
     return {"id": t.id, "object": "text_completion", "created": t.created, "model": t.model,
             "choices": [{"index": 0, "text": t.text, "logprobs": None, "finish_reason": t.finish_reason}],
             "usage": t.usage}
 
 
-def completion_chunks(t: Turn, include_usage: bool) -> Iterator[dict[str, Any]]:
+def completion_chunks(t: Reply, include_usage: bool) -> Iterator[dict[str, Any]]:
     yield {"id": t.id, "object": "text_completion", "created": t.created, "model": t.model,
            "choices": [{"index": 0, "text": t.text, "logprobs": None, "finish_reason": t.finish_reason}]}
     if include_usage:

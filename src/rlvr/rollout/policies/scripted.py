@@ -25,7 +25,7 @@ from rlvr.errors import UserError
 from rlvr.rollout.policy import Completion, SamplingParams
 
 
-class Turn(BaseModel):
+class ScriptedTurn(BaseModel):
     """One scripted assistant turn."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -43,7 +43,7 @@ class Match(BaseModel):
 
     prompt_contains: str = Field(min_length=1)
     """Text that must occur in the first user message."""
-    turns: list[Turn | str]
+    turns: list[ScriptedTurn | str]
     """The turns to replay."""
 
 
@@ -52,14 +52,14 @@ class Script(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    default: list[Turn | str] = Field(default_factory=list)
+    default: list[ScriptedTurn | str] = Field(default_factory=list)
     """Turns for conversations no `match` entry claims."""
     match: list[Match] = Field(default_factory=list)
     """Entries tried in order."""
 
 
-def _turn(t: Turn | str) -> Turn:
-    return Turn(content=t) if isinstance(t, str) else t
+def _turn(t: ScriptedTurn | str) -> ScriptedTurn:
+    return ScriptedTurn(content=t) if isinstance(t, str) else t
 
 
 class ScriptedPolicy:
@@ -92,7 +92,7 @@ class ScriptedPolicy:
                             fix="see the format in rlvr.rollout.policies.scripted") from None
         return cls(script, name=str(p))
 
-    def _turns(self, conversation: Sequence[Message]) -> list[Turn | str]:
+    def _turns(self, conversation: Sequence[Message]) -> list[ScriptedTurn | str]:
         prompt = next((m.content for m in conversation if m.role == "user"), "")
         for m in self.script.match:
             if m.prompt_contains in prompt:
@@ -105,7 +105,7 @@ class ScriptedPolicy:
         for i, conv in enumerate(conversations):
             turns = self._turns(conv)
             n = sum(m.role == "assistant" for m in conv)
-            turn = _turn(turns[n]) if n < len(turns) else Turn()
+            turn = _turn(turns[n]) if n < len(turns) else ScriptedTurn()
             ids = list(turn.content.encode("utf-8"))
             reason = "stop"
             if len(ids) > params.budget(i):  # a budget cut applies to scripts too

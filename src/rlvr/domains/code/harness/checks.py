@@ -9,7 +9,7 @@ from rlvr.sandbox.base import Sandbox, SandboxPool
 from rlvr.sandbox.limits import for_task
 from rlvr.sandbox.result import ExecLimits
 from rlvr.tasks.spec import Files, Task
-from rlvr.verify.integrity import role_of
+from rlvr.verify.findings import role_of
 from rlvr.verify.verdict import Check
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.domains.code.harness import RESULT_MARK
-from rlvr.verify.integrity import Findings
+from rlvr.verify.findings import Findings
 from rlvr.verify.values import NotPlain, decode
 
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 import tomllib
 
 from rlvr.atomic import atomic_dir
-from rlvr.domains.repo.build import env as envs
+from rlvr.domains.code.settings import CODE_PROTECTED_DEFAULT
 from rlvr.domains.repo.build import generators
+from rlvr.domains.repo.build import venv as project_venv
 from rlvr.domains.repo.build.prompt import describe
 from rlvr.domains.repo.build.runner import SuiteRun, collection_error, run_suite
 from rlvr.domains.repo.build.source import Project, resolve
 from rlvr.sandbox import venvs
-from rlvr.tasks.loaders import CODE_PROTECTED_DEFAULT
 from rlvr.tasks.spec import Task
 
 if TYPE_CHECKING:
@@ -221,13 +221,13 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
     rep.skipped = _skip_reason(files, native)
     if rep.skipped:
         return
-    reqs = envs.requirements(project.root)
+    reqs = project_venv.requirements(project.root)
     test_files = sorted(r for r in files if is_test_file(r))
     rep.roots = roots = import_roots(files)
     files.update(dist_metadata(project.root, roots))
     with ExitStack() as stack:
         # the env lives in the cache every later run (the tasks' own requirements) finds it in
-        made = envs.make_env(reqs, venvs.env_cache())
+        made = project_venv.make_venv(reqs, venvs.env_cache())
         reqs, rep.relaxed = made.requirements, made.relaxed
         pool = stack.enter_context(pool_factory(str(made.python)))
         first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
@@ -235,7 +235,7 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
             # the suite cannot start on today's pytest (typically a conftest still using hook arguments that
             # pytest 8 removed, such as `path`): the last pytest before them
             stack.close()
-            made = envs.make_env(sorted(OLD_PYTEST if r == "pytest" else r for r in reqs), venvs.env_cache())
+            made = project_venv.make_venv(sorted(OLD_PYTEST if r == "pytest" else r for r in reqs), venvs.env_cache())
             reqs, rep.relaxed = made.requirements, rep.relaxed + made.relaxed
             pool = stack.enter_context(pool_factory(str(made.python)))
             first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.domains.repo.build import env
+from rlvr.domains.repo.build import venv as project_venv
 from rlvr.domains.repo.build.source import resolve
 from rlvr.sandbox import venvs
 
@@ -17,8 +17,8 @@ def test_requirements_come_from_the_project(tmp_path: Path) -> None:
         '[project]\nname = "x"\ndependencies = ["attrs>=20"]\n'
         '[project.optional-dependencies]\ntest = ["hypothesis", "pytest-cov"]\ndocs = ["sphinx"]\n')
     (tmp_path / "requirements-test.txt").write_text("# comment\nfreezegun==1.5  # pinned\n-e .\n")
-    assert env.requirements(tmp_path) == ["attrs>=20", "freezegun==1.5", "hypothesis", "pytest"]
-    assert env.requirements(tmp_path / "nothing-here") == ["pytest"]
+    assert project_venv.requirements(tmp_path) == ["attrs>=20", "freezegun==1.5", "hypothesis", "pytest"]
+    assert project_venv.requirements(tmp_path / "nothing-here") == ["pytest"]
 
 
 def test_setup_cfg_extras_and_tox_deps_are_test_requirements(tmp_path: Path) -> None:
@@ -28,10 +28,10 @@ def test_setup_cfg_extras_and_tox_deps_are_test_requirements(tmp_path: Path) -> 
     (tmp_path / "tox.ini").write_text(
         "[tox]\nenvlist = py3\n[testenv]\ndeps =\n    -rrequirements.txt\n    {env:EXTRA:}\n"
         "    hypothesis; python_version >= '3.8'  # markers stay\n    mock\ncommands = pytest\n")
-    assert env.requirements(tmp_path) == ["freezegun", "hypothesis; python_version >= '3.8'", "mock", "pytest",
+    assert project_venv.requirements(tmp_path) == ["freezegun", "hypothesis; python_version >= '3.8'", "mock", "pytest",
                                           "six>=1.10"]
     (tmp_path / "tox.ini").write_text("[testenv\nbroken")  # an unreadable file is not a requirement
-    assert "mock" not in env.requirements(tmp_path)
+    assert "mock" not in project_venv.requirements(tmp_path)
 
 
 def test_the_key_is_a_hash_of_what_is_installed() -> None:
@@ -105,7 +105,7 @@ def test_requirement_files_tox_names_with_r_are_followed(tmp_path: Path) -> None
         "extra/more.txt": "six\n-r ../../outside.txt\n",
     })
     (tmp_path.parent / "outside.txt").write_text("outside-the-project\n")
-    assert env.requirements(tmp_path) == ["attrs>=19 ; python_version >= '3.6'", "hypothesis==6.0", "pytest",
+    assert project_venv.requirements(tmp_path) == ["attrs>=19 ; python_version >= '3.6'", "hypothesis==6.0", "pytest",
                                           "six"]
 
 
@@ -127,7 +127,7 @@ def test_requirements_files_by_name_and_test_extras(tmp_path: Path) -> None:
         "pyproject.toml": '[project]\nname = "x"\n[project.optional-dependencies]\ntests = ["trustme"]\n'
                           '[dependency-groups]\ntest = ["pyyaml", {include-group = "other"}]\n',
     })
-    assert env.requirements(tmp_path) == ["black", "freezegun", "mock", "pytest", "pytest-mock", "pyyaml",
+    assert project_venv.requirements(tmp_path) == ["black", "freezegun", "mock", "pytest", "pytest-mock", "pyyaml",
                                           "requests>=2", "responses", "rich", "trustme"]
 
 
@@ -141,10 +141,10 @@ def test_a_pin_pip_names_is_relaxed(tmp_path: Path, monkeypatch) -> None:
                                  "oldlib==1.0")
         return tmp_path / "python"
     monkeypatch.setattr(venvs, "ensure_env", fake)
-    made = env.make_env(["attrs==23.1", "oldlib==1.0", "pytest"], tmp_path)
+    made = project_venv.make_venv(["attrs==23.1", "oldlib==1.0", "pytest"], tmp_path)
     assert made.python == tmp_path / "python" and made.relaxed == ["oldlib==1.0 -> oldlib"]
     assert made.requirements == ["attrs==23.1", "oldlib", "pytest"] and len(calls) == 2
-    assert env.make_env(["pytest"], tmp_path).relaxed == []  # what builds is never touched
+    assert project_venv.make_venv(["pytest"], tmp_path).relaxed == []  # what builds is never touched
 
 
 def test_pins_pip_does_not_name_are_found_by_halving_within_the_budget(tmp_path: Path, monkeypatch) -> None:
@@ -160,12 +160,12 @@ def test_pins_pip_does_not_name_are_found_by_halving_within_the_budget(tmp_path:
         return tmp_path / "python"
     monkeypatch.setattr(venvs, "ensure_env", fake)
     pins = ["a==1.0", "b[x]==2.0; python_version < '4'", "c~=3.0", "d<4", "e<=1.0", "f==6.0", "g>=1"]
-    made = env.make_env(["pytest", *pins], tmp_path, max_attempts=12)
+    made = project_venv.make_venv(["pytest", *pins], tmp_path, max_attempts=12)
     assert made.relaxed == ["b[x]==2.0; python_version < '4' -> b[x]; python_version < '4'", "e<=1.0 -> e"]
     assert "g>=1" in made.requirements and "a==1.0" in made.requirements and len(calls) <= 12
     calls.clear()
-    made = env.make_env(["pytest", *pins], tmp_path)  # a smaller budget: still a set that builds, more relaxed
-    assert len(calls) <= env.MAX_PIP and not bad & set(made.requirements)
+    made = project_venv.make_venv(["pytest", *pins], tmp_path)  # a smaller budget: still a set that builds, more relaxed
+    assert len(calls) <= project_venv.MAX_PIP and not bad & set(made.requirements)
     assert {n.split(" -> ")[0] for n in made.relaxed} >= bad
 
 
@@ -177,15 +177,15 @@ def test_an_env_that_fails_for_another_reason_is_an_env_error_after_two_builds(t
         raise venvs.EnvError(f"the environment does not build: attempt {len(calls)}")
     monkeypatch.setattr(venvs, "ensure_env", fake)
     with pytest.raises(venvs.EnvError, match="attempt 1$"):  # the first error, not the relaxed set's
-        env.make_env(["pytest", "a==1.0", "b==2.0"], tmp_path)
+        project_venv.make_venv(["pytest", "a==1.0", "b==2.0"], tmp_path)
     assert calls == [["a==1.0", "b==2.0", "pytest"], ["a", "b", "pytest"]]
     calls.clear()
     with pytest.raises(venvs.EnvError):
-        env.make_env(["pytest", "a>=1"], tmp_path)  # nothing pinned: nothing to relax
+        project_venv.make_venv(["pytest", "a>=1"], tmp_path)  # nothing pinned: nothing to relax
     assert len(calls) == 1
 
 
 def test_a_pin_that_does_not_exist_is_relaxed_by_pip_itself(tmp_path: Path) -> None:
-    made = env.make_env(["iniconfig==0.0.1.dev999", "pytest"], tmp_path)
+    made = project_venv.make_venv(["iniconfig==0.0.1.dev999", "pytest"], tmp_path)
     assert made.relaxed == ["iniconfig==0.0.1.dev999 -> iniconfig"]
     assert made.requirements == ["iniconfig", "pytest"] and made.python.is_file()

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from rlvr.domains.config.source import break_config
-from rlvr.domains.config.verifier import ConfigVerifier
+from rlvr.domains.config_docs.source import break_config
+from rlvr.domains.config_docs.verifier import ConfigVerifier
 from rlvr.errors import UserError
 from rlvr.tasks import registry
 from rlvr.verify.base import VerifyContext

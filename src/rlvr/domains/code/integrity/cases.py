@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-from rlvr.verify.integrity import NOT_LITERAL, Findings, literal, role_of
+from rlvr.verify.findings import NOT_LITERAL, Findings, literal, role_of
 
 
 def _distinctive(v: object) -> bool:

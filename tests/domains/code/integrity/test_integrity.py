@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.verify.integrity import no_change, parroting, role_of, scan_sources, tampering
-from rlvr.verify.integrity_cases import hard_coded_cases
+from rlvr.domains.code.integrity import no_change, parroting, scan_sources, tampering
+from rlvr.domains.code.integrity.cases import hard_coded_cases
+from rlvr.verify.findings import role_of
 
 
 def kinds(files: dict[str, str], names: tuple[str, ...] = (), modules: tuple[str, ...] = ()) -> set[str]:
@@ -113,7 +114,7 @@ def test_parroting_only_values_absent_from_the_document() -> None:
 
 
 def test_main_guard_blocks_are_blanked_only_at_top_level_and_without_else() -> None:
-    from rlvr.verify.integrity import runs_programs, without_main_guard
+    from rlvr.domains.code.integrity import runs_programs, without_main_guard
 
     text = "def f():\n    return 1\n\nif __name__ == '__main__':\n    assert f() == 1\n"
     assert without_main_guard(text) == "def f():\n    return 1\n\n\n\n"

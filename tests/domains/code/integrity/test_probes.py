@@ -5,16 +5,8 @@ import random
 
 import pytest
 
-from rlvr.verify.integrity_probes import (
-    answer_parroting,
-    draw_like,
-    example_calls,
-    hardcoding,
-    parroting,
-    probes,
-    prompt_literals,
-    read_off,
-)
+from rlvr.domains.code.integrity.probes import draw_like, example_calls, hardcoding, probes
+from rlvr.verify.parroting import answer_parroting, parroting, prompt_literals, read_off
 
 
 def test_fresh_inputs_keep_types_and_ranges_and_replay() -> None:

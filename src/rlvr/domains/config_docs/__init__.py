@@ -1,6 +1,7 @@
-"""The `config` domain: configuration documents checked by JSON Schema and semantic rules, credit per rule."""
-from rlvr.domains.config.source import ConfigDomainConfig, ConfigSource
-from rlvr.domains.config.verifier import ConfigVerifier
+"""The `config` domain (this package: `config_docs`, apart from the run config `rlvr.config`): configuration
+documents checked by JSON Schema and semantic rules, credit per rule."""
+from rlvr.domains.config_docs.source import ConfigDomainConfig, ConfigSource
+from rlvr.domains.config_docs.verifier import ConfigVerifier
 from rlvr.tasks.domain import Domain, VerifierKind
 
 DOMAIN = Domain(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.verify.integrity_rules import scan
+from rlvr.domains.code.integrity.rules import scan
 
 
 def kinds(src: str, path: str = "m.py") -> set[str]:

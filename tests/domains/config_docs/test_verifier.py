@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rlvr.domains.config.verifier import ConfigVerifier
+from rlvr.domains.config_docs.verifier import ConfigVerifier
 from rlvr.tasks import registry
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.base import VerifyContext

@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-from rlvr.verify.integrity import AliasVisitor, Findings, role_of
+from rlvr.domains.code.integrity import AliasVisitor
+from rlvr.verify.findings import Findings, role_of
 
 CLOCK_MODULES = frozenset({"time", "datetime", "timeit"})
 CATCH_ALL = frozenset({"BaseException", "SystemExit", "KeyboardInterrupt", "GeneratorExit"})

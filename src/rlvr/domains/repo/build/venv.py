@@ -184,7 +184,7 @@ def _valid(line: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Env:
+class ProjectVenv:
     """A project's environment as made."""
 
     python: Path
@@ -218,7 +218,7 @@ def _named(error: object, line: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", words) is not None
 
 
-def make_env(reqs: Sequence[str], cache: Path, max_attempts: int = MAX_PIP) -> Env:
+def make_venv(reqs: Sequence[str], cache: Path, max_attempts: int = MAX_PIP) -> ProjectVenv:
     """The venv for `reqs` (`venvs.ensure_env`); when it does not build, the pins that stop it are relaxed: first
     those pip's error names, one at a time; else every pin at once (when that fails too the pins were not the
     cause: the first error is raised), then pins restored half a group at a time while builds remain, so only
@@ -240,7 +240,7 @@ def make_env(reqs: Sequence[str], cache: Path, max_attempts: int = MAX_PIP) -> E
 
     python, first = attempt()
     if python is not None:
-        return Env(python, current())
+        return ProjectVenv(python, current())
     assert first is not None
     pins = [r for r in reqs if pinned(r)]
     error: venvs.EnvError | None = first
@@ -268,4 +268,4 @@ def make_env(reqs: Sequence[str], cache: Path, max_attempts: int = MAX_PIP) -> E
             relaxed.update(group)
             if len(group) > 1:
                 groups += [group[:len(group) // 2], group[len(group) // 2:]]
-    return Env(python, current(), [f"{r} -> {relax(r)}" for r in reqs if r in relaxed])
+    return ProjectVenv(python, current(), [f"{r} -> {relax(r)}" for r in reqs if r in relaxed])
