@@ -8,7 +8,7 @@ STAMP := $(VENV)/.rlvr-installed
 TORCH_VERSION ?= 2.13.0
 EXTRAS ?= train,domains,ray,trl,dev,real,openenv,skyrl,verifiers
 
-.PHONY: setup quickstart test test-fast bench clean system-deps test-deps test-vllm real-model test-real
+.PHONY: setup quickstart test lint test-fast bench clean system-deps test-deps test-vllm real-model test-real
 
 # Installer: uv (from PyPI, bootstrapped once into $(UV_TOOLS) with pip) when it can be had, else pip; a uv install
 # that fails is retried with pip. INSTALLER=pip forces pip; UV=/path/to/uv picks a uv. uv reads none of pip's
@@ -139,7 +139,12 @@ $(STAMP): pyproject.toml | $(PY)
 quickstart: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr train
 
-test: setup test-deps
+# The project's own limits, checked before the tests: lines of at most 110 characters, pyflakes, import order
+# ([tool.ruff.lint] in pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+
+test: setup test-deps lint
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm and not real and not blender and not distributed and not integrations and not elastic" tests
 
 # Multi-rank fault tests (marker `distributed`): a rank SIGKILLed mid-step under torchrun --max-restarts;

@@ -1,5 +1,5 @@
-"""Benchmarks that need vLLM run in its own venv (`.venv-vllm`, made by `make test-vllm`): started from another
-interpreter, they re-execute themselves there."""
+"""Benchmarks that need vLLM run in its own venv (`.venv-vllm`, made by `make test-vllm`): started from
+another interpreter, they re-execute themselves there."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,7 +16,8 @@ def reexec_in_vllm_venv(script: str, needs: tuple[str, ...] = ("vllm",)) -> None
     if all(importlib.util.find_spec(m) is not None for m in needs):
         return
     if not VLLM_PYTHON.exists():
-        print(f"{Path(script).name} needs {' and '.join(needs)}: run `make test-vllm` once to build .venv-vllm",
+        print(f"{Path(script).name} needs {' and '.join(needs)}: run `make test-vllm` once to "
+              f"build .venv-vllm",
               file=sys.stderr)
         sys.exit(2)
     os.execv(str(VLLM_PYTHON), [str(VLLM_PYTHON), script, *sys.argv[1:]])

@@ -66,7 +66,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--sft-steps", type=int, default=150, help="SFT warm start, so that answers are worth verifying")
+    ap.add_argument("--sft-steps", type=int, default=150,
+                    help="SFT warm start, so that answers are worth verifying")
     args = ap.parse_args()
     if args.backend == "vllm":
         reexec_in_vllm_venv(__file__)
@@ -80,7 +81,8 @@ def main() -> int:
         print(f"{label} step {r['step_s']:6.2f}s  waiting for rollouts {r['wait_s']:6.2f}s  "
               f"update {r['update_s']:5.2f}s  run {r['wall_s']:6.1f}s", flush=True)
     print(f"ratio async / sync: step time x{res[1]['step_s'] / res[0]['step_s']:.2f}, "
-          f"whole run x{res[1]['wall_s'] / res[0]['wall_s']:.2f}; load average after: {os.getloadavg()[0]:.2f}")
+          f"whole run x{res[1]['wall_s'] / res[0]['wall_s']:.2f}; load average after: "
+          f"{os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""One `blender` verification (run, save, render, compare) and its split, beside the `mesh` domain's, same run.
+"""One `blender` verification (run, save, render, compare) and its split, beside the `mesh` domain's, same
+run.
 
 1. p50 of one verification of a gold medium-tier scene with its reference already cached (the steady state of
    a run, where each task's reference is built once), split into: the candidate's run in Blender (start,
@@ -93,7 +94,8 @@ def main() -> int:
     with make_blender_pool(workers=2) as bpool, make_blender_pool(workers=2, warm=()) as cold, \
             make_pool(workers=2) as pool:
         blender_tasks = registry.make("blender", tier="medium").sample(args.tasks)
-        rows.append(measure("blender", blender_tasks, VerifyContext(pool=pool, extras={"blender_pool": bpool}),
+        rows.append(measure("blender", blender_tasks,
+                            VerifyContext(pool=pool, extras={"blender_pool": bpool}),
                             args.reps))
         rows.append(measure("blender", blender_tasks, VerifyContext(pool=pool, extras={"blender_pool": cold}),
                             args.reps) | {"domain": "blender (a Blender start per command)"})

@@ -56,7 +56,8 @@ def measure(n: int) -> dict[str, dict[str, float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=500, help="tasks generated per source (repo and humaneval: at most all)")
+    ap.add_argument("--n", type=int, default=500,
+                    help="tasks generated per source (repo and humaneval: at most all)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     res = measure(args.n)

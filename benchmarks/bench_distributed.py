@@ -1,10 +1,10 @@
 """Training on 2 ranks against 1 (rlvr.train.distributed): samples per second of RL steps, and the parameter +
 optimizer-state bytes each rank holds (FSDP2 shards them), same config, tasks and model, one thread per rank.
 
-Baseline: the same run as one process (`rlvr train`, world size 1), measured in the same invocation. Samples per
-second count the episodes of the RL steps over the steps' own wall time (the `time/*_s` phases rank 0 logs), so
-process start-up and held-out evaluation are left out on both sides. The toy domain gives a graded reward a
-random model earns (the share of characters with an even code point), so every step updates.
+Baseline: the same run as one process (`rlvr train`, world size 1), measured in the same invocation. Samples
+per second count the episodes of the RL steps over the steps' own wall time (the `time/*_s` phases rank 0
+logs), so process start-up and held-out evaluation are left out on both sides. The toy domain gives a graded
+reward a random model earns (the share of characters with an even code point), so every step updates.
 
     python benchmarks/bench_distributed.py            # about 3 minutes on 2 cores (the builtin tiny model)
     python benchmarks/bench_distributed.py --n-layer 4 --n-embd 256    # a model whose work is its matmuls
@@ -55,7 +55,8 @@ def config(out: Path, model: Path, world: int, sharding: str = "fsdp") -> dict:
         "sandbox": {"isolation": "none", "workers": 1},
         "policy": {"model": str(model), "max_new_tokens": 48, "device": "cpu"},
         "rollout": {"group_size": 8, "tool_workers": 1},
-        "train": {"steps": STEPS, "batch_size": 8, "lr": 1e-4, "checkpoint_every": 100, "micro_batch_size": 32,
+        "train": {"steps": STEPS, "batch_size": 8, "lr": 1e-4, "checkpoint_every": 100,
+                  "micro_batch_size": 32,
                   **({"world_size": world, "sharding": sharding} if world > 1 else {})},
         "sft": {"enabled": False},
         "monitor": {"tensorboard": False, "report": False},
@@ -91,9 +92,11 @@ def main() -> None:
     ap.add_argument("--n-layer", type=int, default=BUILTIN_MODELS["tiny"]["n_layer"])
     ap.add_argument("--n-embd", type=int, default=BUILTIN_MODELS["tiny"]["n_embd"],
                     help="width of the GPT-2 (default: the quickstart's builtin tiny, 0.9M parameters)")
-    ap.add_argument("--sharding", choices=("fsdp", "ddp"), default="fsdp", help="train.sharding of the 2-rank runs")
+    ap.add_argument("--sharding", choices=("fsdp", "ddp"), default="fsdp",
+                    help="train.sharding of the 2-rank runs")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-dist-") as tmp:  # 4 runs' checkpoints: gigabytes for a 19M model
+    # 4 runs' checkpoints: gigabytes for a 19M model
+    with tempfile.TemporaryDirectory(prefix="bench-dist-") as tmp:
         run(args, Path(tmp))
 
 
@@ -116,19 +119,21 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
     sps2 = statistics.median(r[1] for r in by[2])
     mem1 = by[1][0][3]["rank_state_bytes"][0]
     mem2 = max(by[2][0][3]["rank_state_bytes"])
-    print(f"model: GPT-2 {args.n_layer} x {args.n_embd}, {by[1][0][3]['model_params']:,} parameters; 2 ranks: "
-          f"{args.sharding}; {STEPS} steps of 8 tasks x 8 samples, "
+    print(f"model: GPT-2 {args.n_layer} x {args.n_embd}, {by[1][0][3]['model_params']:,} "
+          f"parameters; 2 ranks: {args.sharding}; {STEPS} steps of 8 tasks x 8 samples, "
           "48 new tokens; one thread per rank")
     for w, rs in by.items():
         print(f"{w} rank(s): samples/s {', '.join(f'{r[1]:.1f}' for r in rs)}; process wall "
-              f"{', '.join(f'{r[2]:.1f}' for r in rs)} s; param+optimizer bytes per rank {rs[0][3]['rank_state_bytes']}; "
-              f"step phases (s, rank 0) {'; '.join(str(r[3]['phases']) for r in rs)}")
+              f"{', '.join(f'{r[2]:.1f}' for r in rs)} s; param+optimizer bytes per rank "
+              f"{rs[0][3]['rank_state_bytes']}; step phases (s, rank 0) "
+              f"{'; '.join(str(r[3]['phases']) for r in rs)}")
     print(f"samples/s ratio (2 ranks / 1): {sps2 / sps1:.2f}x   (goal >= 1.6x)")
     print(f"per-rank param+optimizer memory (2 ranks / 1): {mem2 / mem1:.2f}x   (goal <= 0.6x)")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1].endswith(".toml"):  # one rank (or the single process) of a measured run
+    # one rank (or the single process) of a measured run
+    if len(sys.argv) > 1 and sys.argv[1].endswith(".toml"):
         import torch
 
         torch.set_num_threads(1)

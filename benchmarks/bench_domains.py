@@ -83,20 +83,23 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     plan: list[tuple[str, int, Callable[[Task, FinalState], Any]]] = [
-        ("math", args.tasks, _exact), ("rg-basic_arithmetic", args.tasks, _exact), ("rg-countdown", args.tasks, _exact),
+        ("math", args.tasks, _exact), ("rg-basic_arithmetic", args.tasks, _exact),
+        ("rg-countdown", args.tasks, _exact),
         ("config", args.tasks, _json_equal), ("rules", args.tasks, _json_equal),
         ("extraction", args.tasks, _json_equal),
     ]
     for domain, n, baseline in track(plan, description="answer domains", disable=args.json):
         rows.append(bench(domain, n, baseline, VerifyContext()))
     with make_pool(workers=1) as pool:
-        rows.append(bench("mesh", max(2, args.tasks // 10), _mesh_baseline(pool), VerifyContext(pool=pool), reps=1))
+        rows.append(bench("mesh", max(2, args.tasks // 10), _mesh_baseline(pool), VerifyContext(pool=pool),
+                          reps=1))
     if args.json:
         print(json.dumps(rows))
         return
     print(f"{'domain':22} {'tasks':>5} {'rlvr ms':>10} {'baseline ms':>12} {'ratio':>8}")
     for r in rows:
-        print(f"{r['domain']:22} {r['tasks']:>5} {r['rlvr_ms']:>10.2f} {r['baseline_ms']:>12.4f} {r['ratio']!s:>8}")
+        print(f"{r['domain']:22} {r['tasks']:>5} {r['rlvr_ms']:>10.2f} {r['baseline_ms']:>12.4f} "
+              f"{r['ratio']!s:>8}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
-"""The elastic sandbox fleet on a real multi-node Ray cluster on this machine (`ray.cluster_utils.Cluster`: each
-node its own raylet process), in one run:
+"""The elastic sandbox fleet on a real multi-node Ray cluster on this machine (`ray.cluster_utils.Cluster`:
+each node its own raylet process), in one run:
 
-- **join**: a stream of jobs runs on a one-node fleet; a node is added; seconds from `add_node` returning to the
-  first job the new node ran (the fleet's watcher looks every `watch_interval_s`, default 2 s);
+- **join**: a stream of jobs runs on a one-node fleet; a node is added; seconds from `add_node` returning to
+  the first job the new node ran (the fleet's watcher looks every `watch_interval_s`, default 2 s);
 - **throughput, 1 node against 2**: the same CPU-bound jobs (each `python -c` summing 3M integers in the
   sandbox, one job slot per node) on the fleet before and after the join; the ratio;
-- **kill**: a multi-turn eval (scripted fixes of `add`, each episode a write, two slow commands and a submit, so
-  that every node holds workspaces) while the node with the most workspaces is SIGKILLed; episodes planned,
+- **kill**: a multi-turn eval (scripted fixes of `add`, each episode a write, two slow commands and a submit,
+  so that every node holds workspaces) while the node with the most workspaces is SIGKILLed; episodes planned,
   finished, stored, masked, passed, and those whose workspace was lost and rebuilt elsewhere. Goal: 0 lost, 0
   charged to the policy.
 
@@ -119,7 +119,8 @@ def kill_mid_eval(cluster, episodes: int, tmp: Path) -> dict:
     rebuilt = [e for e in eps if e.lost_nodes]
     return {"planned": planned, "finished": rep["episodes"], "stored": len(eps),
             "stored_once": len({e.episode_id for e in eps}) == len(eps),
-            "lost": planned - len({(e.task_id, e.sample_index) for e in eps}), "masked": rep["masked_episodes"],
+            "lost": planned - len({(e.task_id, e.sample_index) for e in eps}),
+            "masked": rep["masked_episodes"],
             "passed": sum(e.passed for e in eps), "rebuilt_elsewhere": len(rebuilt),
             "killed_node": victim.node_id[:12], "nodes": rep["nodes"], "wall_s": round(wall, 1)}
 

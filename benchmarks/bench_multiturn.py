@@ -1,5 +1,5 @@
-"""Generation speed of the `hf` backend along a long tool episode: turn 1 against turn 30, with the KV cache of
-the previous turn reused (kvcache.PrefixCache) and without it (`kv_reuse_tokens = 0`: every turn prefills
+"""Generation speed of the `hf` backend along a long tool episode: turn 1 against turn 30, with the KV cache
+of the previous turn reused (kvcache.PrefixCache) and without it (`kv_reuse_tokens = 0`: every turn prefills
 the whole conversation), in the same run on the same prompts.
 
 The episode: `--rows` rows (a group's samples of one task: the same system and user prompt, their own seeds),
@@ -9,9 +9,9 @@ template's end of turn, a tool message of `--tool-tokens` tokens of a log and th
 The reusing policy runs every turn; the fresh one (stateless) runs the same prompts at the turns measured
 (`--at`, default 1,10,20,30). tokens/s = generated tokens over the wall seconds of the generate call.
 
-The model: `--model`, else `$RLVR_REAL_MODEL`, else `.rlvr-cache/smollm2-135m-instruct` (SmolLM2-135M-Instruct,
-its own chat template, 8k window); `builtin:tiny` when that is absent. One torch thread.
-Run: `.venv/bin/python benchmarks/bench_multiturn.py [--turns 30] [--rows 2] [--json PATH]`.
+The model: `--model`, else `$RLVR_REAL_MODEL`, else `.rlvr-cache/smollm2-135m-instruct`
+(SmolLM2-135M-Instruct, its own chat template, 8k window); `builtin:tiny` when that is absent. One torch
+thread. Run: `.venv/bin/python benchmarks/bench_multiturn.py [--turns 30] [--rows 2] [--json PATH]`.
 """
 from __future__ import annotations
 
@@ -29,14 +29,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 DEFAULT_MODEL = ROOT / ".rlvr-cache" / "smollm2-135m-instruct"
-LOG = "".join(f"step {i}: compiled module_{i % 17}.py in {i * 37 % 101} ms, 0 warnings\n" for i in range(4000))
+LOG = "".join(f"step {i}: compiled module_{i % 17}.py in {i * 37 % 101} ms, 0 warnings\n"
+              for i in range(4000))
 
 
 def find_model(arg: str | None) -> str:
     path = Path(arg or os.environ.get("RLVR_REAL_MODEL") or DEFAULT_MODEL)
     if (path / "config.json").is_file():
         return str(path)
-    print(f"real model not found at {path} (`make real-model` builds it): measuring builtin:tiny", file=sys.stderr)
+    print(f"real model not found at {path} (`make real-model` builds it): measuring builtin:tiny",
+          file=sys.stderr)
     return "builtin:tiny"
 
 
@@ -86,7 +88,8 @@ def main(argv: list[str]) -> int:
     for p in (reuse, fresh):
         p.eos_ids = frozenset({-1})  # every row generates exactly --new-tokens tokens
     at = {int(x) for x in args.at.split(",")}
-    conv = [Message(role="system", content="You are a build engineer. Read the logs with the tools, then report."),
+    conv = [Message(role="system",
+                    content="You are a build engineer. Read the logs with the tools, then report."),
             Message(role="user", content="Find which module is slowest to compile.")]
     rows = [conv] * args.rows
     prompts = [reuse.encode(reuse.render(conv))] * args.rows
@@ -114,7 +117,8 @@ def main(argv: list[str]) -> int:
             fdt = time.perf_counter() - t0
             row.update(fresh_tok_s=gen / fdt, fresh_s=fdt,
                        same_tokens=[c.token_ids for c in got] == [c.token_ids for c in ref],
-                       max_lp_diff=max(abs(x - y) for a, b in zip(got, ref) for x, y in zip(a.logprobs, b.logprobs)))
+                       max_lp_diff=max(abs(x - y) for a, b in zip(got, ref) for x,
+                                       y in zip(a.logprobs, b.logprobs)))
             print(f"{turn:>4} {row['context']:>8} {row['reuse_tok_s']:>12.1f} {row['fresh_tok_s']:>12.1f} "
                   f"{fdt / dt:>8.2f}x {row['prefilled']:>18}  same tokens: {row['same_tokens']}, "
                   f"max |Δ log-prob| {row['max_lp_diff']:.1e}", flush=True)
@@ -125,11 +129,13 @@ def main(argv: list[str]) -> int:
     measured = [r for r in out if "fresh_tok_s" in r]
     if len(measured) >= 2:
         first, last = measured[0], measured[-1]
-        print(f"turn {last['turn']} against turn {first['turn']}: reuse {last['reuse_tok_s'] / first['reuse_tok_s']:.2f}x "
-              f"of its turn-{first['turn']} speed, fresh prefill {last['fresh_tok_s'] / first['fresh_tok_s']:.2f}x; "
-              f"stored {reuse.kv_reuse.tokens} tokens; peak RSS {rss:.2f} GB", flush=True)
+        print(f"turn {last['turn']} against turn {first['turn']}: reuse "
+              f"{last['reuse_tok_s'] / first['reuse_tok_s']:.2f}x of its turn-{first['turn']} speed, fresh "
+              f"prefill {last['fresh_tok_s'] / first['fresh_tok_s']:.2f}x; stored {reuse.kv_reuse.tokens} "
+              f"tokens; peak RSS {rss:.2f} GB", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": platform.platform(), "date": time.strftime("%Y-%m-%d"),
+        Path(args.json).write_text(json.dumps({"machine": platform.platform(),
+                                               "date": time.strftime("%Y-%m-%d"),
                                                "model": model, "args": vars(args), "turns": out,
                                                "peak_rss_gb": rss}, indent=1))
     return 0

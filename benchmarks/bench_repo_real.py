@@ -1,11 +1,11 @@
 """The repo-real pack: how long it took to build, what one verification costs beside the project's own test
-command on the same files, how many candidates each generator kept, pass@1 of the scripted gold policy (must be
-100 %) through `rlvr eval` (the env, its tools and the verifier, as a model's episode goes), of a weak
+command on the same files, how many candidates each generator kept, pass@1 of the scripted gold policy (must
+be 100 %) through `rlvr eval` (the env, its tools and the verifier, as a model's episode goes), of a weak
 baseline through `rlvr eval` likewise, and of the untouched broken tree (the floor).
 
-The weak baseline is the real instruct model of the tests (SmolLM2-135M-Instruct, `make real-model`), 4 turns of
-at most 192 tokens at temperature 0.7: the builtin tiny model's 512-token window cannot hold a repo task's first
-prompt, so its every episode ends before its first turn (truncated by context), which measures nothing.
+The weak baseline is the real instruct model of the tests (SmolLM2-135M-Instruct, `make real-model`), 4 turns
+of at most 192 tokens at temperature 0.7: the builtin tiny model's 512-token window cannot hold a repo task's
+first prompt, so its every episode ends before its first turn (truncated by context), which measures nothing.
 
 Needs the built pack (`make repo-real`).
 `python benchmarks/bench_repo_real.py [--sample N] [--gold M] [--weak W] [--weak-policy SPEC]`: N tasks timed
@@ -36,14 +36,15 @@ def own_command_s(task, test_files: list[str]) -> float:
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_files], cwd=tmp,
                        capture_output=True, check=False,
                        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-                            "PYTHONPATH": ":".join(str(Path(tmp) / r) for r in task.verifier.get("import_roots", []))})
+                            "PYTHONPATH": ":".join(str(Path(tmp) / r)
+                                                   for r in task.verifier.get("import_roots", []))})
         return time.perf_counter() - t0
 
 
 def gold_script(tasks) -> dict:
-    """A `scripted:` policy file that writes each task's solution files with `write_file` and submits. Tasks are
-    matched by their prompt; tasks with the same prompt get the union of their solutions (each is the original
-    file, so writing them all restores every one of those tasks)."""
+    """A `scripted:` policy file that writes each task's solution files with `write_file` and submits. Tasks
+    are matched by their prompt; tasks with the same prompt get the union of their solutions (each is the
+    original file, so writing them all restores every one of those tasks)."""
     by_prompt: dict[str, dict[str, str]] = {}
     for task in tasks:
         by_prompt.setdefault(task.prompt, {}).update(task.solution or {})
@@ -59,8 +60,10 @@ def rlvr_eval(policy: str, n: int, *extra: str) -> tuple[dict, float]:
     spec = "repo-real" if n == 0 else f"repo-real:{n}"
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-eval-") as out:
         t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-m", "rlvr", "eval", "--policy", policy, "--tasks", spec, "-k", "1",
-                              "--json", "--output-dir", out, *extra], capture_output=True, text=True, check=False)
+        res = subprocess.run([sys.executable, "-m", "rlvr", "eval", "--policy", policy, "--tasks", spec, "-k",
+                              "1",
+                              "--json", "--output-dir", out, *extra], capture_output=True, text=True,
+                              check=False)
         wall = time.perf_counter() - t0
     if res.returncode != 0:
         sys.exit(f"rlvr eval --policy {policy} failed: {res.stderr.strip()[-500:]}")
@@ -88,12 +91,14 @@ def main(n: int, gold_n: int, weak_n: int, weak_policy: str = WEAK_POLICY) -> No
         sys.exit("the repo-real pack is not built: run `make repo-real` first")
     stamp = json.loads((src.path / STAMP).read_text())
     report = stamp["report"]
-    print(f"pack: {src.size} tasks from {len(report['projects'])} projects, built in {report['seconds']:.0f} s")
+    print(f"pack: {src.size} tasks from {len(report['projects'])} projects, built in "
+          f"{report['seconds']:.0f} s")
     tried: dict[str, int] = {}
     kept: dict[str, int] = {}
     for p in report["projects"]:
         print(f"  {p['name']} {p['version']}: tests {p['tests_found']} found / {p['tests_kept']} kept, "
-              f"{p['seconds']:.0f} s, {sum(p['kept'].values())} tasks" + (f", skipped: {p['skipped']}" if p['skipped'] else ""))
+              f"{p['seconds']:.0f} s, {sum(p['kept'].values())} tasks" + (f", skipped: {p['skipped']}"
+                                                                          if p['skipped'] else ""))
         for g, c in p["tried"].items():
             tried[g] = tried.get(g, 0) + c
         for g, c in p["kept"].items():
@@ -104,7 +109,8 @@ def main(n: int, gold_n: int, weak_n: int, weak_policy: str = WEAK_POLICY) -> No
     by_project: dict[str, list[int]] = {}
     for i in range(src.size):
         by_project.setdefault(src.id_at(i).split("-")[0], []).append(i)
-    sample = [idx[(j * 7919) % len(idx)] for j in range(n) for idx in by_project.values()][:n * len(by_project)]
+    sample = [idx[(j * 7919) % len(idx)] for j in range(n)
+              for idx in by_project.values()][:n * len(by_project)]
     sample = sorted(set(sample))[: max(n, 1)]
     verify_s, own_s, gold_ok, floor_ok = [], [], 0, 0
     with BwrapPool(workers=1, spares=0) as pool:
@@ -122,7 +128,8 @@ def main(n: int, gold_n: int, weak_n: int, weak_policy: str = WEAK_POLICY) -> No
     v50, o50 = statistics.median(verify_s), statistics.median(own_s)
     print(f"verification of one task: p50 {v50:.2f} s; the project's own test command on the same files: "
           f"p50 {o50:.2f} s; ratio {v50 / o50:.1f}x ({len(sample)} tasks)")
-    print(f"gold solution (the final state the scripted gold policy submits) pass@1: {gold_ok}/{len(sample)} ({gold_ok / len(sample):.0%})")
+    print(f"gold solution (the final state the scripted gold policy submits) pass@1: {gold_ok}/{len(sample)} "
+          f"({gold_ok / len(sample):.0%})")
     print(f"untouched-workspace baseline pass@1: {floor_ok}/{len(sample)} ({floor_ok / len(sample):.0%})")
     if gold_ok != len(sample):
         sys.exit("gold pass@1 is below 100 %")
@@ -135,7 +142,8 @@ def main(n: int, gold_n: int, weak_n: int, weak_policy: str = WEAK_POLICY) -> No
     finally:
         os.unlink(f.name)
     gold_p1, gold_judged, _ = _pass1(report)
-    print(f"scripted gold policy through rlvr eval: pass@1 {gold_p1:.1%} on {gold_judged} tasks ({wall:.0f} s)")
+    print(f"scripted gold policy through rlvr eval: pass@1 {gold_p1:.1%} on {gold_judged} tasks "
+          f"({wall:.0f} s)")
     if weak_n:
         report, wall = rlvr_eval(weak_policy, weak_n, *WEAK_OPTIONS)
         p1, judged, ci = _pass1(report)

@@ -3,8 +3,8 @@
 The engine (many episodes in flight, generation batched, tools and verification on worker threads) against
 the same engine run one episode at a time with one tool thread (no overlap), in the same run, for:
 
-1. `scripted`: replayed actions (list_files, read_file, run_tests, write_file, run_tests, submit); generation is
-   free, so the figure is the tool and verification path alone.
+1. `scripted`: replayed actions (list_files, read_file, run_tests, write_file, run_tests, submit); generation
+   is free, so the figure is the tool and verification path alone.
 2. `hf-paced`: the same actions, but every turn first generates `--new-tokens` tokens with the built-in tiny
    model (batched, KV cache) and then takes the scripted action: the generation cost of a real policy with
    tool calls a random-weight model cannot make.
@@ -49,7 +49,8 @@ class Paced:
     def __init__(self, hf, script: ScriptedPolicy) -> None:
         self.hf, self.script, self.version = hf, script, 0
 
-    def generate(self, conversations: Sequence[list[Message]], params: SamplingParams, **kw) -> list[Completion]:
+    def generate(self, conversations: Sequence[list[Message]], params: SamplingParams,
+                 **kw) -> list[Completion]:
         # the tiny model's 512-token window cannot hold a code task: keep the latest tokens of each prompt
         keep = self.hf.max_context - params.max_new_tokens
         prompts = [self.hf.encode(self.hf.render(c))[-keep:] for c in conversations]
@@ -60,7 +61,8 @@ class Paced:
 
 def measure(policy, pool, tasks, group: int, overlap: bool, new_tokens: int, bar: Progress, label: str
             ) -> dict[str, float]:
-    cfg = RolloutConfig(concurrency=64 if overlap else 1, tool_workers=2 if overlap else 1, max_tokens=100_000)
+    cfg = RolloutConfig(concurrency=64 if overlap else 1, tool_workers=2 if overlap else 1,
+                        max_tokens=100_000)
     job = bar.add_task(label, total=len(tasks) * group)
     eng = EnvRollouts(policy, pool, config=cfg, sampling=SamplingParams(max_new_tokens=new_tokens),
                         progress=lambda done, total: bar.update(job, completed=done))
@@ -90,7 +92,8 @@ def main() -> None:
                 "hf-paced": Paced(HFPolicy("builtin:tiny", device="cpu"), ScriptedPolicy(SCRIPT))}
     results: dict[str, dict[str, dict[str, float]]] = {}
     with make_pool(isolation=args.isolation, workers=2) as pool, \
-            Progress(TextColumn("{task.description:24s}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            Progress(TextColumn("{task.description:24s}"), BarColumn(), MofNCompleteColumn(),
+                     TimeElapsedColumn(),
                      console=Console(stderr=True), transient=True) as bar:
         measure(policies["scripted"], pool, tasks[:1], 1, True, args.new_tokens, bar, "warm-up")
         for name, policy in policies.items():

@@ -1,7 +1,8 @@
 """Scale-out benchmark: verification throughput on the local pool vs a RayPool with one and two nodes.
 
 All on this machine, in one run: the local isolated pool is the baseline; Ray's overhead is the difference in
-per-job latency for the same trivial job, and in throughput for the same verifications. Prints one JSON object.
+per-job latency for the same trivial job, and in throughput for the same verifications. Prints one JSON
+object.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ CONCURRENCY = 4
 TASK = Task(
     id="add", domain="code", prompt="Write add(a, b).",
     workspace={"add.py": "def add(a, b):\n    raise NotImplementedError\n"},
-    hidden={"test_hidden.py": "".join(f"from add import add\n\ndef test_{i}():\n    assert add({i}, 1) == {i + 1}\n"
+    hidden={"test_hidden.py": "".join(f"from add import add\n\ndef test_{i}():\n    assert add({i}, 1) "
+                                      f"== {i + 1}\n"
                                       for i in range(5))},
     verifier={"tests": ["test_hidden.py"]},
 )

@@ -4,13 +4,13 @@ Each episode is a multi-turn code task (`code`, the easy tier) played by a scrip
 of the gold solution, `run_tests`, `submit` (which scores it with the Scorer). The server runs as its own
 process on 127.0.0.1 and `--sessions` clients (openenv-core's MCPToolClient, one WebSocket session each) play
 `--episodes` episodes between them; the baseline plays the same episodes on the same number of threads through
-`rlvr.integrations.session` in this process, with its own pool of the same size. Reports episodes/s and p50/p99
-milliseconds per step (a step is one tool call, round trip; submit includes scoring) for both. With 32 sessions
-on a 2-worker pool a step mostly waits for a sandbox worker, so the server's own cost per step is measured
-apart, on a step whose work costs next to nothing (`list_files` reads the host's copy of the workspace): one
-session, `--overhead-steps` calls through the server and as many in-process, in alternating blocks; overhead =
-server p50 - in-process p50. A sandboxed step (`run_tests`) costs milliseconds of its own and varies with the
-machine's load by more than the server adds, so it is reported beside it, not subtracted.
+`rlvr.integrations.session` in this process, with its own pool of the same size. Reports episodes/s and
+p50/p99 milliseconds per step (a step is one tool call, round trip; submit includes scoring) for both. With 32
+sessions on a 2-worker pool a step mostly waits for a sandbox worker, so the server's own cost per step is
+measured apart, on a step whose work costs next to nothing (`list_files` reads the host's copy of the
+workspace): one session, `--overhead-steps` calls through the server and as many in-process, in alternating
+blocks; overhead = server p50 - in-process p50. A sandboxed step (`run_tests`) costs milliseconds of its own
+and varies with the machine's load by more than the server adds, so it is reported beside it, not subtracted.
 
 `python benchmarks/bench_serve.py [--sessions 32] [--episodes 64] [--overhead-steps 400] [--tasks 8] [--json]`
 """
@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _plan(spec: str) -> list[tuple[str, dict[str, str]]]:
-    """(task key, files to write) for every task of the SPEC: the gold files that differ from the workspace."""
+    """(task key, files to write) for every task of the SPEC: the gold files that differ from the
+    workspace."""
     from rlvr.integrations.session import resolve_tasks
     from rlvr.tasks import registry
 
@@ -43,7 +44,8 @@ def _plan(spec: str) -> list[tuple[str, dict[str, str]]]:
 
 def _percentiles(xs: list[float]) -> dict[str, float]:
     xs = sorted(xs)
-    return {"p50_ms": 1000 * statistics.median(xs), "p99_ms": 1000 * xs[min(len(xs) - 1, int(0.99 * len(xs)))],
+    return {"p50_ms": 1000 * statistics.median(xs),
+            "p99_ms": 1000 * xs[min(len(xs) - 1, int(0.99 * len(xs)))],
             "mean_ms": 1000 * statistics.fmean(xs)}
 
 
@@ -60,7 +62,8 @@ def in_process(spec: str, plan: list[tuple[str, dict[str, str]]], sessions: int,
             key, files = plan[i % len(plan)]
             ep = runtime.session()
             ep.start(runtime.task(key), seed=i)
-            calls = [("list_files", {}), *(("write_file", {"path": p, "content": c}) for p, c in files.items()),
+            calls = [("list_files", {}),
+                     *(("write_file", {"path": p, "content": c}) for p, c in files.items()),
                      ("run_tests", {}), ("submit", {})]
             for name, args in calls:
                 t0 = time.perf_counter()
@@ -77,7 +80,8 @@ def in_process(spec: str, plan: list[tuple[str, dict[str, str]]], sessions: int,
             "mean_reward": statistics.fmean(rewards)}
 
 
-async def _server_clients(url: str, plan: list[tuple[str, dict[str, str]]], sessions: int, episodes: int) -> dict:
+async def _server_clients(url: str, plan: list[tuple[str, dict[str, str]]], sessions: int,
+                          episodes: int) -> dict:
     from openenv.core.env_server.mcp_types import CallToolAction
     from openenv.core.mcp_client import MCPToolClient
 
@@ -93,7 +97,8 @@ async def _server_clients(url: str, plan: list[tuple[str, dict[str, str]]], sess
                 i = queue.get_nowait()
                 key, files = plan[i % len(plan)]
                 await env.reset(seed=i, task=key)
-                calls = [("list_files", {}), *(("write_file", {"path": p, "content": c}) for p, c in files.items()),
+                calls = [("list_files", {}),
+                         *(("write_file", {"path": p, "content": c}) for p, c in files.items()),
                          ("run_tests", {}), ("submit", {})]
                 for name, args in calls:
                     t0 = time.perf_counter()
@@ -117,7 +122,8 @@ def over_server(spec: str, plan: list[tuple[str, dict[str, str]]], sessions: int
 
 
 EPISODE = (*(("list_files", {}),) * 6, ("run_tests", {}))
-"""The steps of one overhead episode: within every task's turn budget, so no step is the refusal of an ended one."""
+"""The steps of one overhead episode: within every task's turn budget, so no step is the refusal of an ended
+one."""
 
 
 def overhead(spec: str, steps: int) -> dict:
@@ -130,7 +136,9 @@ def overhead(spec: str, steps: int) -> dict:
     from rlvr.integrations.session import Runtime
     from rlvr.sandbox import make_pool
 
-    times: dict[str, dict[str, list[float]]] = {w: {"list_files": [], "run_tests": []} for w in ("server", "local")}
+    times: dict[str,
+                dict[str, list[float]]] = {w: {"list_files": [], "run_tests": []}
+                                           for w in ("server", "local")}
 
     def timed(where: str, tool: str, t0: float, text: str) -> None:
         if text.startswith("error"):
@@ -182,9 +190,11 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    for name, r in ((f"rlvr serve, {args.sessions} sessions", server), (f"in-process, {args.sessions} threads", local)):
+    for name, r in ((f"rlvr serve, {args.sessions} sessions", server),
+                    (f"in-process, {args.sessions} threads", local)):
         print(f"{name:34s} {r['episodes_per_s']:6.2f} episodes/s  step p50 {r['p50_ms']:7.1f} ms  "
-              f"p99 {r['p99_ms']:7.1f} ms  mean {r['mean_ms']:7.1f} ms  ({r['steps']} steps, mean reward {r['mean_reward']:.2f})")
+              f"p99 {r['p99_ms']:7.1f} ms  mean {r['mean_ms']:7.1f} ms  ({r['steps']} steps, mean reward "
+              f"{r['mean_reward']:.2f})")
     for where in ("server", "local"):
         for tool, r in cost[where].items():
             print(f"one session, {where:6s} {tool:10s} p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "

@@ -1,8 +1,8 @@
 """Trajectory store, queries, monitoring and the report, each beside a baseline measured in the same run.
 
 1. `EpisodeStore.write` of one step (256 episodes of 600 tokens) — Parquet built in memory, fsynced, renamed
-   into place — against `pyarrow.parquet.write_table` of the same rows straight to a file (not atomic, no fsync),
-   and against a JSONL dump of the episodes (`model_dump_json` per line).
+   into place — against `pyarrow.parquet.write_table` of the same rows straight to a file (not atomic, no
+   fsync), and against a JSONL dump of the episodes (`model_dump_json` per line).
 2. `EpisodeStore.read` of the whole run against `pyarrow.parquet.read_table` of the same files.
 3. `rlvr query` (DuckDB over the parts, newest write per episode) against DuckDB's `read_parquet` alone.
 4. `Monitor.log` of one step (metrics, detectors, JSONL and TensorBoard) against computing the metrics alone.
@@ -71,7 +71,8 @@ def _pair(ours: Callable[[], object], base: Callable[[], object], reps: int) -> 
 
 
 def main() -> None:
-    logging.getLogger("rlvr.monitor").setLevel(logging.CRITICAL + 1)  # alerts on random data are not the point
+    # alerts on random data are not the point
+    logging.getLogger("rlvr.monitor").setLevel(logging.CRITICAL + 1)
     rng = random.Random(0)
     batches = [_batch(s, rng) for s in range(STEPS)]
     rows: list[tuple[str, float, float, str]] = []
@@ -86,7 +87,8 @@ def main() -> None:
                                                         plain / f"{s}.parquet", compression="zstd"), STEPS)
         j = iter(range(5))
         spare = EpisodeStore(root / "spare")
-        t_write5, t_jsonl = _pair(lambda: spare.write(0, batches[0]), lambda: (root / f"{next(j)}.jsonl").write_text(
+        t_write5, t_jsonl = _pair(lambda: spare.write(0, batches[0]),
+                                  lambda: (root / f"{next(j)}.jsonl").write_text(
             "\n".join(e.model_dump_json() for e in batches[0])), 5)
         rows.append((f"write one step ({BATCH} episodes)", t_write, t_plain, "pq.write_table, not atomic"))
         rows.append(("  same, against a JSONL dump", t_write5, t_jsonl, "model_dump_json per line"))
@@ -107,7 +109,8 @@ def main() -> None:
         t_log, t_metrics = _pair(lambda: mon.log((s := next(m)), batches[s], {"policy/entropy": 1.0}),
                                  lambda: compute_metrics(batches[0]), STEPS)
         mon.close()
-        rows.append((f"Monitor.log of one step ({BATCH} episodes)", t_log, t_metrics, "compute_metrics alone"))
+        rows.append((f"Monitor.log of one step ({BATCH} episodes)", t_log, t_metrics,
+                     "compute_metrics alone"))
 
         (root / "run" / "metrics.jsonl").write_text((root / "mon" / "metrics.jsonl").read_text())
         t_rep, t_read1 = _pair(lambda: write_report(root / "run"), store.read, 3)

@@ -1,14 +1,14 @@
 """Seconds per GRPO step: rlvr's trainer against TRL's GRPOTrainer, same model, tasks, group size and batch.
 
-Both train the quickstart's model (the builtin tiny GPT-2, random init) on the code domain's tiny tier with the
-same sandboxed verifier (TRL through `rlvr.integrations.trl`), 4 tasks x 8 samples per step, completions of at
-most 48 tokens, one gradient pass per batch, lr 1e-5, one torch thread. Steps after a warm-up step are timed.
-rlvr's step is sample + rollout (generation overlapped with sandboxed verification) + update + record; TRL's
-is its whole `training_step` (generation, reward, loss, optimizer).
+Both train the quickstart's model (the builtin tiny GPT-2, random init) on the code domain's tiny tier with
+the same sandboxed verifier (TRL through `rlvr.integrations.trl`), 4 tasks x 8 samples per step, completions
+of at most 48 tokens, one gradient pass per batch, lr 1e-5, one torch thread. Steps after a warm-up step are
+timed. rlvr's step is sample + rollout (generation overlapped with sandboxed verification) + update + record;
+TRL's is its whole `training_step` (generation, reward, loss, optimizer).
 
-Before that, the cost of one verification of a tiny-tier answer both ways, in the same run: the `io` setting the
-tier uses (one lean sandboxed run, compared on the host) against the same five cases as a hidden pytest module
-(the tier's verifier before `io`), alternating, on the gold answers of 40 tasks.
+Before that, the cost of one verification of a tiny-tier answer both ways, in the same run: the `io` setting
+the tier uses (one lean sandboxed run, compared on the host) against the same five cases as a hidden pytest
+module (the tier's verifier before `io`), alternating, on the gold answers of 40 tasks.
 Run: `.venv/bin/python benchmarks/bench_train.py`.
 """
 from __future__ import annotations
@@ -62,7 +62,8 @@ def bench_verify() -> dict[str, list[float]]:
             task = src.get(i)
             for name in ("io", "pytest") if i % 2 else ("pytest", "io"):
                 t0 = time.perf_counter()
-                v = verifier.verify(task if name == "io" else as_pytest_task(task), FinalState(answer=task.answer))
+                v = verifier.verify(task if name == "io" else as_pytest_task(task),
+                                    FinalState(answer=task.answer))
                 times[name].append(time.perf_counter() - t0)
                 if not v.passed:
                     raise SystemExit(f"gold answer of {task.id} failed under {name}: {v.checks}")

@@ -33,11 +33,14 @@ from rlvr.verify.base import VerifyContext
 SOLUTION = {"shapes.py": "def area(w, h):\n    if w < 0 or h < 0:\n        raise ValueError('negative')\n"
                          "    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n"}
 HIDDEN = {"test_shapes.py": (
-    "import pytest\nfrom shapes import area, perimeter\n\n\ndef test_area():\n    assert area(2, 3) == 6\n\n\n"
-    "def test_zero():\n    assert area(0, 5) == 0\n\n\ndef test_perimeter():\n    assert perimeter(2, 3) == 10\n\n\n"
+    "import pytest\nfrom shapes import area, perimeter\n\n\ndef test_area():\n    assert area(2, "
+    "3) == 6\n\n\n"
+    "def test_zero():\n    assert area(0, 5) == 0\n\n\ndef test_perimeter():\n    assert perimeter(2, 3) "
+    "== 10\n\n\n"
     "def test_negative():\n    with pytest.raises(ValueError):\n        area(-1, 2)\n\n\n"
     "@pytest.mark.parametrize('w', [1, 2])\ndef test_square(w):\n    assert area(w, w) == w * w\n")}
-TASK = Task(id="shapes", domain="code", workspace={"shapes.py": "def area(w, h):\n    return 0\n"}, hidden=HIDDEN,
+TASK = Task(id="shapes", domain="code", workspace={"shapes.py": "def area(w, h):\n    return 0\n"},
+            hidden=HIDDEN,
             verifier={"tests": ["test_shapes.py"]}, prompt="Implement area and perimeter.")
 
 
@@ -51,8 +54,10 @@ def timed(fn: Callable[[], object], reps: int, label: str) -> list[float]:
 
 
 def plain_pytest(root: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shapes.py"], cwd=root,
-                       capture_output=True, check=False, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": "/usr/bin:/bin"})
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shapes.py"],
+                       cwd=root,
+                       capture_output=True, check=False,
+                       env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": "/usr/bin:/bin"})
     if r.returncode != 0:
         raise SystemExit(f"baseline pytest failed: {r.stdout[-300:]!r}")
 

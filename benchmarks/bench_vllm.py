@@ -1,9 +1,10 @@
 """The vLLM rollout engine against the local `hf` backend on the same model, tasks and sampling, in one run.
 
 Measures, for each backend: engine start-up, generation throughput (tokens/s over one batch of task prompts,
-`--new-tokens` at most each; a random-weight model rarely ends a turn early), and seconds per GRPO step (rollout of `--tasks` x `--group` episodes, verification,
-an AdamW update of the trainer's weights and, for vLLM, the weight sync into the engine); and the weight-sync
-time per step. Ratios are vLLM / hf (throughput: higher is better; step time: lower is better).
+`--new-tokens` at most each; a random-weight model rarely ends a turn early), and seconds per GRPO step
+(rollout of `--tasks` x `--group` episodes, verification, an AdamW update of the trainer's weights and, for
+vLLM, the weight sync into the engine); and the weight-sync time per step. Ratios are vLLM / hf (throughput:
+higher is better; step time: lower is better).
 
 Run alone: `.venv-vllm/bin/python benchmarks/bench_vllm.py [--model builtin:tiny] [--tasks 8] [--group 4]`.
 From the main venv it re-runs itself under .venv-vllm (built by `make test-vllm`), where vLLM is installed.
@@ -36,7 +37,8 @@ def throughput(policy, prompts: list[list[int]], new_tokens: int) -> tuple[float
 
     params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, seeds=tuple(range(len(prompts))))
     convs = [[Message(role="user", content="")] for _ in prompts]
-    policy.generate(convs[:2], SamplingParams(max_new_tokens=4, seeds=(0, 1)), prompt_token_ids=prompts[:2])  # warm-up
+    # warm-up
+    policy.generate(convs[:2], SamplingParams(max_new_tokens=4, seeds=(0, 1)), prompt_token_ids=prompts[:2])
     t0 = time.perf_counter()
     comps = policy.generate(convs, params, prompt_token_ids=prompts)
     dt = time.perf_counter() - t0
@@ -64,7 +66,8 @@ def grpo_steps(policy, tasks, group: int, steps: int, new_tokens: int) -> dict[s
             rollouts.append(time.perf_counter() - t0)
             adv = episode_advantages(eps, "grpo")
             # a random model rarely earns a reward: a fixed +-1 split keeps the update a real gradient step
-            adv = {ep.episode_id: adv.get(ep.episode_id) or (1.0 if i % 2 else -1.0) for i, ep in enumerate(eps)}
+            adv = {ep.episode_id: adv.get(ep.episode_id) or (1.0 if i % 2 else -1.0) for i,
+                   ep in enumerate(eps)}
             updater.step(samples_from(eps, adv), seed=step)
             policy.version += 1
             if hasattr(policy, "sync_weights"):
@@ -102,15 +105,17 @@ def main() -> int:
         step = grpo_steps(policy, tasks, args.group, args.steps, min(args.new_tokens, 32))
         results[backend] = {"start_s": start_s, "tok_per_s": tps, **step}
         print(f"{backend:5s} start {start_s:6.1f}s  generate {tps:8.0f} tok/s ({n} tokens)  "
-              f"GRPO step {step['step_s']:6.2f}s (rollout {step['rollout_s']:.2f}s, {step['tokens_per_step']:.0f} tokens)  "
-              f"weight sync {1000 * step['sync_s']:7.1f} ms", flush=True)
+              f"GRPO step {step['step_s']:6.2f}s (rollout {step['rollout_s']:.2f}s, "
+              f"{step['tokens_per_step']:.0f} tokens)  weight sync {1000 * step['sync_s']:7.1f} ms",
+              flush=True)
         if hasattr(policy, "close"):
             policy.close()
         del policy
     hf, vl = results["hf"], results["vllm"]
     print(f"ratio vllm/hf: generate tok/s x{vl['tok_per_s'] / hf['tok_per_s']:.2f}, "
-          f"GRPO step time x{vl['step_s'] / hf['step_s']:.2f}, start-up x{vl['start_s'] / hf['start_s']:.1f}; "
-          f"weight sync = {100 * vl['sync_s'] / vl['step_s']:.1f}% of a vLLM step")
+          f"GRPO step time x{vl['step_s'] / hf['step_s']:.2f}, start-up "
+          f"x{vl['start_s'] / hf['start_s']:.1f}; weight sync = {100 * vl['sync_s'] / vl['step_s']:.1f}% of "
+          f"a vLLM step")
     return 0
 
 

@@ -1,22 +1,24 @@
 """Seconds per GRPO step: rlvr on 2 ranks (torchrun) against TRL's GRPOTrainer launched with accelerate on the
 same 2 processes, on multi-turn code tasks whose tools run in the sandbox.
 
-Same on both sides: the model (a 2-layer GPT-2 built here, with Qwen3's chat template, whose tool calls both sides
-parse), the tasks (8 multi-turn `write add(a, b)` code tasks, verified by rlvr's hidden tests), 2 prompts x 4
-samples a step (one group per process), 3 model turns an episode, the same scripted completions, AdamW at
-the same rate, no KL term, one thread per process. TRL reaches the tasks through rlvr's own TRL door
-(`rlvr.integrations.trl.environment_factory`: its tools run in rlvr's bubblewrap sandbox and its reward is rlvr's
-verdict), so both sides pay the same sandbox and verification costs per call and differ in how they schedule them.
+Same on both sides: the model (a 2-layer GPT-2 built here, with Qwen3's chat template, whose tool calls both
+sides parse), the tasks (8 multi-turn `write add(a, b)` code tasks, verified by rlvr's hidden tests), 2
+prompts x 4 samples a step (one group per process), 3 model turns an episode, the same scripted completions,
+AdamW at the same rate, no KL term, one thread per process. TRL reaches the tasks through rlvr's own TRL door
+(`rlvr.integrations.trl.environment_factory`: its tools run in rlvr's bubblewrap sandbox and its reward is
+rlvr's verdict), so both sides pay the same sandbox and verification costs per call and differ in how they
+schedule them.
 
-Scripted completions: a random model writes no tool calls, so on both sides the sampler is constrained to the same
-text per turn (turn 1 writes add.py, right on even rows and wrong on odd ones; turn 2 runs the tests; turn 3
-submits); every token still comes out of the model's forward pass, whose log-probs both trainers train on. TRL's
-through a transformers LogitsProcessor (its `generate`), rlvr's through the sampler of its hf backend.
+Scripted completions: a random model writes no tool calls, so on both sides the sampler is constrained to the
+same text per turn (turn 1 writes add.py, right on even rows and wrong on odd ones; turn 2 runs the tests;
+turn 3 submits); every token still comes out of the model's forward pass, whose log-probs both trainers train
+on. TRL's through a transformers LogitsProcessor (its `generate`), rlvr's through the sampler of its hf
+backend.
 
     python benchmarks/bench_vs_trl.py          # about 7 minutes on 2 cores
 
-Run as a process of a measured run (`torchrun ... bench_vs_trl.py rlvr CONFIG` or `... trl DIR`) it installs the
-scripted sampler and trains. TRL's processes are started by torchrun too: `accelerate launch --cpu
+Run as a process of a measured run (`torchrun ... bench_vs_trl.py rlvr CONFIG` or `... trl DIR`) it installs
+the scripted sampler and trains. TRL's processes are started by torchrun too: `accelerate launch --cpu
 --num_processes 2` starts one process (accelerate's multi-CPU mode goes through mpirun), while the Accelerator
 inside GRPOTrainer runs torchrun's two processes as MULTI_CPU over gloo, as it would run accelerate's.
 """
@@ -63,7 +65,8 @@ def write_pack(root: Path, n: int = 8) -> Path:
             for rel, text in files.items():
                 (d / sub / rel).parent.mkdir(parents=True, exist_ok=True)
                 (d / sub / rel).write_text(text)
-        (d / "task.toml").write_text(f'id = "add{i}"\ndomain = "code"\n[limits]\nmax_turns = 4\nmax_tokens = 4096\n')
+        (d / "task.toml").write_text(f'id = "add{i}"\ndomain = "code"\n[limits]\nmax_turns = '
+                                     f'4\nmax_tokens = 4096\n')
         (d / "prompt.md").write_text("Write add(a, b) in add.py; run the tests, then submit.")
     return root
 
@@ -90,7 +93,8 @@ def rlvr_config(out: Path, model: Path, pack: Path, sharding: str) -> dict:
         "policy": {"model": str(model), "max_new_tokens": 256, "device": "cpu", "max_context": 4096,
                    "temperature": 1.0},
         "rollout": {"group_size": GROUP, "max_turns": 3, "max_tokens": 4096},
-        "train": {"steps": STEPS, "batch_size": PROMPTS, "lr": LR, "checkpoint_every": 100, "micro_batch_size": 8,
+        "train": {"steps": STEPS, "batch_size": PROMPTS, "lr": LR, "checkpoint_every": 100,
+                  "micro_batch_size": 8,
                   "world_size": 2, "kl_coef": 0.0, "sharding": sharding},
         "sft": {"enabled": False},
         "monitor": {"tensorboard": False, "report": False},
@@ -98,8 +102,8 @@ def rlvr_config(out: Path, model: Path, pack: Path, sharding: str) -> dict:
 
 
 def install_rlvr_script() -> None:
-    """The hf backend's sampler, constrained to `plan`: the noise each row would draw carries its planned token
-    ids instead, and the sampler takes them with their log-probs under the model."""
+    """The hf backend's sampler, constrained to `plan`: the noise each row would draw carries its planned
+    token ids instead, and the sampler takes them with their log-probs under the model."""
     import threading
 
     import torch
@@ -188,7 +192,8 @@ def trl_process(work: str) -> None:
                 self.start = input_ids.shape[1]
                 for row in range(input_ids.shape[0]):
                     text = plan(tokenizer.decode(input_ids[row], skip_special_tokens=False), row)
-                    self.plans.append(tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id])
+                    self.plans.append(tokenizer.encode(text,
+                                                       add_special_tokens=False) + [tokenizer.eos_token_id])
             k = input_ids.shape[1] - self.start
             forced = torch.full_like(scores, float("-inf"))
             for row, p in enumerate(self.plans):
@@ -222,7 +227,8 @@ def trl_process(work: str) -> None:
     class Timed(GRPOTrainer):
         pass
 
-    for name in ("_generate_single_turn", "_tool_call_loop", "_calculate_rewards", "_generate_and_score_completions",
+    for name in ("_generate_single_turn", "_tool_call_loop", "_calculate_rewards",
+                 "_generate_and_score_completions",
                  "_get_per_token_logps_and_entropies"):
         setattr(Timed, name, timed(name, getattr(GRPOTrainer, name)))
 
@@ -305,24 +311,28 @@ def main() -> None:
             cfg.write_text(tomli_w.dumps(rlvr_config(out, work / "model", work / "pack", sharding)))
             launch([*torchrun, "rlvr", str(cfg)], work / f"rlvr-{sharding}-{rep}.log")
             rlvr[sharding].append(rlvr_measure(out / f"rlvr-{sharding}"))
-        # accelerate's launcher starts one CPU process (its multi-CPU mode goes through mpirun): the two processes
+        # accelerate's launcher starts one CPU process (its multi-CPU mode goes through mpirun): the two
+        # processes
         # come from torchrun, and the Accelerator inside GRPOTrainer runs them as MULTI_CPU over gloo
         launch([*torchrun, "trl", str(work)], work / f"trl-{rep}.log")
         trl.append(trl_measure(work))
-    print(f"{STEPS} GRPO steps of {PROMPTS} prompts x {GROUP} samples on 2 processes (one thread each), 3 scripted "
-          f"turns an episode (255 generated tokens), tools and verification in the bubblewrap sandbox; steps 2..{STEPS} "
+    print(f"{STEPS} GRPO steps of {PROMPTS} prompts x {GROUP} samples on 2 processes (one thread each), "
+          f"3 scripted turns an episode (255 generated tokens), tools and verification in the bubblewrap "
+          f"sandbox; steps 2..{STEPS} "
           "measured, two runs of each side alternated")
     best: dict[str, float] = {}
     for sharding, runs in rlvr.items():
         best[sharding] = statistics.median(r["s_per_step"] for r in runs)
         print(f"rlvr ({sharding}, torchrun, 2 ranks): {best[sharding]:.2f} s/step  runs "
               f"{[round(r['s_per_step'], 2) for r in runs]}")
-        print("  phases (rank 0, median s): " + "; ".join(f"{k} {v:.2f}" for k, v in runs[-1]["phases"].items()))
+        print("  phases (rank 0, median s): " + "; ".join(f"{k} {v:.2f}" for k,
+                                                          v in runs[-1]["phases"].items()))
         print(f"  reward by step {runs[-1]['reward']}")
     t = statistics.median(r["s_per_step"] for r in trl)
-    print(f"TRL {_trl_version()} GRPOTrainer ({trl[-1]['type']}, {trl[-1]['world']} processes): {t:.2f} s/step  runs "
-          f"{[round(r['s_per_step'], 2) for r in trl]}")
-    print("  phases (main process, median s): " + "; ".join(f"{k} {v:.2f}" for k, v in trl[-1]["phases"].items()))
+    print(f"TRL {_trl_version()} GRPOTrainer ({trl[-1]['type']}, {trl[-1]['world']} processes): {t:.2f} "
+          f"s/step  runs {[round(r['s_per_step'], 2) for r in trl]}")
+    print("  phases (main process, median s): " + "; ".join(f"{k} {v:.2f}" for k,
+                                                            v in trl[-1]["phases"].items()))
     print(f"  reward by step {trl[-1]['reward']}")
     for sharding, v in best.items():
         print(f"TRL s/step / rlvr ({sharding}) s/step: {t / v:.2f}x   (goal: rlvr >= 2x faster)")

@@ -1,12 +1,12 @@
-"""Weight sync per update to one vLLM engine actor (`[policy] engines = 1`): LoRA adapters against the full weights,
-and the full weights with frozen embeddings, measured in the same run on the same engine.
+"""Weight sync per update to one vLLM engine actor (`[policy] engines = 1`): LoRA adapters against the full
+weights, and the full weights with frozen embeddings, measured in the same run on the same engine.
 
 For each model (a tiny Llama built from its config, and `RLVR_REAL_MODEL` when it names a model directory) one
-engine actor starts with vLLM's LoRA support (`lora_rank`), then, every sync preceded by a nudge of what an update
-would change:
+engine actor starts with vLLM's LoRA support (`lora_rank`), then, every sync preceded by a nudge of what an
+update would change:
 - full: every weight changes, every weight is sent (what a full fine-tuning run sends);
-- frozen embeddings: the embeddings (tied to the output head) have `requires_grad` off; after the first sync they
-  are fingerprinted and skipped;
+- frozen embeddings: the embeddings (tied to the output head) have `requires_grad` off; after the first sync
+  they are fingerprinted and skipped;
 - LoRA: the model is wrapped with peft adapters (rank `--rank` on every linear layer, as `train.lora`); only
   the adapters change and only they are sent, loaded by the engine as a vLLM LoRA adapter.
 Milliseconds per sync (median of `--reps`, after one warm-up sync of each kind), payload bytes, and the ratios
@@ -112,7 +112,8 @@ def measure_inprocess(model_dir: str, reps: int) -> dict[str, float]:
 
 
 def tiny_llama(path: Path) -> str:
-    """A 2-layer Llama (hidden 64, head size 32: the smallest vLLM's CPU attention takes) with rlvr's tokenizer."""
+    """A 2-layer Llama (hidden 64, head size 32: the smallest vLLM's CPU attention takes) with rlvr's
+    tokenizer."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -121,7 +122,8 @@ def tiny_llama(path: Path) -> str:
     tok = build_tokenizer()
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id,
                       tie_word_embeddings=True)
     torch.manual_seed(7)
     LlamaForCausalLM(cfg).save_pretrained(path)
@@ -133,7 +135,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="syncs measured per kind (median reported)")
     ap.add_argument("--rank", type=int, default=16, help="LoRA rank (train.lora_rank's default)")
-    ap.add_argument("--inprocess", action="store_true", help="engine actor against the in-process engine instead")
+    ap.add_argument("--inprocess", action="store_true",
+                    help="engine actor against the in-process engine instead")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     reexec_in_vllm_venv(__file__, ("ray", "vllm", "peft"))
@@ -147,7 +150,8 @@ def main() -> int:
         models[Path(real).name] = real
     ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
     try:
-        rows = {name: (measure_inprocess(path, args.reps) if args.inprocess else measure(path, args.reps, args.rank))
+        rows = {name: (measure_inprocess(path, args.reps) if args.inprocess
+                       else measure(path, args.reps, args.rank))
                 for name, path in models.items()}
     finally:
         ray.shutdown()
@@ -157,14 +161,16 @@ def main() -> int:
     elif args.inprocess:
         print(f"\n{'model':28s} {'bytes':>13s} {'engines ms':>11s} {'in-process ms':>14s} {'ratio':>6s}")
         for name, r in rows.items():
-            print(f"{name:28s} {r['bytes']:13,.0f} {r['engines_ms']:11.1f} {r['inproc_ms']:14.1f} {r['ratio']:6.2f}")
+            print(f"{name:28s} {r['bytes']:13,.0f} {r['engines_ms']:11.1f} {r['inproc_ms']:14.1f} "
+                  f"{r['ratio']:6.2f}")
     else:
-        print(f"\n{'model':28s} {'params':>11s} {'full bytes':>13s} {'full ms':>9s} {'frozen-embed bytes':>19s} "
-              f"{'ms':>7s} {'LoRA bytes':>11s} {'LoRA ms':>8s} {'x bytes':>8s} {'x time':>7s}")
+        print(f"\n{'model':28s} {'params':>11s} {'full bytes':>13s} {'full ms':>9s} "
+              f"{'frozen-embed bytes':>19s} {'ms':>7s} {'LoRA bytes':>11s} {'LoRA ms':>8s} {'x bytes':>8s} "
+              f"{'x time':>7s}")
         for name, r in rows.items():
             print(f"{name:28s} {r['params']:11,.0f} {r['full_bytes']:13,.0f} {r['full_ms']:9.1f} "
-                  f"{r['frozen_bytes']:19,.0f} {r['frozen_ms']:7.1f} {r['lora_bytes']:11,.0f} {r['lora_ms']:8.1f} "
-                  f"{r['ratio_bytes']:8.1f} {r['ratio_s']:7.1f}")
+                  f"{r['frozen_bytes']:19,.0f} {r['frozen_ms']:7.1f} {r['lora_bytes']:11,.0f} "
+                  f"{r['lora_ms']:8.1f} {r['ratio_bytes']:8.1f} {r['ratio_s']:7.1f}")
     return 0
 
 

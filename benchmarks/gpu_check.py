@@ -1,4 +1,5 @@
-"""`make gpu-check`: what only a GPU can show, in one script and at most 8 minutes, on a machine with one NVIDIA GPU.
+"""`make gpu-check`: what only a GPU can show, in one script and at most 8 minutes, on a machine with one
+NVIDIA GPU.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gpu_check.py [--out DIR] [--budget-s 480]
 
@@ -6,11 +7,12 @@ Checks, each in a child process with its share of the budget (a hang or a crash 
 
 - `nccl_update`: the policy update under FSDP2 on a one-rank NCCL group on the GPU equals the CPU reference
   (same model, samples and seed; TF32 off), to float noise;
-- `bf16_update`: `train.mixed_precision = "bf16"` on the GPU: finite loss, weights move, log-probs near float32's;
-- `long_context`: one update of a 32k-token episode of a 2-layer, 262k-vocabulary model (the chunked log-probs of
-  rlvr.train.logprobs): peak GPU memory and seconds;
-- `vllm_engine`: a vLLM GPU engine (`vllm` installed) generates, takes the trainer's weights and generates again
-  with the new version; skipped, with the reason, where vLLM is not installed;
+- `bf16_update`: `train.mixed_precision = "bf16"` on the GPU: finite loss, weights move, log-probs near
+  float32's;
+- `long_context`: one update of a 32k-token episode of a 2-layer, 262k-vocabulary model (the chunked log-probs
+  of rlvr.train.logprobs): peak GPU memory and seconds;
+- `vllm_engine`: a vLLM GPU engine (`vllm` installed) generates, takes the trainer's weights and generates
+  again with the new version; skipped, with the reason, where vLLM is not installed;
 - `tokens_per_s`: generation throughput through vLLM against `transformers.generate` in the same run, for
   SmolLM2-135M-Instruct where `.rlvr-cache/smollm2-135m-instruct` exists, else the built-in tiny model.
 
@@ -32,7 +34,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKS = ("nccl_update", "bf16_update", "long_context", "vllm_engine", "tokens_per_s")
-SHARE = {"nccl_update": 0.15, "bf16_update": 0.1, "long_context": 0.25, "vllm_engine": 0.25, "tokens_per_s": 0.25}
+SHARE = {"nccl_update": 0.15, "bf16_update": 0.1, "long_context": 0.25, "vllm_engine": 0.25,
+         "tokens_per_s": 0.25}
 
 
 def gpu() -> str | None:
@@ -48,7 +51,8 @@ def gpu() -> str | None:
 def _tiny(tmp: Path, **kw: Any) -> Path:
     from rlvr.rollout.policies.builtin import build_tiny_model
 
-    return build_tiny_model(tmp, **{"n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": 512, "seed": 1, **kw})
+    return build_tiny_model(tmp,
+                            **{"n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": 512, "seed": 1, **kw})
 
 
 def _samples(n: int = 4, length: int = 48, vocab: int = 200) -> list[Any]:
@@ -138,7 +142,8 @@ def check_long_context(tokens: int = 32768) -> dict[str, Any]:
     samples = [Sample(ids, [0] * half + [1] * (tokens - half), [0.0] * half + [-5.0] * (tokens - half), 1.0)]
     torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    PolicyUpdater(model, TrainConfig(micro_batch_tokens=tokens, activation_checkpointing=True), pad_id=0).step(samples)
+    PolicyUpdater(model, TrainConfig(micro_batch_tokens=tokens, activation_checkpointing=True),
+                  pad_id=0).step(samples)
     torch.cuda.synchronize()
     return {"ok": True, "tokens": tokens, "seconds": time.perf_counter() - t0,
             "peak_gpu_gb": torch.cuda.max_memory_allocated() / 2**30}
@@ -187,7 +192,8 @@ def check_tokens_per_s() -> dict[str, Any]:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
         prompts = tok(["Write a haiku about the sea."] * 32, return_tensors="pt", padding=True).to("cuda")
         t0 = time.perf_counter()
-        out = model.generate(**prompts, max_new_tokens=128, do_sample=False, pad_token_id=tok.pad_token_id or 0)
+        out = model.generate(**prompts, max_new_tokens=128, do_sample=False,
+                             pad_token_id=tok.pad_token_id or 0)
         torch.cuda.synchronize()
         hf_tps = (out.shape[1] - prompts["input_ids"].shape[1]) * 32 / (time.perf_counter() - t0)
         result: dict[str, Any] = {"ok": True, "model": str(path.name), "transformers_tok_s": hf_tps}
@@ -199,7 +205,8 @@ def check_tokens_per_s() -> dict[str, Any]:
 
         llm = LLM(model=str(path), dtype="bfloat16", gpu_memory_utilization=0.3, enable_prefix_caching=True)
         t0 = time.perf_counter()
-        outs = llm.generate(["Write a haiku about the sea."] * 32, SamplingParams(max_tokens=128, temperature=0.0))
+        outs = llm.generate(["Write a haiku about the sea."] * 32,
+                            SamplingParams(max_tokens=128, temperature=0.0))
         n = sum(len(o.outputs[0].token_ids) for o in outs)
         result.update(vllm_tok_s=n / (time.perf_counter() - t0))
         result["vllm_over_transformers"] = result["vllm_tok_s"] / hf_tps
@@ -225,7 +232,8 @@ def run_check(name: str, timeout_s: float) -> dict[str, Any]:
         return {"ok": False, "error": f"did not finish in {timeout_s:.0f} s", "wall_s": timeout_s}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     result = json.loads(lines[-1][7:]) if lines else {
-        "ok": False, "error": f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:300]}"}
+        "ok": False,
+        "error": f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:300]}"}
     result["wall_s"] = time.perf_counter() - t0
     return result
 

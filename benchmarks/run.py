@@ -15,7 +15,8 @@ HERE = Path(__file__).resolve().parent
 
 def main(argv: list[str]) -> int:
     wanted = set(argv)
-    benches = sorted(p for p in HERE.glob("bench_*.py") if not wanted or p.stem.removeprefix("bench_") in wanted)
+    benches = sorted(p for p in HERE.glob("bench_*.py") if not wanted
+                     or p.stem.removeprefix("bench_") in wanted)
     failed = []
     for path in benches:
         print(f"\n=== {path.stem} ===", flush=True)

@@ -1,5 +1,5 @@
-"""Verifier kinds made in tests: a domain that declares one kind and has no tasks of its own, for tests that judge
-hand-made tasks (`Task(domain="toy", verifier={"kind": KIND})`)."""
+"""Verifier kinds made in tests: a domain that declares one kind and has no tasks of its own, for tests that
+judge hand-made tasks (`Task(domain="toy", verifier={"kind": KIND})`)."""
 from __future__ import annotations
 
 from collections.abc import Callable

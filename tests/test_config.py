@@ -18,7 +18,8 @@ def test_defaults_are_the_quickstart() -> None:
 def test_toml_and_overrides(tmp_path: Path) -> None:
     p = tmp_path / "c.toml"
     p.write_text('name = "exp"\n[train]\nlr = 3e-4\nsteps = 7\n[tasks.domains.code]\ntier = "tiny"\n')
-    cfg = load_config(p, ["train.lr=1e-4", "rollout.group_size=4", 'policy.model="hf:x"', "tasks.train=math:5"])
+    cfg = load_config(p,
+                      ["train.lr=1e-4", "rollout.group_size=4", 'policy.model="hf:x"', "tasks.train=math:5"])
     assert cfg.name == "exp" and cfg.train.lr == 1e-4 and cfg.train.steps == 7
     assert cfg.rollout.group_size == 4 and cfg.policy.model == "hf:x"
     assert cfg.tasks.train == "math:5"  # unquoted strings fall back to plain strings
@@ -26,12 +27,15 @@ def test_toml_and_overrides(tmp_path: Path) -> None:
 
 
 def test_a_dotted_override_extends_a_table_default(tmp_path: Path) -> None:
-    """`tasks.domains.code.seed=3` on the quickstart keeps its tier: replacing the table would train another."""
-    assert load_config(None, ["tasks.domains.code.seed=3"]).tasks.domains == {"code": {"tier": "tiny", "seed": 3}}
+    """`tasks.domains.code.seed=3` on the quickstart keeps its tier: replacing the table would train
+    another."""
+    assert load_config(None,
+                       ["tasks.domains.code.seed=3"]).tasks.domains == {"code": {"tier": "tiny", "seed": 3}}
     assert load_config(None, ["tasks.domains.math.level=2"]).tasks.domains == {
         "code": {"tier": "tiny"}, "math": {"level": 2}}
     p = tmp_path / "c.toml"
-    p.write_text('[tasks.domains.math]\nlevel = 1\n')  # a table in the file replaces the default, as documented
+    # a table in the file replaces the default, as documented
+    p.write_text('[tasks.domains.math]\nlevel = 1\n')
     assert load_config(p, ["tasks.domains.math.level=2"]).tasks.domains == {"math": {"level": 2}}
     assert load_config(None, ["schedule.weights.code=2"]).schedule.weights == {"code": 2.0}
 

@@ -36,6 +36,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_core_imports_without_torch() -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT % (CORE,)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT % (CORE,)], capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert int(proc.stdout.strip().splitlines()[-1]) >= len(CORE)

@@ -1,5 +1,5 @@
-"""Every config under examples/ loads under the strict config model (a renamed or mistyped field fails here, not
-in a user's hands), and the training example's task settings are ones its domain accepts."""
+"""Every config under examples/ loads under the strict config model (a renamed or mistyped field fails here,
+not in a user's hands), and the training example's task settings are ones its domain accepts."""
 from __future__ import annotations
 
 from pathlib import Path

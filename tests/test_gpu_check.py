@@ -9,7 +9,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_0(tmp_path) -> None:
-    res = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True,
+                         text=True,
                          timeout=120, check=False, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
     assert res.returncode == 0, res.stderr
     want = "gpu-check: no NVIDIA GPU here (torch sees no CUDA device); nothing to check"

@@ -2,20 +2,21 @@
 
 What counts as an edge from module M:
 
-- every `import` and `from ... import` statement in M, at module level and inside functions and classes (the lazy
-  imports that keep torch or ray out of the core are edges too: they run the moment the function is called);
-- the imports under `if TYPE_CHECKING:` too: they never run, but a module that needs another's types to be read
-  depends on it as much as one that imports it, and a cycle hidden there is still a cycle;
-- `import a.b.c` runs `a`, `a.b` and `a.b.c`; `from a.b import c` runs `a`, `a.b` and, when `c` is a submodule,
-  `a.b.c`. The packages above M itself are left out (Python has already started them before M runs), unless M
-  takes a name from one of them (`from rlvr.envs import Env` inside `rlvr.envs.tools` needs `rlvr/envs/__init__`
-  to have got that far);
+- every `import` and `from ... import` statement in M, at module level and inside functions and classes (the
+  lazy imports that keep torch or ray out of the core are edges too: they run the moment the function is
+  called);
+- the imports under `if TYPE_CHECKING:` too: they never run, but a module that needs another's types to be
+  read depends on it as much as one that imports it, and a cycle hidden there is still a cycle;
+- `import a.b.c` runs `a`, `a.b` and `a.b.c`; `from a.b import c` runs `a`, `a.b` and, when `c` is a
+  submodule, `a.b.c`. The packages above M itself are left out (Python has already started them before M
+  runs), unless M takes a name from one of them (`from rlvr.envs import Env` inside `rlvr.envs.tools` needs
+  `rlvr/envs/__init__` to have got that far);
 - `importlib.import_module(...)` with a computed name is not read: the lazy exports of `rlvr.rollout` import
   their own package's modules. No module names an upper layer's module that way; the domains reach the
   registry through the `rlvr.domains` entry points (package metadata, not an import of a named module).
 
-The same graph folded onto the subpackages (`rlvr.envs`, `rlvr.rollout`, ...) must be acyclic too, and along the
-pipeline (`PIPELINE`) imports point downstream only; the packages of one tier never import each other.
+The same graph folded onto the subpackages (`rlvr.envs`, `rlvr.rollout`, ...) must be acyclic too, and along
+the pipeline (`PIPELINE`) imports point downstream only; the packages of one tier never import each other.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ ROOT = "rlvr"
 PIPELINE: tuple[tuple[str, ...], ...] = (
     ("tasks", "sandbox"), ("envs",), ("verify",), ("domains", "scale"), ("rollout",), ("schedule", "store"),
     ("monitor",), ("train",))
-"""The layers of DESIGN.md, lowest first: a package may import those of the tiers before its own, never those after
-nor the other packages of its own tier (the sandbox knows no task, a domain no cluster). The doors at the top
-(`integrations`, `commands`, `cli`) may import anything."""
+"""The layers of DESIGN.md, lowest first: a package may import those of the tiers before its own, never those
+after nor the other packages of its own tier (the sandbox knows no task, a domain no cluster). The doors at
+the top (`integrations`, `commands`, `cli`) may import anything."""
 
 
 def module_files(src: Path = SRC) -> dict[str, Path]:
@@ -205,7 +206,8 @@ def test_no_cycles_between_subpackages() -> None:
 
 
 def pipeline_breaks(graph: dict[str, set[str]]) -> list[str]:
-    """Each import from a package of the pipeline to one of a later tier or another package of its own tier."""
+    """Each import from a package of the pipeline to one of a later tier or another package of its own
+    tier."""
     rank = {name: i for i, tier in enumerate(PIPELINE) for name in tier}
 
     def package(mod: str) -> str:
@@ -231,8 +233,8 @@ def test_pipeline_imports_point_downstream() -> None:
 
 
 def test_graph_reads_lazy_and_package_imports(tmp_path: Path) -> None:
-    """The walker itself: lazy and TYPE_CHECKING imports are edges, packages resolve, cycles show; a peer of the
-    same tier is a break."""
+    """The walker itself: lazy and TYPE_CHECKING imports are edges, packages resolve, cycles show; a peer of
+    the same tier is a break."""
     pkg = tmp_path / ROOT
     (pkg / "a").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -251,14 +253,17 @@ def test_graph_reads_lazy_and_package_imports(tmp_path: Path) -> None:
 
 
 def test_pipeline_breaks_are_upward_and_across_a_tier() -> None:
-    graph = {"rlvr.sandbox.pool": {"rlvr.tasks.spec"}, "rlvr.envs.env": {"rlvr.tasks.spec", "rlvr.sandbox.pool"},
-             "rlvr.verify.base": {"rlvr.domains.code"}, "rlvr.domains.code": {"rlvr.verify.base", "rlvr.errors"},
+    graph = {"rlvr.sandbox.pool": {"rlvr.tasks.spec"},
+             "rlvr.envs.env": {"rlvr.tasks.spec", "rlvr.sandbox.pool"},
+             "rlvr.verify.base": {"rlvr.domains.code"},
+             "rlvr.domains.code": {"rlvr.verify.base", "rlvr.errors"},
              "rlvr.cli": {"rlvr.train.loop"}}
     assert pipeline_breaks(graph) == ["rlvr.sandbox.pool imports rlvr.tasks.spec",
                                       "rlvr.verify.base imports rlvr.domains.code"]
 
 
-LIBRARY = ("tasks", "sandbox", "envs", "verify", "schedule", "store", "monitor", "rollout", "scale", "domains")
+LIBRARY = ("tasks", "sandbox", "envs", "verify", "schedule", "store", "monitor", "rollout", "scale",
+           "domains")
 """The layers that take their own config section or plain arguments, never the whole run config: only the run
 builder (`rlvr.run`), the trainer and the doors above them see a RunConfig."""
 RUN_CONFIG_HOMES = ("rlvr.config", "rlvr.config.run_config")
@@ -286,8 +291,8 @@ def run_config_imports(src: Path = SRC) -> list[str]:
 
 def test_no_library_layer_sees_the_run_config() -> None:
     found = run_config_imports()
-    assert not found, "library layers importing RunConfig (take the section or plain arguments instead):\n" + \
-        "\n".join(found)
+    assert not found, ("library layers importing RunConfig (take the section or plain arguments instead):\n"
+                       + "\n".join(found))
 
 
 def test_the_run_config_rule_catches_each_form(tmp_path: Path) -> None:

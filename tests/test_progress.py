@@ -46,4 +46,5 @@ def test_a_finished_task_is_logged_once_more_then_no_longer(monkeypatch) -> None
     for _ in range(3):
         bar.log_lines()
     lines = sink.getvalue().splitlines()
-    assert sum(ln.startswith("sft: 2/2") for ln in lines) == 1 and sum(ln.startswith("rl: 1/5") for ln in lines) == 3
+    assert sum(ln.startswith("sft: 2/2") for ln in lines) == 1 and sum(ln.startswith("rl: 1/5")
+                                                                       for ln in lines) == 3

@@ -4,7 +4,8 @@ from __future__ import annotations
 import rlvr
 
 EXPECTED = {
-    "Check", "Episode", "Evidence", "ExecLimits", "ExecResult", "ExecStatus", "FinalState", "Flag", "InfraError",
+    "Check", "Episode", "Evidence", "ExecLimits", "ExecResult", "ExecStatus", "FinalState", "Flag",
+    "InfraError",
     "Message", "RlvrError", "RunConfig", "Task", "TaskLimits", "ToolCall", "UserError", "Verdict", "Verifier",
     "VerifyContext", "load_config", "make", "names", "register", "__version__",
 }

@@ -1,5 +1,5 @@
-"""The one run builder: every command reads a tasks SPEC with the config's domain settings, gets its pool from the
-run (local or the cluster's), and the train spec is read once."""
+"""The one run builder: every command reads a tasks SPEC with the config's domain settings, gets its pool from
+the run (local or the cluster's), and the train spec is read once."""
 from __future__ import annotations
 
 import json
@@ -21,7 +21,8 @@ def test_tasks_of_applies_the_configs_domain_settings() -> None:
     configured = [t.prompt for t in run.tasks_of(SPEC, cfg, seed=0)]
     plain = [t.prompt for t in resolve(SPEC, seed=0)]
     assert configured != plain  # the example's two-digit additions, not the dataset's default expressions
-    assert [t.prompt for t in run.tasks_of(SPEC, cfg.tasks.domains, seed=0)] == configured  # a bare mapping too
+    # a bare mapping too
+    assert [t.prompt for t in run.tasks_of(SPEC, cfg.tasks.domains, seed=0)] == configured
 
 
 def test_eval_with_a_config_sees_the_tasks_training_sees(cli, tmp_path: Path, monkeypatch) -> None:
@@ -35,7 +36,8 @@ def test_eval_with_a_config_sees_the_tasks_training_sees(cli, tmp_path: Path, mo
                "--tasks", SPEC, "-k", "1", "--json"])
     assert res.code == 0, res.stderr
     [eval_dir] = sorted((tmp_path / "runs" / "eval").iterdir())
-    seen = sorted(next(m.content for m in ep.messages if m.role == "user") for ep in open_run(eval_dir).episodes())
+    seen = sorted(next(m.content for m in ep.messages if m.role == "user")
+                  for ep in open_run(eval_dir).episodes())
     want = sorted(t.prompt for t in run.tasks_of(SPEC, load_config(EXAMPLE), seed=0))
     assert seen == want
 
@@ -111,12 +113,15 @@ def test_build_closes_what_it_opened_and_borrows_what_it_is_given(monkeypatch) -
         assert built.pool is mine
     assert not mine.closed  # borrowed: its owner closes it
     mine.close()
-    assert built.rollouts is None  # no policy, nothing to roll out with; a gold policy still plays through the env
+    # no policy, nothing to roll out with; a gold policy still plays through the env
+    assert built.rollouts is None
     assert built.gold(object()).pool is mine
 
 
-def test_eval_with_a_config_and_no_tasks_measures_the_held_out_set_training_measures(cli, tmp_path, monkeypatch) -> None:
-    """`rlvr eval --config` with no --tasks drew tasks:heldout from index 0: training tasks, not the held-out set."""
+def test_eval_with_a_config_and_no_tasks_measures_the_held_out_set_training_measures(cli, tmp_path,
+                                                                                     monkeypatch) -> None:
+    """`rlvr eval --config` with no --tasks drew tasks:heldout from index 0: training tasks, not the held-out
+    set."""
     from rlvr.store.episodes import open_run
 
     monkeypatch.chdir(tmp_path)

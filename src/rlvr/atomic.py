@@ -1,14 +1,17 @@
-"""Files and directories that appear whole or not at all: written beside their target, then renamed into place.
+"""Files and directories that appear whole or not at all: written beside their target, then renamed into
+place.
 
     atomic_write(path, text_or_bytes)          # readers see the old file or the whole new one
-    with atomic_path(path) as tmp:             # a library writes tmp (parquet, safetensors); then it is `path`
+    with atomic_path(path) as tmp:             # a library writes tmp (parquet, safetensors); then it is
+    `path`
         ...
     with atomic_dir(out) as tmp:               # fill tmp; it becomes `out` only if the block succeeds
         ...
 
 Every local write of a result (a config, a summary, a report, pass rates, an export, a model directory, an
 unpacked image) goes through these two, so a crash or a kill at any moment leaves nothing half-written. Remote
-objects (`s3://...`) have their own atomic put in `rlvr.store.storage`, which uses `atomic_write` for local paths.
+objects (`s3://...`) have their own atomic put in `rlvr.store.storage`, which uses `atomic_write` for local
+paths.
 """
 from __future__ import annotations
 
@@ -79,7 +82,8 @@ def atomic_dir(path: str | os.PathLike[str], *, replace: bool = False) -> Iterat
 
 
 def is_temporary(name: str) -> bool:
-    """Whether a file name is one of the temporaries above (a writer that died before its rename leaves one)."""
+    """Whether a file name is one of the temporaries above (a writer that died before its rename leaves
+    one)."""
     return name.startswith(".") and name.endswith(".tmp")
 
 

@@ -27,7 +27,8 @@ from rlvr.commands.tasks import tasks_app
 from rlvr.errors import MostlyMasked, RankLost, Stalled, UserError
 
 RANK_LOST_GRACE_S = 3.0
-"""Seconds a surviving rank waits before exiting after a peer died (torchrun polls its workers every 0.1 s)."""
+"""Seconds a surviving rank waits before exiting after a peer died (torchrun polls its workers every 0.1
+s)."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="rlvr: reinforcement-learning post-training with verifiable rewards.")
@@ -41,12 +42,16 @@ app.add_typer(node_app, name="node")
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def train(
     ctx: typer.Context,
-    config: Annotated[str | None, typer.Argument(help="Run config TOML; omitted: the built-in quickstart.")] = None,
-    help_config: Annotated[bool, typer.Option("--help-config", help="Print every config field and exit.")] = False,
+    config: Annotated[str | None,
+                      typer.Argument(help="Run config TOML; omitted: the built-in quickstart.")] = None,
+    help_config: Annotated[bool,
+                           typer.Option("--help-config", help="Print every config field and exit.")] = False,
     cluster: Annotated[str | None, typer.Option(
-        help="Ray address (auto or ray://...): sandboxes on Ray, and with train.world_size > 1 one rank per Ray "
-             "actor; default local.")] = None,
-    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="Resume from the run's last checkpoint.")] = True,
+        help="Ray address (auto or ray://...): sandboxes on Ray, and with train.world_size > 1 one "
+             "rank per Ray actor; default local.")] = None,
+    resume: Annotated[bool,
+                      typer.Option("--resume/--no-resume",
+                                   help="Resume from the run's last checkpoint.")] = True,
 ) -> None:
     """Train a policy: the main job. Extra KEY=VALUE arguments override config fields (train.lr=1e-4). Several
     ranks: `torchrun --nproc-per-node N -m rlvr train CONFIG`, or --cluster with train.world_size = N."""
@@ -76,7 +81,8 @@ def train(
     run_training(cfg, resume=resume)
 
 
-app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})(eval_command)
+app.command("eval",
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": False})(eval_command)
 
 
 @app.command()
@@ -84,7 +90,8 @@ def verify(
     task_dir: Annotated[Path, typer.Argument(help="The task directory.")],
     workspace_dir: Annotated[Path, typer.Argument(help="The final state of the task's workspace.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the Verdict as one JSON object.")] = False,
-    seed: Annotated[int, typer.Option(help="Verification seed: randomised hidden cases are drawn from it, and "
+    seed: Annotated[int,
+                    typer.Option(help="Verification seed: randomised hidden cases are drawn from it, and "
                                            "the Verdict records it, so --seed N replays a verdict.")] = 0,
 ) -> None:
     """Verify a final workspace against a task; exit 0 whether or not it passed."""
@@ -109,14 +116,17 @@ def verify(
             out.print(f"  {where} {e.seen}", markup=False, highlight=False)
     if verdict.infra_error:
         out.print(f"[yellow]infra error[/yellow]: {verdict.infra_error}", highlight=False)
-    out.print(f"score {verdict.score:.3f}  passed {verdict.passed}  ({verdict.timings.get('total', 0.0):.2f} s)")
+    out.print(f"score {verdict.score:.3f}  passed {verdict.passed}  "
+              f"({verdict.timings.get('total', 0.0):.2f} s)")
 
 
 @app.command("export")
 def export_(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="New directory to write.")],
-    adapter: Annotated[bool, typer.Option("--adapter", help="Keep LoRA as a peft adapter (default: merged).")] = False,
+    adapter: Annotated[bool,
+                       typer.Option("--adapter",
+                                    help="Keep LoRA as a peft adapter (default: merged).")] = False,
 ) -> None:
     """Write the run's last checkpoint as a plain Hugging Face directory (load it with `--policy hf:DIR`)."""
     from rlvr.train.checkpoint import export
@@ -128,9 +138,11 @@ def export_(
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory, or an eval directory (rlvr eval).")],
     compare: Annotated[Path | None, typer.Option(
-        "--compare", help="A second eval directory (or its eval.json), shown side by side with RUN_DIR's eval.")] = None,
+        "--compare",
+        help="A second eval directory (or its eval.json), shown side by side with RUN_DIR's eval.")] = None,
     output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="File to write; default RUN_DIR/report.html (with --compare RUN_DIR/compare-B.html).")] = None,
+        "-o", "--output",
+        help="File to write; default RUN_DIR/report.html (with --compare RUN_DIR/compare-B.html).")] = None,
 ) -> None:
     """Write the self-contained HTML report of a run, or of an eval (pass@k per domain, per-task outcomes,
     masked episodes, transcripts); `--compare EVAL_B` puts a second eval beside it."""
@@ -156,7 +168,8 @@ def failures(
     store = open_run(run_dir)
     if export is not None:
         if export not in EXPORTS:
-            raise UserError(f"unknown export {export!r}", field="--export", fix=f"use one of: {', '.join(EXPORTS)}")
+            raise UserError(f"unknown export {export!r}", field="--export",
+                            fix=f"use one of: {', '.join(EXPORTS)}")
         records = EXPORTS[export](load_episodes(store))
         path = write_jsonl(records, output or RunLayout(run_dir).export(export))
         if json_out:
@@ -212,14 +225,19 @@ def serve(
     tasks: Annotated[str, typer.Option(help="Tasks SPEC to serve.")],
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    token_file: Annotated[Path | None, typer.Option(help="File holding the bearer token every request must carry.")] = None,
-    idle_timeout: Annotated[float, typer.Option(help="Seconds before an idle session's sandbox is released.")] = 600.0,
+    token_file: Annotated[Path | None, typer.Option(help="File holding the bearer token every request "
+                                                         "must carry.")] = None,
+    idle_timeout: Annotated[float,
+                            typer.Option(help="Seconds before an idle session's sandbox "
+                                              "is released.")] = 600.0,
     max_sessions: Annotated[int, typer.Option(help="Concurrent sessions allowed.")] = 64,
-    config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], sandbox, "
+    config: Annotated[Path | None,
+                      typer.Option("--config", help="A run config TOML: its [tasks.domains], sandbox, "
                                                 "cluster and scoring settings apply.")] = None,
 ) -> None:
     """Serve tasks as an OpenEnv environment: WebSocket sessions, MCP tool actions, the verdict at the end."""
-    sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]  # openenv-core's optional web UI: unused here, 60% of start-up
+    # openenv-core's optional web UI: unused here, 60% of start-up
+    sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]
     try:
         from rlvr.integrations.openenv import serve as run_server
     except ModuleNotFoundError as exc:
@@ -250,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.stdout.flush()
         sys.stderr.flush()
-        if isinstance(exc, RankLost):  # let the launcher (which polls its workers) see the dead rank fail first,
+        # let the launcher (which polls its workers) see the dead rank fail first,
+        if isinstance(exc, RankLost):
             time.sleep(RANK_LOST_GRACE_S)  # so its report names that rank, not this survivor
         os._exit(1)
     except typer.Exit as exc:
@@ -285,7 +304,8 @@ def _usage_error(exc: BaseException, argv: list[str] | None) -> str | None:
 
 
 def _command_path(argv: list[str] | None) -> str:
-    """`rlvr tasks show` from the leading words of argv that name commands (for errors click gives no context)."""
+    """`rlvr tasks show` from the leading words of argv that name commands (for errors click gives no
+    context)."""
     group: Any = typer.main.get_command(app)
     words = ["rlvr"]
     for token in sys.argv[1:] if argv is None else argv:

@@ -1,8 +1,9 @@
 """Progress bars that also work in a log file.
 
-A rich progress bar on a stderr that is not a terminal (a CI log, `nohup`, a job scheduler's capture) shows only
-its final state, so a log says nothing until the job ends. `Progress` is rich's bar, plus, when its console is not
-a terminal, one plain line per task every `interval` seconds (at most 30; `RLVR_PROGRESS_INTERVAL_S` sets it):
+A rich progress bar on a stderr that is not a terminal (a CI log, `nohup`, a job scheduler's capture) shows
+only its final state, so a log says nothing until the job ends. `Progress` is rich's bar, plus, when its
+console is not a terminal, one plain line per task every `interval` seconds (at most 30;
+`RLVR_PROGRESS_INTERVAL_S` sets it):
 
     eval: 12/40 episodes, passed 3, 0:01:23 elapsed
 
@@ -33,7 +34,8 @@ def interval_s() -> float:
 
 
 class Progress(rich_progress.Progress):
-    """rich's Progress; on a console that is not a terminal, also a plain line per task every `interval_s()`."""
+    """rich's Progress; on a console that is not a terminal, also a plain line per task every
+    `interval_s()`."""
 
     def __init__(self, *columns: Any, unit: str = "", **kwargs: Any) -> None:
         super().__init__(*columns, **kwargs)
@@ -69,8 +71,8 @@ class Progress(rich_progress.Progress):
             self.log_lines()
 
     def log_lines(self) -> None:
-        """One plain line per running task (and one last line for a task that finished since): its description,
-        done of total, its fields, and the time elapsed."""
+        """One plain line per running task (and one last line for a task that finished since): its
+        description, done of total, its fields, and the time elapsed."""
         for task in list(self.tasks):
             if task.finished:
                 if task.id in self._ended:

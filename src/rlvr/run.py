@@ -1,18 +1,20 @@
 """One wiring of a run, for train, eval, profile, serve and the trainer adapters alike.
 
-    with run.build(cfg) as r:                      # the pool (local or on Ray), the Scorer, the policy, the rollouts
+    with run.build(cfg) as r:                      # the pool (local or on Ray), the Scorer, the policy, the
+    rollouts
         tasks = run.tasks_of("code:20", cfg)       # a tasks SPEC with the config's [tasks.domains] settings
         episodes = r.rollouts.run(tasks, k, step=0, seed=cfg.seed)
-    summary = run.train(cfg)                       # `rlvr train`: the trainer built here, driven by train.loop
+    summary = run.train(cfg)                       # `rlvr train`: the trainer built here, driven by
+    train.loop
 
 This module is the only place that maps config sections to constructors: every part below it takes its own
 section or plain arguments (`Scorer(pool, retries=..., flag_penalty=...)`, `Scheduler(sources, cfg.schedule,
 ...)`, the pool from `[sandbox]` and `[cluster]`), and no library layer sees the RunConfig. It decides which
 tasks a SPEC names (a domain is built with its `[tasks.domains.<name>]` settings wherever the SPEC is read, so
 `rlvr eval --config` sees the tasks training saw), the held-out set and the indices training leaves to it, the
-sandbox pool, the one Scorer, the policy (the cluster connected first when its engines are Ray actors), and the
-rollout driver, chosen once: the built-in env loop, or the run's agent through the gateway (`[agent] command`).
-Whatever a builder opens it closes, however the run ends.
+sandbox pool, the one Scorer, the policy (the cluster connected first when its engines are Ray actors), and
+the rollout driver, chosen once: the built-in env loop, or the run's agent through the gateway (`[agent]
+command`). Whatever a builder opens it closes, however the run ends.
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
     from rlvr.train.trainer import Trainer
 
 __all__ = ["DEFAULT_HELDOUT_PER_DOMAIN", "DomainSettings", "Run", "build", "build_trainer", "heldout",
-           "heldout_indices", "heldout_spec", "heldout_tasks", "open_policy", "selections", "tasks_of", "train",
+           "heldout_indices", "heldout_spec", "heldout_tasks", "open_policy", "selections", "tasks_of",
+           "train",
            "validate", "with_policy"]
 
 DEFAULT_HELDOUT_PER_DOMAIN = 200
@@ -82,10 +85,12 @@ def heldout_spec(cfg: RunConfig, train: Sequence[Selection] | None = None) -> st
     if cfg.tasks.heldout is not None:
         return cfg.tasks.heldout
     train = selections(cfg.tasks.train, cfg) if train is None else train
-    return ",".join(f"{sel.source.name}:{DEFAULT_HELDOUT_PER_DOMAIN}" for sel in train if sel.source.size is None)
+    return ",".join(f"{sel.source.name}:{DEFAULT_HELDOUT_PER_DOMAIN}" for sel in train
+                    if sel.source.size is None)
 
 
-def heldout(cfg: RunConfig, train: Sequence[Selection] | None = None) -> tuple[list[Task], dict[str, set[int]]]:
+def heldout(cfg: RunConfig, train: Sequence[Selection] | None = None) -> tuple[list[Task],
+                                                                               dict[str, set[int]]]:
     """The held-out set and the indices it takes from each finite source (by source name), which training
     leaves out: procedural domains from `tasks.heldout_offset` on, finite ones sampled by seed."""
     spec = heldout_spec(cfg, train)
@@ -117,7 +122,8 @@ def with_policy(cfg: RunConfig, spec: str | None) -> RunConfig:
     from rlvr.rollout.policies.backends import parse_spec
 
     backend, target = parse_spec(spec)
-    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"backend": backend, "model": target})})
+    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"backend": backend,
+                                                                          "model": target})})
 
 
 def open_policy(cfg: RunConfig, stack: ExitStack, *, seed: int | None = None) -> Policy:
@@ -128,7 +134,8 @@ def open_policy(cfg: RunConfig, stack: ExitStack, *, seed: int | None = None) ->
         from rlvr.scale.cluster import connect
 
         connect(cfg.cluster.address)
-        if cfg.train.lora and not policy_cfg.engine_lora_rank:  # the engines load the run's adapters: LoRA sync
+        # the engines load the run's adapters: LoRA sync
+        if cfg.train.lora and not policy_cfg.engine_lora_rank:
             policy_cfg = policy_cfg.model_copy(update={"engine_lora_rank": cfg.train.lora_rank})
     policy = make_policy(policy_cfg) if seed is None else make_policy(policy_cfg, seed=seed)
     if hasattr(policy, "close"):
@@ -160,7 +167,8 @@ class Run:
 
 @contextmanager
 def build(cfg: RunConfig, *, policy: Policy | bool = True, seed: int | None = None,
-          pool: SandboxPool | None = None, progress: Progress | None = None, on_episode: OnEpisode | None = None,
+          pool: SandboxPool | None = None, progress: Progress | None = None,
+          on_episode: OnEpisode | None = None,
           **scorer_extras: Any) -> Iterator[Run]:
     """Build a run's pool, Scorer, policy (with `policy=True`; a Policy given is used as it is: the trainer
     prepares its own; `False` builds none) and rollout driver (`progress` and `on_episode` are its callbacks)
@@ -189,11 +197,12 @@ def build(cfg: RunConfig, *, policy: Policy | bool = True, seed: int | None = No
         yield Run(cfg=cfg, pool=pool, scorer=scorer, policy=made, rollouts=rollouts)
 
 
-def _agent_rollouts(cfg: RunConfig, policy: Policy, scorer: Scorer, sampling: SamplingParams, stack: ExitStack,
+def _agent_rollouts(cfg: RunConfig, policy: Policy, scorer: Scorer, sampling: SamplingParams,
+                    stack: ExitStack,
                     progress: Progress | None, on_episode: OnEpisode | None) -> Rollouts:
-    """The run's agents: a gateway in front of `policy` and an isolated pool on the agent's interpreter (`[agent]
-    python`), both closed with `stack`; each episode runs `[agent] command` within `[rollout]` max_turns and
-    max_tokens, scored by the run's Scorer."""
+    """The run's agents: a gateway in front of `policy` and an isolated pool on the agent's interpreter
+    (`[agent] python`), both closed with `stack`; each episode runs `[agent] command` within `[rollout]`
+    max_turns and max_tokens, scored by the run's Scorer."""
     from rlvr.rollout.gateway.agents import AgentRollouts, agent_python
     from rlvr.rollout.gateway.core import Gateway
     from rlvr.sandbox import make_pool
@@ -205,7 +214,8 @@ def _agent_rollouts(cfg: RunConfig, policy: Policy, scorer: Scorer, sampling: Sa
     pool = make_pool(cfg.sandbox, workers=cfg.agent.concurrency, warm=(), spares=0,
                      **({"python": python} if python else {}))
     stack.callback(pool.close)
-    rollouts = AgentRollouts(gateway, pool, scorer, cfg.agent, run_id=cfg.name, max_turns=cfg.rollout.max_turns,
+    rollouts = AgentRollouts(gateway, pool, scorer, cfg.agent, run_id=cfg.name,
+                             max_turns=cfg.rollout.max_turns,
                              max_tokens=cfg.rollout.max_tokens, progress=progress, on_episode=on_episode)
     stack.callback(rollouts.close)  # the gateways of `with_sampling`
     return rollouts
@@ -220,7 +230,8 @@ def _refuse_for_agents(cfg: RunConfig, ranks: int = 1) -> None:
 
     check_agent(cfg.agent)
     if ranks > 1:
-        raise UserError(f"agents ([agent] command) train on one rank only, not {ranks}", field="train.world_size",
+        raise UserError(f"agents ([agent] command) train on one rank only, not {ranks}",
+                        field="train.world_size",
                         fix="set train.world_size = 1 and launch one process")
     if cfg.train.max_staleness > 0:
         raise UserError("agents ([agent] command) train synchronously only", field="train.max_staleness",
@@ -248,8 +259,9 @@ def validate(cfg: RunConfig) -> None:
 
     check_settings(cfg.train)
     if cfg.train.mixed_precision != "no" and cfg.policy.dtype != "float32":
-        raise UserError(f"mixed_precision = {cfg.train.mixed_precision!r} keeps float32 weights and optimizer "
-                        f"state, but policy.dtype is {cfg.policy.dtype!r}", field="train.mixed_precision",
+        raise UserError(f"mixed_precision = {cfg.train.mixed_precision!r} keeps float32 weights "
+                        f"and optimizer state, but policy.dtype is {cfg.policy.dtype!r}",
+                        field="train.mixed_precision",
                         fix='set policy.dtype = "float32", or mixed_precision = "no" to train in that dtype')
     if cfg.sft.enabled and cfg.sft.source not in ("reference", "gold") and not Path(cfg.sft.source).is_file():
         raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
@@ -264,9 +276,10 @@ def validate(cfg: RunConfig) -> None:
 def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = None,
                   dist: Dist | None = None) -> Iterator[Trainer]:
     """A training run's parts (`rlvr.train.trainer.Trainer`) from `cfg`: every run's (`build`) and what only
-    training adds (LoRA, the reference model, sharding, the scheduler, the updater, the store, the monitor, the
-    checkpoints, recovery samples). With several ranks the policy is sharded (rlvr.train.distributed) and
-    generates from a full copy of its weights. The sandbox pool and the monitor are closed whatever happens."""
+    training adds (LoRA, the reference model, sharding, the scheduler, the updater, the store, the monitor,
+    the checkpoints, recovery samples). With several ranks the policy is sharded (rlvr.train.distributed) and
+    generates from a full copy of its weights. The sandbox pool and the monitor are closed whatever
+    happens."""
     from rlvr.monitor.monitor import Monitor
     from rlvr.rollout.policies.trainable import require_trainable
     from rlvr.schedule.scheduler import Scheduler
@@ -288,7 +301,8 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
         if cfg.train.lora:
             apply_lora(policy, cfg.train.lora_rank)
         ref_model = reference_model(policy, cfg.train.kl_coef, cfg.train.lora)
-        # sharded weights cannot generate alone: each rank samples from a full copy, or rank 0 from the engines
+        # sharded weights cannot generate alone: each rank samples from a full copy, or rank 0 from the
+        # engines
         engines = EngineSync.before_sharding(policy, dist) if with_engines(cfg, dist) else None
         if dist.active:
             if engines is None:
@@ -298,9 +312,11 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
         assert built.rollouts is not None  # built with a policy
         train = selections(cfg.tasks.train, cfg)  # the train spec, read once
         heldout_set, held_out = heldout(cfg, train)
-        scheduler = Scheduler(list(train), cfg.schedule, seed=cfg.seed, heldout_offset=cfg.tasks.heldout_offset,
+        scheduler = Scheduler(list(train), cfg.schedule, seed=cfg.seed,
+                              heldout_offset=cfg.tasks.heldout_offset,
                               held_out=held_out)
-        updater = PolicyUpdater(policy.model, cfg.train, pad_id=policy.pad_id, temperature=cfg.policy.temperature,
+        updater = PolicyUpdater(policy.model, cfg.train, pad_id=policy.pad_id,
+                                temperature=cfg.policy.temperature,
                                 ref_model=ref_model, dist=dist)
         monitor = Monitor(cfg.run_dir, cfg.monitor) if dist.main else NoMonitor()
         stack.callback(monitor.close)
@@ -308,7 +324,8 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
         checkpoints.attach(policy, updater, scheduler)
         trainer = Trainer(cfg=cfg, run_url=run_url, policy=policy, pool=built.pool, scorer=built.scorer,
                           rollouts=built.rollouts, gold=built.gold, scheduler=scheduler, updater=updater,
-                          store=EpisodeStore(run_url), retention=Retention(cfg.schedule.failed_retention, seed=cfg.seed),
+                          store=EpisodeStore(run_url),
+                          retention=Retention(cfg.schedule.failed_retention, seed=cfg.seed),
                           monitor=monitor, checkpoints=checkpoints, train_sources=[s.source for s in train],
                           heldout=Heldout(heldout_set, heldout_spec(cfg, train)), display=display, dist=dist,
                           engines=engines)
@@ -318,7 +335,8 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
 
 def train(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
     """`rlvr train`: train as `cfg` says (no config: the quickstart); returns the summary written to
-    `summary.json`. Ranks launched by torchrun each call it; `--cluster` with world_size > 1 starts them on Ray."""
+    `summary.json`. Ranks launched by torchrun each call it; `--cluster` with world_size > 1 starts them on
+    Ray."""
     import torch
     from rich.console import Console
 
@@ -338,7 +356,8 @@ def train(cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
         start = Checkpoints(cfg, run_url, dist).start(resume)
         torch.manual_seed(cfg.seed)
         console = None if dist.main else Console(quiet=True)  # one progress display: rank 0's
-        with TrainDisplay(cfg, console=console) as display, build_trainer(cfg, run_url, display, dist) as trainer:
+        with TrainDisplay(cfg, console=console) as display, build_trainer(cfg, run_url, display,
+                                                                          dist) as trainer:
             summary = loop.train(trainer, start, t_start)
         if dist.main:
             display.final(summary)

@@ -17,7 +17,8 @@ def _installed(project: Path, site: Path) -> None:
     """Install `project` the way pip does, into `site` (a directory put on PYTHONPATH): its wheel, unpacked,
     with the entry points pip would record, so the test venv itself is left as it was."""
     wheels = site.parent / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(project),
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    str(project),
                     "-w", str(wheels)], check=True, capture_output=True, timeout=300)
     [wheel] = wheels.glob("*.whl")
     zipfile.ZipFile(wheel).extractall(site)
@@ -32,17 +33,21 @@ def test_a_new_domain_installs_lists_validates_and_passes_its_own_tests(cli, tmp
     res = cli(["domains", "new", "invoice-audit", "-o", str(project)])
     assert res.code == 0, res.stderr
     assert {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()} == {
-        "pyproject.toml", "README.md", "src/rlvr_invoice_audit/__init__.py", "src/rlvr_invoice_audit/source.py",
+        "pyproject.toml", "README.md", "src/rlvr_invoice_audit/__init__.py",
+        "src/rlvr_invoice_audit/source.py",
         "src/rlvr_invoice_audit/verifier.py", "tests/test_invoice_audit.py"}
     _installed(project, site)
     listed = subprocess.run([str(RLVR), "tasks", "list"], env=_env(site), check=False, capture_output=True,
                             text=True, timeout=120)
     assert listed.returncode == 0 and "invoice-audit" in listed.stdout, listed.stderr
-    valid = subprocess.run([str(RLVR), "tasks", "validate", "--domain", "invoice-audit", "-n", "6"], env=_env(site), check=False,
+    valid = subprocess.run([str(RLVR), "tasks", "validate", "--domain", "invoice-audit", "-n", "6"],
+                           env=_env(site), check=False,
                            capture_output=True, text=True, timeout=300)
     assert valid.returncode == 0 and "6/6 tasks valid" in valid.stdout, valid.stdout + valid.stderr
-    own = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project / "tests")],
-                         env={**_env(site), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, check=False, capture_output=True,
+    own = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(project / "tests")],
+                         env={**_env(site), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, check=False,
+                         capture_output=True,
                          text=True,
                          timeout=300, cwd=tmp_path)
     assert own.returncode == 0 and "3 passed" in own.stdout, own.stdout + own.stderr
@@ -55,7 +60,8 @@ def test_a_scaffolded_verifier_that_accepts_anything_fails_validation(cli, tmp_p
     verifier = project / "src" / "rlvr_lax" / "verifier.py"
     verifier.write_text(verifier.read_text().replace("ok = found.text is not None and", "ok = True or"))
     _installed(project, site)
-    valid = subprocess.run([str(RLVR), "tasks", "validate", "--domain", "lax", "-n", "2"], env=_env(site), check=False,
+    valid = subprocess.run([str(RLVR), "tasks", "validate", "--domain", "lax", "-n", "2"], env=_env(site),
+                           check=False,
                            capture_output=True, text=True, timeout=300)
     assert valid.returncode == 2 and "0/2 tasks valid" in valid.stdout, valid.stdout + valid.stderr
 
@@ -86,7 +92,8 @@ def test_a_broken_plugin_is_one_line_and_the_other_domains_still_load(tmp_path: 
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[rlvr.domains]\nbroken = broken_plugin:DOMAIN\n")
     (site / "broken_plugin.py").write_text("import fancylib_that_is_not_installed\n")
-    res = subprocess.run([str(RLVR), "tasks", "list", "--json"], env=_env(site), check=False, capture_output=True, text=True,
+    res = subprocess.run([str(RLVR), "tasks", "list", "--json"], env=_env(site), check=False,
+                         capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr
     lines = res.stderr.strip().splitlines()

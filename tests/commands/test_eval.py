@@ -15,7 +15,8 @@ def pack(tmp_path):
     root = tmp_path / "pack"
     write_task(root, "add-multi", toml='id = "add-multi"\ndomain = "code"\n[limits]\nmax_turns = 4\n',
                workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN)
-    write_task(root, "add-single", toml='id = "add-single"\ndomain = "code"\n[verifier]\nanswer_file = "add.py"\n',
+    write_task(root, "add-single",
+               toml='id = "add-single"\ndomain = "code"\n[verifier]\nanswer_file = "add.py"\n',
                workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN)
     write_call = json.dumps({"name": "write_file", "arguments": {"path": "add.py", "content": SOLVE}})
     script = {"match": [{"prompt_contains": "add", "turns": [f"<tool_call>{write_call}</tool_call>",
@@ -26,7 +27,8 @@ def pack(tmp_path):
 
 def test_eval_end_to_end_scripted_then_hf_then_compare(cli, pack, tmp_path, tiny_dir, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    res = cli(["eval", "--policy", f"scripted:{tmp_path / 'solve.json'}", "--tasks", str(pack), "-k", "2", "--json"])
+    res = cli(["eval", "--policy", f"scripted:{tmp_path / 'solve.json'}", "--tasks", str(pack), "-k", "2",
+               "--json"])
     assert res.code == 0, res.stderr
     good = json.loads(res.stdout)
     code = good["domains"]["code"]
@@ -69,17 +71,20 @@ def test_eval_options_config_store_and_report(cli, pack, tmp_path, monkeypatch) 
 
     monkeypatch.chdir(tmp_path)
     conf = tmp_path / "eval.toml"
-    conf.write_text(f'[policy]\nbackend = "scripted"\nmodel = "{tmp_path / "solve.json"}"\ntemperature = 0.7\n'
+    conf.write_text(f'[policy]\nbackend = "scripted"\nmodel = "{tmp_path / "solve.json"}"\n'
+                    f'temperature = 0.7\n'
                     'max_new_tokens = 300\n[rollout]\nconcurrency = 2\n')
     res = cli(["eval", "--config", str(conf), "--tasks", str(pack), "-k", "2", "--temperature", "0",
                "--top-p", "0.9", "--max-turns", "3", "--json"])
     assert res.code == 0, res.stderr
     rep = json.loads(res.stdout)
     assert rep["sampling"] == {"temperature": 0.0, "top_p": 0.9, "max_new_tokens": 300, "max_turns": 3}
-    assert rep["partial"] is False and rep["stopped"] is None and rep["episodes"] == rep["planned_episodes"] == 4
+    assert (rep["partial"] is False and rep["stopped"] is None
+            and rep["episodes"] == rep["planned_episodes"] == 4)
     assert "4/4 episodes" in res.stderr  # the progress bar is on stderr, with --json too
     [run] = _eval_dirs(tmp_path)
-    assert (tmp_path / rep["store"]) == run and (run / "eval.json").is_file() and (run / "config.toml").is_file()
+    assert (tmp_path / rep["store"]) == run
+    assert (run / "eval.json").is_file() and (run / "config.toml").is_file()
     stored = open_run(run).episodes()
     passed = sorted(bool(e.passed) for e in stored)
     assert len(stored) == 4 and passed == [False, False, True, True], passed
@@ -96,7 +101,8 @@ def test_eval_options_config_store_and_report(cli, pack, tmp_path, monkeypatch) 
 
 
 class _Slow:
-    """Wraps ScriptedPolicy.generate: sleeps before each call, or raises KeyboardInterrupt at call `stop_at`."""
+    """Wraps ScriptedPolicy.generate: sleeps before each call, or raises KeyboardInterrupt at call
+    `stop_at`."""
 
     def __init__(self, monkeypatch, sleep_s: float = 0.0, stop_at: int | None = None) -> None:
         from rlvr.rollout.policies.scripted import ScriptedPolicy
@@ -147,7 +153,8 @@ def test_a_stopped_eval_writes_the_partial_report(cli, pack, tmp_path, monkeypat
     (["--time-limit", "0"], "--time-limit"),
     (["--config", "/nope.toml"], "no such config file"),
 ])
-def test_eval_bad_options_are_one_line_and_leave_nothing(cli, pack, tmp_path, monkeypatch, args, message) -> None:
+def test_eval_bad_options_are_one_line_and_leave_nothing(cli, pack, tmp_path, monkeypatch, args,
+                                                         message) -> None:
     monkeypatch.chdir(tmp_path)
     res = cli(["eval", "--policy", f"scripted:{tmp_path / 'solve.json'}", "--tasks", str(pack), *args])
     assert res.code == 2 and message in res.stderr and res.stderr.count("\n") == 1, res.stderr
@@ -166,10 +173,12 @@ def test_the_example_eval_configs_load() -> None:
         assert cfg.tasks.heldout and cfg.policy.max_new_tokens <= 64
 
 
-def test_an_eval_of_a_dead_policy_server_says_why_keeps_the_report_and_fails(cli, tmp_path, monkeypatch) -> None:
+def test_an_eval_of_a_dead_policy_server_says_why_keeps_the_report_and_fails(cli, tmp_path,
+                                                                             monkeypatch) -> None:
     """It used to report 0 samples with "-" and exit 0."""
     monkeypatch.chdir(tmp_path)
-    res = cli(["eval", "--policy", "openai:http://127.0.0.1:9/v1#m", "--tasks", "math:3", "-k", "1", "--json"])
+    res = cli(["eval", "--policy", "openai:http://127.0.0.1:9/v1#m", "--tasks", "math:3", "-k", "1",
+               "--json"])
     assert res.code == 1, res.stderr
     [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("eval failed:")]
     assert line.startswith("eval failed: 3 of 3 episodes were masked by infra faults; first: rollout: ")
@@ -188,7 +197,8 @@ def test_only_an_eval_mostly_masked_fails() -> None:
     assert not mostly_masked({"episodes": 0, "masked_episodes": 0})  # nothing ran (a stopped eval says so)
 
 
-def test_an_eval_writing_to_a_log_shows_progress_lines_while_it_runs(cli, pack, tmp_path, monkeypatch) -> None:
+def test_an_eval_writing_to_a_log_shows_progress_lines_while_it_runs(cli, pack, tmp_path,
+                                                                     monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RLVR_PROGRESS_INTERVAL_S", "0.1")
     _Slow(monkeypatch, sleep_s=0.2)

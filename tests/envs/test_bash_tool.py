@@ -34,12 +34,14 @@ def test_bash_runs_in_the_workspace_with_bash_syntax(isolated) -> None:
         assert out.content.startswith("[ok, exit code 0]") and "hello\n3\n/workspace" in out.content
         out = call_tool("bash", _ctx(sb), {"command": "echo changed > notes.txt; exit 4"})
         assert out.exec_status == "exit_nonzero" and "exit code 4" in out.content
-        assert sb.read_files(["notes.txt"])["notes.txt"] == "changed\n"  # the workspace persists between calls
+        # the workspace persists between calls
+        assert sb.read_files(["notes.txt"])["notes.txt"] == "changed\n"
 
 
 def test_the_environments_interpreter_is_first_on_path(isolated) -> None:
     with isolated.lease(WORKSPACE) as sb:
-        out = call_tool("bash", _ctx(sb), {"command": "python -c 'import sys, pkg.mod; print(sys.prefix, pkg.mod.X)'"})
+        out = call_tool("bash", _ctx(sb),
+                        {"command": "python -c 'import sys, pkg.mod; print(sys.prefix, pkg.mod.X)'"})
         assert out.exec_status == "ok", out.content
         assert f"{sys.prefix} 1" in out.content or "/opt/rlvr/prefix 1" in out.content
 
@@ -52,7 +54,8 @@ def test_limits_apply(isolated) -> None:
 
 def test_long_output_is_capped_and_both_cuts_are_marked(isolated) -> None:
     with isolated.lease(WORKSPACE) as sb:
-        out = call_tool("bash", _ctx(sb, output_bytes=20_000), {"command": "head -c 100000 /dev/zero | tr '\\\\0' x"})
+        out = call_tool("bash", _ctx(sb, output_bytes=20_000),
+                        {"command": "head -c 100000 /dev/zero | tr '\\\\0' x"})
         assert "characters cut" in out.content  # the tool's cap (head and tail kept)
         assert BASH_TRUNCATED.format(stream="stdout") in out.content  # the sandbox's own cap
         assert len(out.content) < 1000
@@ -71,14 +74,16 @@ def test_only_repository_tasks_get_bash() -> None:
     for domain in ("repo", "repo-real"):
         assert tools_for(TASK.model_copy(update={"domain": domain}))["bash"] is BASH
     assert "bash" not in tools_for(Task(id="c", domain="code", prompt="p")) and "bash" not in TOOLS
-    out = call_tool("bash", ToolContext(None, Task(id="c", domain="code", prompt="p"), ExecLimits()),  # type: ignore[arg-type]
-                    {"command": "ls"})
+    ctx = ToolContext(None, Task(id="c", domain="code", prompt="p"), ExecLimits())  # type: ignore[arg-type]
+    out = call_tool("bash", ctx, {"command": "ls"})
     assert out.content.startswith("error: unknown tool 'bash'")
 
 
 def test_no_network_from_bash(isolated) -> None:
     with isolated.lease(WORKSPACE) as sb:
-        out = call_tool("bash", _ctx(sb), {"command": "python -c \"import socket; socket.create_connection(('1.1.1.1', 80), 2)\""})
+        out = call_tool("bash", _ctx(sb),
+                        {"command": "python -c \"import socket; "
+                                    "socket.create_connection(('1.1.1.1', 80), 2)\""})
         assert out.exec_status == "exit_nonzero"
         assert os.environ.get("PATH") not in out.content
 
@@ -92,13 +97,15 @@ def test_a_src_layouts_import_roots_are_on_pythonpath_for_every_tool(isolated) -
     plain = task.model_copy(update={"verifier": {"kind": "code", "tests": ["test_h.py"]}})
     with isolated.lease(files) as sb:
         ctx = ToolContext(sb, task, ExecLimits(timeout_s=20), max_output_chars=2000)
-        out = call_tool("bash", ctx, {"command": "cd tests && python -c 'import pkg.mod as m; print(m.__file__, m.X)'"})
+        out = call_tool("bash", ctx,
+                        {"command": "cd tests && python -c 'import pkg.mod as m; print(m.__file__, m.X)'"})
         assert out.exec_status == "ok" and "/src/pkg/mod.py 2" in out.content, out.content
         out = call_tool("run_tests", ctx, {})
         assert out.exec_status == "ok" and "1 passed" in out.content, out.content
         bare = ToolContext(sb, plain, ExecLimits(timeout_s=20), max_output_chars=2000)
         out = call_tool("bash", bare, {"command": "python -c 'import pkg.mod'"})
-        assert out.exec_status == "exit_nonzero" and "ModuleNotFoundError" in out.content  # roots only when declared
+        # roots only when declared
+        assert out.exec_status == "exit_nonzero" and "ModuleNotFoundError" in out.content
 
 
 @pytest.mark.parametrize("root", ["../x", "/abs", ".", "a/../b", ""])

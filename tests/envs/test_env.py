@@ -1,4 +1,5 @@
-"""Env reset/step: tools through the text format, budgets as truncation, single-turn answers, infra rebuilds."""
+"""Env reset/step: tools through the text format, budgets as truncation, single-turn answers, infra
+rebuilds."""
 from __future__ import annotations
 
 import json
@@ -22,7 +23,8 @@ def multi(**limits) -> Task:
 
 
 def call(name: str, **args) -> Message:
-    return Message(role="assistant", content=f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>")
+    return Message(role="assistant",
+                   content=f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>")
 
 
 def test_reset_gives_statement_and_tools(pool) -> None:
@@ -30,7 +32,8 @@ def test_reset_gives_statement_and_tools(pool) -> None:
         obs = env.reset(multi())
         assert [m.role for m in obs.messages] == ["system", "user"]
         assert obs.messages[-1].content == "fix add" and "<tool_call>" in obs.messages[0].content
-        assert {t["function"]["name"] for t in obs.tools} >= {"read_file", "apply_patch", "run_tests", "submit"}
+        assert {t["function"]["name"] for t in obs.tools} >= {"read_file", "apply_patch", "run_tests",
+                                                              "submit"}
 
 
 def test_tool_calls_run_and_submit_terminates(pool) -> None:
@@ -48,7 +51,8 @@ def test_native_calls_take_precedence(pool) -> None:
     with Env(pool) as env:
         env.reset(multi())
         res = env.step(Message(role="assistant", content="<tool_call>{bad</tool_call>",
-                               tool_calls=[ToolCall(id="x1", name="read_file", arguments={"path": "sol.py"})]))
+                               tool_calls=[ToolCall(id="x1", name="read_file",
+                                                    arguments={"path": "sol.py"})]))
         assert [m.tool_call_id for m in res.messages] == ["x1"] and "return a - b" in res.messages[0].content
 
 
@@ -57,7 +61,8 @@ def test_no_call_and_malformed_call_become_feedback(pool) -> None:
         env.reset(multi())
         res = env.step(Message(role="assistant", content="I think it is fine."))
         assert res.messages[0].role == "user" and "No tool call found" in res.messages[0].content
-        res = env.step(Message(role="assistant", content='<tool_call>{"name": "run", "arguments": {</tool_call>'))
+        res = env.step(Message(role="assistant",
+                               content='<tool_call>{"name": "run", "arguments": {</tool_call>'))
         assert "not valid JSON" in res.messages[0].content and res.info["call_errors"] == 1
 
 

@@ -6,7 +6,8 @@ from rlvr.envs.messages import Message, ToolCall, message_dicts
 
 def test_message_dicts() -> None:
     conv = [Message(role="system", content="s"),
-            Message(role="assistant", content="a", tool_calls=[ToolCall(id="c1", name="run", arguments={"cmd": "ls"})]),
+            Message(role="assistant", content="a",
+                    tool_calls=[ToolCall(id="c1", name="run", arguments={"cmd": "ls"})]),
             Message(role="tool", content="out", tool_call_id="c1", name="run", exec_status="ok"),
             Message(role="tool", content="x")]
     assert message_dicts(conv) == [

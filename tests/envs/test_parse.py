@@ -1,4 +1,5 @@
-"""Tool-call parsing: the text format and OpenAI tool_calls; malformed calls become messages, never crashes."""
+"""Tool-call parsing: the text format and OpenAI tool_calls; malformed calls become messages, never
+crashes."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,8 @@ def test_several_calls_in_one_message() -> None:
 
 
 def test_arguments_may_be_a_json_string() -> None:
-    calls, errors = parse_text('<tool_call>{"name": "run", "arguments": "{\\"command\\": \\"ls\\"}"}</tool_call>')
+    calls, errors = parse_text('<tool_call>{"name": "run", "arguments": "{\\"command\\": '
+                               '\\"ls\\"}"}</tool_call>')
     assert errors == [] and calls[0].arguments == {"command": "ls"}
 
 

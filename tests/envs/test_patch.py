@@ -16,7 +16,8 @@ def test_simple_hunk() -> None:
 def test_shifted_context_still_applies() -> None:
     patch = "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n"
     out = apply_patch({"m.py": SRC}, patch)["m.py"]
-    assert out.endswith("def sub(a, b):\n    return b - a\n") and out.startswith("def add(a, b):\n    return a - b\n")
+    assert out.endswith("def sub(a, b):\n    return b - a\n") and out.startswith("def add(a, b):\n    "
+                                                                                 "return a - b\n")
 
 
 def test_new_and_deleted_files() -> None:

@@ -36,9 +36,11 @@ def test_paths_outside_the_workspace_are_refused(ctx, args) -> None:
 
 
 def test_write_then_read(ctx) -> None:
-    assert "wrote new/dir/x.py" in call_tool("write_file", ctx, {"path": "new/dir/x.py", "content": "X = 1\n"}).content
+    assert "wrote new/dir/x.py" in call_tool("write_file", ctx,
+                                             {"path": "new/dir/x.py", "content": "X = 1\n"}).content
     assert call_tool("read_file", ctx, {"path": "new/dir/x.py"}).content == "X = 1\n"
-    assert call_tool("write_file", ctx, {"path": "pkg", "content": "x"}).content.startswith("error: write_file:")
+    assert call_tool("write_file", ctx,
+                     {"path": "pkg", "content": "x"}).content.startswith("error: write_file:")
 
 
 @pytest.mark.parametrize("name, args, message", [
@@ -54,12 +56,14 @@ def test_bad_calls_become_messages(ctx, name, args, message) -> None:
 def test_run_reports_status_and_output(ctx) -> None:
     out = call_tool("run", ctx, {"command": "echo out; echo err >&2; exit 3"})
     assert out.exec_status == "exit_nonzero"
-    assert out.content.startswith("[exit_nonzero, exit code 3]") and "out" in out.content and "[stderr]\nerr" in out.content
+    assert (out.content.startswith("[exit_nonzero, exit code 3]") and "out" in out.content
+            and "[stderr]\nerr" in out.content)
 
 
 def test_run_tests_fail_patch_pass(ctx) -> None:
     before = call_tool("run_tests", ctx, {})
-    assert before.exec_status == "exit_nonzero" and "assert -1 == 3" in before.content and "1 failed" in before.content
+    assert (before.exec_status == "exit_nonzero" and "assert -1 == 3" in before.content
+            and "1 failed" in before.content)
     bad = call_tool("apply_patch", ctx, {"patch": FIX.replace("return a - b", "return a * b")})
     assert bad.content.startswith("error: patch not applied: hunk 1 of sol.py does not apply")
     assert call_tool("apply_patch", ctx, {"patch": FIX}).content == "applied: patched sol.py"
@@ -68,7 +72,8 @@ def test_run_tests_fail_patch_pass(ctx) -> None:
 
 
 def test_patch_can_delete_files(ctx) -> None:
-    out = call_tool("apply_patch", ctx, {"patch": "--- a/pkg/data.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n"})
+    out = call_tool("apply_patch", ctx,
+                    {"patch": "--- a/pkg/data.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n"})
     assert out.content == "applied: deleted pkg/data.txt"
     assert "pkg/data.txt" not in call_tool("list_files", ctx, {}).content
 
@@ -107,7 +112,8 @@ def test_tools_work_in_the_isolated_sandbox() -> None:
         c = ToolContext(sb, TASK, ExecLimits(timeout_s=10))
         assert call_tool("apply_patch", c, {"patch": FIX}).content == "applied: patched sol.py"
         assert call_tool("run_tests", c, {}).exec_status == "ok"
-        deleted = call_tool("apply_patch", c, {"patch": "--- a/pkg/data.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n"})
+        deleted = call_tool("apply_patch", c,
+                            {"patch": "--- a/pkg/data.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n"})
         assert deleted.content == "applied: deleted pkg/data.txt"
         assert "pkg/data.txt" not in call_tool("list_files", c, {}).content
 
@@ -145,7 +151,8 @@ def test_a_domains_own_tools_are_offered_to_its_tasks_only_and_never_shadow_a_bu
     try:
         assert tools_for(Task(id="a", domain="test-tools", prompt="p"))["shout"] is own
         assert "shout" not in tools_for(Task(id="b", domain="code", prompt="p"))
-        with pytest.raises(ValueError, match="'test-shadow' declares a tool named like a built-in one: 'run'"):
+        with pytest.raises(ValueError,
+                           match="'test-shadow' declares a tool named like a built-in one: 'run'"):
             tools_for(Task(id="c", domain="test-shadow", prompt="p"))
         assert tools_for(None) is TOOLS
     finally:

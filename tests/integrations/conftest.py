@@ -9,5 +9,6 @@ from rlvr.tasks.spec import Task
 @pytest.fixture
 def answer_tasks() -> list[Task]:
     """Six single-turn tasks whose answers are one character, verified by the `answer` verifier kind."""
-    return [Task(id=f"t{i}", domain="toy", prompt=f"Reply with {i}.", answer=str(i), verifier={"kind": "answer"})
+    return [Task(id=f"t{i}", domain="toy", prompt=f"Reply with {i}.", answer=str(i),
+                 verifier={"kind": "answer"})
             for i in range(6)]

@@ -41,7 +41,7 @@ class Server:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def pool_base(self) -> Path:
-        found = glob.glob(f"/dev/shm/rlvr-sbx-{self.proc.pid}-*") + glob.glob(f"/tmp/rlvr-sbx-{self.proc.pid}-*")
+        found = [p for root in ("/dev/shm", "/tmp") for p in glob.glob(f"{root}/rlvr-sbx-{self.proc.pid}-*")]
         assert len(found) == 1, found
         return Path(found[0])
 

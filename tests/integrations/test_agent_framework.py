@@ -40,7 +40,7 @@ AGENT = textwrap.dedent('''
 @pytest.mark.timeout(600)
 def test_an_openai_agents_sdk_agent_plays_an_episode_through_the_gateway(tmp_path: Path) -> None:
     assert shutil.which("bwrap"), "the agent runs in the bubblewrap sandbox: make setup installs it"
-    assert (VENV / "bin" / "python").exists(), "no agent venv: `make test-integrations` builds it (make agent-venv)"
+    assert (VENV / "bin" / "python").exists(), "no agent venv: `make agent-venv` builds it"
     from rlvr.rollout.gateway.agents import AgentRollouts, agent_python
     from rlvr.rollout.gateway.core import Gateway
     from rlvr.rollout.policies.builtin import build_tiny_model
@@ -54,7 +54,8 @@ def test_an_openai_agents_sdk_agent_plays_an_episode_through_the_gateway(tmp_pat
     agent_dir.mkdir()
     (agent_dir / "agent.py").write_text(AGENT)
     cfg = AgentConfig(command="python $RLVR_AGENT_DIR/agent.py", dir=str(agent_dir), python=str(VENV))
-    policy = HFPolicy(build_tiny_model(tmp_path / "tiny", n_layer=1, n_embd=32, n_head=2, n_positions=1024, seed=3),
+    policy = HFPolicy(build_tiny_model(tmp_path / "tiny", n_layer=1, n_embd=32, n_head=2, n_positions=1024,
+                                       seed=3),
                       device="cpu", threads=1)
     gateway = Gateway(policy, SamplingParams(temperature=1.0, max_new_tokens=8))
     pool = BwrapPool(ExecLimits(), workers=1, warm=(), spares=0, python=agent_python(cfg))

@@ -26,7 +26,8 @@ def test_every_trainer_has_an_example() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECT))
 def test_example_runs(name: str, tmp_path: Path) -> None:
     code = EXAMPLES[name].replace("18410", str(free_port()))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, cwd=tmp_path, check=False,
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          cwd=tmp_path, check=False,
                           env={**os.environ, "OMP_NUM_THREADS": "1",
                                "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,4 +1,5 @@
-"""One verdict everywhere: for fixed tasks and final states, every adapter's reward is `rlvr verify`'s score."""
+"""One verdict everywhere: for fixed tasks and final states, every adapter's reward is `rlvr verify`'s
+score."""
 from __future__ import annotations
 
 import asyncio
@@ -44,14 +45,16 @@ def test_every_adapter_gives_rlvr_verifys_score(cli, tmp_path: Path) -> None:  #
     for name, content in FINAL.items():
         ws = tmp_path / "ws" / name
         ws.mkdir(parents=True)
-        for rel, text in {"add.py": (pack / "add" / "workspace" / "add.py").read_text(),
-                          "test_visible.py": (pack / "add" / "workspace" / "test_visible.py").read_text()}.items():
+        shipped = pack / "add" / "workspace"
+        for rel, text in {"add.py": (shipped / "add.py").read_text(),
+                          "test_visible.py": (shipped / "test_visible.py").read_text()}.items():
             (ws / rel).write_text(content if rel == "add.py" and content is not None else text)
         r = cli(["verify", str(pack / "add"), str(ws), "--json"])
         assert r.code == 0, r.stderr
         verdict = json.loads(r.stdout)
         assert verdict["infra_error"] is None and bool(verdict["flags"]) == (name == "stub")  # no_change
-        expected[name] = 0.0 if verdict["flags"] else verdict["score"]  # a flagged verdict earns the penalty, 0
+        # a flagged verdict earns the penalty, 0
+        expected[name] = 0.0 if verdict["flags"] else verdict["score"]
     assert expected["gold"] == 1.0 and expected["wrong"] == expected["stub"] == 0.0  # "half": whatever the
     # verifier decides for one hidden test of two (partial credit, or 0 when its fresh cases disagree)
 
@@ -70,7 +73,8 @@ def test_every_adapter_gives_rlvr_verifys_score(cli, tmp_path: Path) -> None:  #
                 got[name]["trl"] = trl_env.get_reward()  # type: ignore[assignment]
                 sky = skyrl_gym.make(env_id, extras={"task": "code/add"})
                 sky.init([])
-                write = OPEN + json.dumps({"name": "write_file", "arguments": {"path": "add.py", "content": content}}) + CLOSE
+                write = OPEN + json.dumps({"name": "write_file",
+                                           "arguments": {"path": "add.py", "content": content}}) + CLOSE
                 out = sky.step((write if content is not None else "") + OPEN + '{"name": "submit"}' + CLOSE)
                 assert out["done"]
                 got[name]["skyrl"] = out["reward"]
@@ -79,13 +83,16 @@ def test_every_adapter_gives_rlvr_verifys_score(cli, tmp_path: Path) -> None:  #
         Env.runtime.close()
         skyrl_gym.envs.registration.deregister(env_id)
     for name in FINAL:
-        assert got[name] == {k: expected[name] for k in ("openenv", "trl", "skyrl")}, (name, got[name], expected)
+        assert got[name] == {k: expected[name] for k in ("openenv", "trl", "skyrl")}, (name, got[name],
+                                                                                       expected)
 
 
-def test_verl_reward_is_the_verifiers_score_for_single_turn_answers(answer_tasks) -> None:  # type: ignore[no-untyped-def]
+def test_verl_reward_is_the_verifiers_score_for_single_turn_answers(
+        answer_tasks) -> None:  # type: ignore[no-untyped-def]
     # `rlvr verify` judges a workspace directory; for answer tasks the same function judges the answer
     for row, task in zip(rows(answer_tasks), answer_tasks, strict=True):
         for answer in (task.answer, "<answer>9</answer>", f"<answer>{task.answer}</answer>", ""):
             want = verify(task, FinalState(files={}, answer=answer), VerifyContext()).score
-            got = compute_score(row["data_source"], answer, row["reward_model"]["ground_truth"], row["extra_info"])
+            got = compute_score(row["data_source"], answer, row["reward_model"]["ground_truth"],
+                                row["extra_info"])
             assert got["score"] == want

@@ -64,7 +64,8 @@ def test_an_episode_over_websocket_ends_with_the_verdict(server: Server) -> None
             failing = await env.call_tool("run_tests")
             assert "NotImplementedError" in failing
             step = await env.step(CallToolAction(tool_name="write_file",
-                                                 arguments={"path": "add.py", "content": ADD_SOLUTION["add.py"]}))
+                                                 arguments={"path": "add.py",
+                                                            "content": ADD_SOLUTION["add.py"]}))
             assert not step.done and step.reward is None
             end = await env.step(CallToolAction(tool_name="submit", arguments={}))
             assert end.done and end.reward == 1.0, end.observation.metadata["flags"]
@@ -169,7 +170,8 @@ def test_idle_sessions_expire_and_give_their_sandbox_back(guarded: Server) -> No
     asyncio.run(run())
 
 
-def test_bad_serve_inputs_are_one_line_exit_2(cli, tmp_path: Path, pack: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_serve_inputs_are_one_line_exit_2(cli, tmp_path: Path,
+                                              pack: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli(["serve", "--tasks", "nosuchdomain"])
     assert r.code == 2 and "nosuchdomain" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     with socket.socket() as s:

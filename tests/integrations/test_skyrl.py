@@ -34,7 +34,8 @@ def test_make_builds_an_env_that_runs_tool_calls_and_ends_with_the_verdict(tmp_p
         out = env.step("no tool call here")
         assert not out["done"] and "No tool call found" in out["observations"][0]["content"]
         out = env.step(call("write_file", path="add.py", content=ADD_SOLUTION["add.py"]) + call("submit"))
-        assert out["done"] and out["reward"] == 1.0 and out["metadata"]["passed"] and out["metadata"]["checks"]
+        assert (out["done"] and out["reward"] == 1.0 and out["metadata"]["passed"]
+                and out["metadata"]["checks"])
         assert env.get_metrics() == {"passed": 1.0, "flagged": 0.0, "infra_error": 0.0}
         pool = Runtime.shared(spec).pool
         env.close()

@@ -45,7 +45,8 @@ def test_dataset_rows_carry_prompts_and_task_keys(answer_tasks: list[Task]) -> N
 
 def test_rewards_come_from_the_verifier(answer_tasks: list[Task]) -> None:
     reward = reward_function(answer_tasks, workers=2)
-    completions = ["<answer>0</answer>", [{"role": "assistant", "content": "<think>hmm</think><answer>1</answer>"}],
+    completions = ["<answer>0</answer>",
+                   [{"role": "assistant", "content": "<think>hmm</think><answer>1</answer>"}],
                    "<answer>3</answer>", "<answer>3</answer><answer>4</answer>", "", []]
     ids = ["toy/t0", "toy/t1", "toy/t2", "toy/t3", "toy/t4", "toy/t5"]
     logged: dict[str, float] = {}
@@ -102,14 +103,16 @@ def test_grpo_trainer_trains_with_rlvr_rewards(answer_tasks: list[Task], tmp_pat
     seen: list[tuple[str, str]] = []
 
     def rlvr_reward(prompts: list, completions: list, **kwargs: object) -> list[float | None]:
-        seen.extend(zip([p[-1]["content"] for p in prompts], kwargs[TASK_COLUMN], strict=True))  # type: ignore[arg-type]
+        ids = kwargs[TASK_COLUMN]
+        seen.extend(zip([p[-1]["content"] for p in prompts], ids, strict=True))  # type: ignore[arg-type]
         return reward(prompts, completions, **kwargs)
 
     args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
                       max_completion_length=6, max_steps=2, learning_rate=1e-3, logging_steps=1, use_cpu=True,
                       bf16=False, activation_checkpointing=False, report_to="none", save_strategy="no",
                       disable_tqdm=True, seed=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=rlvr_reward, args=args, train_dataset=build_dataset(answer_tasks),
+    trainer = GRPOTrainer(model=model, reward_funcs=rlvr_reward, args=args,
+                          train_dataset=build_dataset(answer_tasks),
                           processing_class=tokenizer)
     before = [p.detach().clone() for p in model.parameters()]
     trainer.train()

@@ -1,5 +1,5 @@
-"""TRL's `environment_factory`: rlvr's tools as methods of the class GRPOTrainer instantiates, rlvr's verdicts as
-rewards, end to end in a real GRPOTrainer run on CPU."""
+"""TRL's `environment_factory`: rlvr's tools as methods of the class GRPOTrainer instantiates, rlvr's verdicts
+as rewards, end to end in a real GRPOTrainer run on CPU."""
 from __future__ import annotations
 
 import json
@@ -24,7 +24,8 @@ def test_the_class_is_what_grpotrainer_expects(tmp_path: Path) -> None:
     assert rows.column_names == ["prompt", TASK_COLUMN] and rows[TASK_COLUMN] == ["code/add", "code/add2"]
     assert rows[0]["prompt"] == [{"role": "user", "content": ""}]  # reset appends the task's prompt here
     tools = {name: get_json_schema(getattr(Env, name)) for name in dir(Env)
-             if not name.startswith("_") and callable(getattr(Env, name)) and name not in ("reset", "get_reward")}
+             if not name.startswith("_") and callable(getattr(Env, name))
+             and name not in ("reset", "get_reward")}
     assert set(tools) == set(TOOLS)
     assert tools["write_file"]["function"]["parameters"]["required"] == ["path", "content"]
     env = Env()
@@ -46,8 +47,8 @@ def test_the_class_is_what_grpotrainer_expects(tmp_path: Path) -> None:
 
 def _scripted(model_cls, tokenizer, scripts):  # type: ignore[no-untyped-def]
     """The tiny model with constrained decoding: each turn's tokens are forced to a scripted tool call (the
-    weights still give every log-prob GRPO trains on). Turn 1 writes the right `add` on even rows and a wrong one
-    on odd rows, turn 2 submits, turn 3 ends."""
+    weights still give every log-prob GRPO trains on). Turn 1 writes the right `add` on even rows and a wrong
+    one on odd rows, turn 2 submits, turn 3 ends."""
     import torch
     from transformers import LogitsProcessor, LogitsProcessorList
 
@@ -63,7 +64,8 @@ def _scripted(model_cls, tokenizer, scripts):  # type: ignore[no-untyped-def]
                     prompt = tokenizer.decode(input_ids[row], skip_special_tokens=False)
                     turn = prompt.count("<tool_response>")
                     text = scripts[row % 2] if turn == 0 else scripts[2] if turn == 1 else ""
-                    self.plans.append(tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id])
+                    self.plans.append(tokenizer.encode(text,
+                                                       add_special_tokens=False) + [tokenizer.eos_token_id])
             k = input_ids.shape[1] - self.start
             forced = torch.full_like(scores, float("-inf"))
             for row, plan in enumerate(self.plans):
@@ -105,8 +107,10 @@ def test_grpo_trainer_trains_on_tool_episodes_scored_by_rlvr(tmp_path: Path) -> 
     model = _scripted(type(base), tokenizer, scripts).from_pretrained(path)
     Env = environment_factory(str(write_add_pack(tmp_path / "pack")), max_turns=4)
     args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=400, max_tool_calling_iterations=3, max_steps=2, learning_rate=1e-2,
-                      logging_steps=1, use_cpu=True, bf16=False, activation_checkpointing=False, report_to="none",
+                      max_completion_length=400, max_tool_calling_iterations=3, max_steps=2,
+                      learning_rate=1e-2,
+                      logging_steps=1, use_cpu=True, bf16=False, activation_checkpointing=False,
+                      report_to="none",
                       save_strategy="no", disable_tqdm=True, seed=0, shuffle_dataset=False)
     trainer = GRPOTrainer(model=model, args=args, train_dataset=dataset(Env), processing_class=tokenizer,
                           environment_factory=Env)

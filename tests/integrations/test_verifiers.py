@@ -1,6 +1,6 @@
-"""The verifiers taskset `rlvr-tasks` under verifiers' own `vf-eval`, against a scripted OpenAI-compatible model on
-127.0.0.1: multi-turn code tasks act through rlvr's tools in rlvr's sandbox, single-turn tasks answer, and every
-reward verifiers records is the verdict rlvr's Scorer gives the same final state."""
+"""The verifiers taskset `rlvr-tasks` under verifiers' own `vf-eval`, against a scripted OpenAI-compatible
+model on 127.0.0.1: multi-turn code tasks act through rlvr's tools in rlvr's sandbox, single-turn tasks
+answer, and every reward verifiers records is the verdict rlvr's Scorer gives the same final state."""
 from __future__ import annotations
 
 import json
@@ -28,8 +28,9 @@ MATH = "math:3"
 
 
 class Model(BaseHTTPRequestHandler):
-    """A scripted chat-completions endpoint: per code task, write add.py (as CODE says), run the tests, submit;
-    per single-turn task, the reply `answers` holds for its prompt (as text, or through the submit tool)."""
+    """A scripted chat-completions endpoint: per code task, write add.py (as CODE says), run the tests,
+    submit; per single-turn task, the reply `answers` holds for its prompt (as text, or through the submit
+    tool)."""
 
     answers: ClassVar[dict[str, tuple[str, bool]]] = {}
     requests: ClassVar[list[dict[str, Any]]] = []
@@ -54,13 +55,16 @@ class Model(BaseHTTPRequestHandler):
                 msg["content"] = answer
         else:
             content = CODE[prompt.rsplit(" ", 1)[-1]]
-            plan: list[tuple[str, Any]] = [("write_file", '{"path": "add.py", oops')] if content == CODE["half"] else []
-            plan += ([("write_file", {"path": "add.py", "content": content})] if content is not None else []) + [
+            plan: list[tuple[str, Any]] = [("write_file",
+                                            '{"path": "add.py", oops')] if content == CODE["half"] else []
+            plan += ([("write_file", {"path": "add.py", "content": content})] if content is not None
+                     else []) + [
                 ("run_tests", {}), ("submit", {})]
             msg["tool_calls"] = [_call(done, *plan[done])]
         self._send(200, {"id": f"r{len(Model.requests)}", "object": "chat.completion", "created": 0,
                          "model": body["model"], "choices": [{"index": 0, "message": msg,
-                                                              "finish_reason": "tool_calls" if "tool_calls" in msg else "stop"}],
+                                                              "finish_reason": "tool_calls"
+                                                              if "tool_calls" in msg else "stop"}],
                          "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 
     def _send(self, code: int, payload: dict[str, Any]) -> None:
@@ -95,7 +99,8 @@ def model() -> Iterator[str]:
 def vf_eval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """verifiers' own `vf-eval` entry point, in a fresh interpreter (as a user runs it)."""
     code = "import sys; from verifiers.v1.cli.eval.main import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, cwd=cwd,
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd,
                           check=False, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SRC),
                                             "HOME": str(cwd)})
 
@@ -127,7 +132,8 @@ def expected_rewards(spec: str) -> dict[str, float]:
 def test_vf_eval_rewards_are_rlvrs_verdicts(model: str, tmp_path: Path) -> None:
     pack = tmp_path / "pack"
     for name in CODE:
-        write_task(pack, name, toml=code_toml(name), prompt=f"Write add(a, b). {name}", workspace=ADD_WORKSPACE,
+        write_task(pack, name, toml=code_toml(name), prompt=f"Write add(a, b). {name}",
+                   workspace=ADD_WORKSPACE,
                    hidden=ADD_HIDDEN)
     spec = f"{pack},{MATH}"
     with Runtime.build(MATH) as runtime:  # right as text, right through submit, wrong
@@ -148,14 +154,16 @@ def test_vf_eval_rewards_are_rlvrs_verdicts(model: str, tmp_path: Path) -> None:
         verdict = trace["info"]["rlvr"]
         assert verdict["reward"] == expected[key] and verdict["infra_error"] is None
         assert trace["metrics"]["rlvr_passed"] == float(verdict["passed"])
-        assert "hidden" not in json.dumps(trace["task"]) and ADD_HIDDEN["test_hidden.py"] not in json.dumps(trace)
+        assert ("hidden" not in json.dumps(trace["task"])
+                and ADD_HIDDEN["test_hidden.py"] not in json.dumps(trace))
     assert got["code/stub"]["info"]["rlvr"]["flags"]  # an untouched stub is flagged (no_change): reward 0
     # the model saw rlvr's tools, and the tool results came back to it through verifiers' interception
     code_calls = [b for b in Model.requests if "Write add" in json.dumps(b["messages"][:1])]
     assert {t["function"]["name"] for t in code_calls[0]["tools"]} >= {"write_file", "run_tests", "submit"}
     tool_results = [m.get("content", "") for b in code_calls for m in b["messages"] if m["role"] == "tool"]
     assert any("passed" in t or "failed" in t for t in tool_results)
-    assert any(t.startswith("error: the arguments are not JSON") for t in tool_results)  # malformed: told, no crash
+    # malformed: told, no crash
+    assert any(t.startswith("error: the arguments are not JSON") for t in tool_results)
 
 
 def test_a_failed_rollout_gives_its_sandbox_back(model: str, tmp_path: Path) -> None:
@@ -164,13 +172,16 @@ def test_a_failed_rollout_gives_its_sandbox_back(model: str, tmp_path: Path) -> 
 
     pack = tmp_path / "pack"
     for name in ("gold", "wrong"):
-        write_task(pack, name, toml=code_toml(name), prompt=f"Write add(a, b). {name}", workspace=ADD_WORKSPACE,
+        write_task(pack, name, toml=code_toml(name), prompt=f"Write add(a, b). {name}",
+                   workspace=ADD_WORKSPACE,
                    hidden=ADD_HIDDEN)
-    main(["rlvr-tasks", "--env.taskset.tasks", str(pack), "-m", "breaks", "--client.base-url", model, "--no-push",
+    main(["rlvr-tasks", "--env.taskset.tasks", str(pack), "-m", "breaks", "--client.base-url", model,
+          "--no-push",
           "--no-rich", "-o", str(tmp_path / "out")])
     got = traces(tmp_path / "out")
     assert len(got) == 2 and not any(t["ok"] for t in got)
-    wrote = [b for b in Model.requests if b["model"] == "breaks" and any(m["role"] == "tool" for m in b["messages"])]
+    wrote = [b for b in Model.requests if b["model"] == "breaks"
+             and any(m["role"] == "tool" for m in b["messages"])]
     assert len(wrote) == 2  # each episode had written add.py in its sandbox when the endpoint failed
     assert all(t["rewards"].get("rlvr") is None for t in got)  # failed, not scored 0: a trainer drops them
     runtime = Runtime.shared(str(pack), n=None, seed=0, offset=0)
@@ -182,7 +193,8 @@ def test_a_failed_rollout_gives_its_sandbox_back(model: str, tmp_path: Path) -> 
 
 def test_a_verdict_rlvr_could_not_judge_is_not_scored(model: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """An infra-error verdict (the verifier could not judge) fails the rollout's scoring: no reward, never 0."""
+    """An infra-error verdict (the verifier could not judge) fails the rollout's scoring: no reward, never
+    0."""
     from verifiers.v1.cli.eval.main import main
 
     from rlvr.integrations.session import EnvSession
@@ -197,7 +209,8 @@ def test_a_verdict_rlvr_could_not_judge_is_not_scored(model: str, tmp_path: Path
     pack = tmp_path / "pack"
     write_task(pack, "gold", toml=code_toml("gold"), prompt="Write add(a, b). gold", workspace=ADD_WORKSPACE,
                hidden=ADD_HIDDEN)
-    main(["rlvr-tasks", "--env.taskset.tasks", str(pack), "-m", "scripted", "--client.base-url", model, "--no-push",
+    main(["rlvr-tasks", "--env.taskset.tasks", str(pack), "-m", "scripted", "--client.base-url", model,
+          "--no-push",
           "--no-rich", "-o", str(tmp_path / "out")])
     (trace,) = traces(tmp_path / "out")
     assert not trace["ok"] and trace["rewards"].get("rlvr") is None

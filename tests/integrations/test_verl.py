@@ -1,6 +1,7 @@
 """The verl adapter, called as verl calls it: the exported Parquet read back as verl's RLHFDataset reads its
-columns, and `compute_score` loaded from its file path the way verl loads a custom reward function. (verl itself
-is not installed for these tests: it pins its own torch and vLLM stacks; its 0.9.1 source was read for the call.)"""
+columns, and `compute_score` loaded from its file path the way verl loads a custom reward function. (verl
+itself is not installed for these tests: it pins its own torch and vLLM stacks; its 0.9.1 source was read for
+the call.)"""
 from __future__ import annotations
 
 import importlib.util
@@ -24,7 +25,8 @@ def load_like_verl(path: str, name: str):  # type: ignore[no-untyped-def]
     return getattr(module, name)
 
 
-def test_export_and_compute_score_as_verl_uses_them(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_export_and_compute_score_as_verl_uses_them(cli,
+                                                    tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "train.parquet"
     r = cli(["tasks", "export", "--tasks", "math:3,code:2", "--format", "verl", "-o", str(out)])
     assert r.code == 2 and "multi-turn" in r.stderr  # code's default tier acts through tools
@@ -32,7 +34,8 @@ def test_export_and_compute_score_as_verl_uses_them(cli, tmp_path: Path) -> None
     r = cli(["tasks", "export", "--tasks", "math:4", "--format", "verl", "-o", str(out), "--seed", "1"])
     assert r.code == 0, r.stderr
     rows = pq.read_table(out).to_pylist()
-    assert len(rows) == 4 and set(rows[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+    assert len(rows) == 4 and set(rows[0]) == {"data_source", "prompt", "ability", "reward_model",
+                                               "extra_info"}
     assert rows[0]["data_source"] == "rlvr/math" and rows[0]["ability"] == "math"
     assert rows[0]["prompt"][0]["role"] == "user" and rows[0]["reward_model"]["style"] == "rule"
     compute_score = load_like_verl(verl_adapter.__file__, "compute_score")
@@ -51,7 +54,8 @@ def test_export_and_compute_score_as_verl_uses_them(cli, tmp_path: Path) -> None
 
 
 def test_bad_export_inputs_are_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    for args, why in ((["--tasks", "nosuch:3"], "nosuch"), (["--tasks", "math:2", "--format", "csv"], "unknown format"),
+    for args, why in ((["--tasks", "nosuch:3"], "nosuch"),
+                      (["--tasks", "math:2", "--format", "csv"], "unknown format"),
                       (["--tasks", "math:2", "-o", str(tmp_path / "no" / "x.parquet")], "no such directory")):
         if "-o" not in args:
             args = [*args, "-o", str(tmp_path / "x.parquet")]

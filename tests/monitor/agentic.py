@@ -28,7 +28,8 @@ def text_call(name: str, **args: object) -> str:
 
 def native_call(name: str, **args: object) -> Message:
     """An assistant message with one native (OpenAI-style) tool call."""
-    return Message(role="assistant", content=f"calling {name}", tool_calls=[ToolCall(id=f"id-{name}", name=name,
+    return Message(role="assistant", content=f"calling {name}",
+                   tool_calls=[ToolCall(id=f"id-{name}", name=name,
                                                                                      arguments=dict(args))])
 
 
@@ -37,9 +38,11 @@ FIX_RUN = [native_call("run_tests"), text_call("write_file", path="sol.py", cont
 """Tests fail, the fix, tests pass, submit: 4 turns, 4 calls, the first run_tests exits non-zero."""
 
 
-def play(pool: UnsafePool, actions: Sequence[str | Message], *, task: Task = TASK, step: int = 0, sample: int = 0,
+def play(pool: UnsafePool, actions: Sequence[str | Message], *, task: Task = TASK, step: int = 0,
+         sample: int = 0,
          passed: bool = False, group: str | None = None) -> Episode:
-    """An episode whose assistant turns are `actions`, played through the Env until it ends or they run out."""
+    """An episode whose assistant turns are `actions`, played through the Env until it ends or they run
+    out."""
     messages: list[Message] = []
     status, turns = "truncated", 0
     with Env(pool) as env:
@@ -57,15 +60,16 @@ def play(pool: UnsafePool, actions: Sequence[str | Message], *, task: Task = TAS
     checks = [Check(name="hidden/test_add", score=float(passed), passed=passed)]
     return Episode(step=step, task_id=task.id, domain=task.domain, group_id=group or f"{task.id}@{step}",
                    sample_index=sample, messages=messages, num_turns=turns, num_generated_tokens=10 * turns,
-                   status=status, final_state=final, verdict=Verdict(score=float(passed), passed=passed, checks=checks),
+                   status=status, final_state=final,
+                   verdict=Verdict(score=float(passed), passed=passed, checks=checks),
                    reward=float(passed))
 
 
 def agent_run(pool: UnsafePool, steps: int = 8, group: int = 4, stop_at: int | None = None,
               single_turn: bool = False) -> Iterator[tuple[int, list[Episode]]]:
-    """A run on a multi-turn task whose policy reads a file and submits (one in four writes the fix and passes);
-    from step `stop_at` on it answers in prose only (it stopped using its tools). `single_turn`: a run of
-    single-turn episodes only, which never call a tool."""
+    """A run on a multi-turn task whose policy reads a file and submits (one in four writes the fix and
+    passes); from step `stop_at` on it answers in prose only (it stopped using its tools). `single_turn`: a
+    run of single-turn episodes only, which never call a tool."""
     for step in range(steps):
         eps = []
         for s in range(group):
@@ -74,8 +78,10 @@ def agent_run(pool: UnsafePool, steps: int = 8, group: int = 4, stop_at: int | N
             elif stop_at is not None and step >= stop_at:
                 eps.append(play(pool, [PROSE, PROSE], step=step, sample=s))
             elif s == 0:  # no run_tests here: a run of pytest per step would make these runs slow
-                eps.append(play(pool, [text_call("write_file", path="sol.py", content=FIXED), text_call("submit")],
+                eps.append(play(pool,
+                                [text_call("write_file", path="sol.py", content=FIXED), text_call("submit")],
                                 step=step, sample=s, passed=True))
             else:
-                eps.append(play(pool, [text_call("read_file", path="sol.py"), text_call("submit")], step=step, sample=s))
+                eps.append(play(pool, [text_call("read_file", path="sol.py"), text_call("submit")], step=step,
+                                sample=s))
         yield step, eps

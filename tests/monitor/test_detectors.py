@@ -65,7 +65,8 @@ def test_reward_rising_with_heldout_rising_is_healthy():
 
 
 def test_thresholds_come_from_the_config(tmp_path):
-    assert not [a for a in _alerts(tmp_path, "length_blowup", length_ratio=10.0) if a.detector == "length_blowup"]
+    assert not [a for a in _alerts(tmp_path, "length_blowup", length_ratio=10.0)
+                if a.detector == "length_blowup"]
 
 
 def test_detectors_can_be_switched_off(tmp_path):
@@ -73,7 +74,8 @@ def test_detectors_can_be_switched_off(tmp_path):
 
 
 def _binary_run(tmp_path, spike_from: float | None, z: float = 4.0):
-    """32 tasks x 8 binary samples for 20 steps at pass rate 0.35; optionally task t0 jumps from a low rate to 1."""
+    """32 tasks x 8 binary samples for 20 steps at pass rate 0.35; optionally task t0 jumps from a low rate to
+    1."""
     import random
 
     from rlvr.rollout.episode import Episode
@@ -84,7 +86,8 @@ def _binary_run(tmp_path, spike_from: float | None, z: float = 4.0):
             eps = []
             for t in range(32):
                 p = (1.0 if step == 19 else spike_from) if (t == 0 and spike_from is not None) else 0.35
-                eps += [Episode(step=step, task_id=f"t{t}", domain="code", group_id=f"{step}:{t}", sample_index=s,
+                eps += [Episode(step=step, task_id=f"t{t}", domain="code", group_id=f"{step}:{t}",
+                                sample_index=s,
                                 reward=float(rng.random() < p), status="done") for s in range(8)]
             mon.log(step, eps)
     return [a for a in mon.alerts if a.detector == "task_reward_spike"]

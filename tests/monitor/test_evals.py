@@ -51,7 +51,8 @@ def test_report_counts_and_masks() -> None:
 
 def test_compare_is_paired_on_shared_tasks() -> None:
     a = report([ep("d", f"t{i}", i < 2) for i in range(4)], k=1, seed=0, policy="a", tasks="d")
-    b = report([ep("d", f"t{i}", i < 3) for i in range(4)] + [ep("e", "x", True)], k=1, seed=0, policy="b", tasks="d")
+    b = report([ep("d", f"t{i}", i < 3) for i in range(4)] + [ep("e", "x", True)], k=1, seed=0, policy="b",
+               tasks="d")
     d = compare(a, b)["domains"]
     assert d["d"]["delta_pass@1"] == pytest.approx(0.25) and d["d"]["shared_tasks"] == 4
     assert d["e"]["a_pass@1"] is None and d["e"]["delta_pass@1"] is None
@@ -75,7 +76,8 @@ def test_mask_reasons_count_by_where_and_kind() -> None:
         return Episode(task_id=f"t{i}", domain="d", **kw)
 
     episodes = [
-        ep(0, status="infra_error", metadata={"error": "generation failed: after 4 attempts: ConnectError: refused"}),
+        ep(0, status="infra_error",
+           metadata={"error": "generation failed: after 4 attempts: ConnectError: refused"}),
         ep(1, status="infra_error", metadata={"error": "ConnectError: All connection attempts failed"}),
         ep(2, verdict=Verdict.infra("sandbox worker died"), status="infra_error"),
         ep(3, verdict=Verdict(score=1.0, passed=True), status="done"),

@@ -23,7 +23,8 @@ def test_metrics_of_a_mixed_batch():
     assert m["infra/rate"] == pytest.approx(1 / 5)
     assert m["episode/length"] == pytest.approx((50 * 4 + 150) / 5) and m["episode/length_max"] == 150
     # five tool executions (the masked episode ran one too), one timed out
-    assert m["sandbox/timeout_rate"] == pytest.approx(1 / 5) and m["sandbox/exec_error_rate"] == pytest.approx(1 / 5)
+    assert (m["sandbox/timeout_rate"] == pytest.approx(1 / 5)
+            and m["sandbox/exec_error_rate"] == pytest.approx(1 / 5))
     assert 20 <= m["sandbox/p50_ms"] <= 60
     # g1 has 1.0 and 0.0; g2 has 1.0 and 1.0 (zero variance); g3 is a single masked episode.
     assert m["groups/count"] == 2 and m["groups/zero_variance_share"] == 0.5
@@ -47,7 +48,9 @@ def test_agent_metrics_read_tool_use_from_the_env_transcripts(pool):
     from tests.monitor.agentic import FIX_RUN, PROSE, SINGLE, play, text_call
 
     fixed = play(pool, FIX_RUN, passed=True)  # 4 turns, 4 calls; the first run_tests exits non-zero
-    flail = play(pool, [PROSE, "<tool_call>{bad</tool_call>", text_call("nope"), text_call("read_file", path="x.py")])
+    flail = play(pool,
+                 [PROSE, "<tool_call>{bad</tool_call>", text_call("nope"),
+                  text_call("read_file", path="x.py")])
     prose = play(pool, [PROSE, PROSE])
     single = play(pool, ["4"], task=SINGLE, passed=True)  # no tools offered: not an agentic episode
     masked = episode(0, "m", infra="sandbox crashed")
@@ -61,15 +64,18 @@ def test_agent_metrics_read_tool_use_from_the_env_transcripts(pool):
     assert m["agent/no_tool_call_share"] == pytest.approx(1 / 3)
     assert m["agent/turns_to_pass"] == 4 and m["agent/run_tests_before_pass"] == 2
     assert m["agent/turns_per_episode"] == pytest.approx((4 + 4 + 2) / 3)
-    assert {k: v for k, v in compute_metrics([fixed, single]).items() if k.startswith("agent/")} == agent_metrics([fixed])
+    assert {k: v for k,
+            v in compute_metrics([fixed, single]).items() if k.startswith("agent/")} == agent_metrics([fixed])
 
 
 def test_agent_metrics_count_timeouts_as_errors_and_skip_runs_without_tools(pool):
     from rlvr.monitor.metrics import agent_metrics
     from tests.monitor.agentic import SINGLE, play
 
-    assert agent_metrics([episode(0, "t", exec_status="timeout", error="TimeoutError")])["agent/tool_error_rate"] == 1
+    assert agent_metrics([episode(0, "t", exec_status="timeout",
+                                  error="TimeoutError")])["agent/tool_error_rate"] == 1
     assert agent_metrics([episode(0, "t", exec_status="ok")])["agent/tool_error_rate"] == 0
-    assert agent_metrics([episode(0, "t", exec_status="infra_error", error="x")])["agent/tool_error_rate"] == 0
+    assert agent_metrics([episode(0, "t", exec_status="infra_error",
+                                  error="x")])["agent/tool_error_rate"] == 0
     assert agent_metrics([play(pool, ["4"], task=SINGLE)]) == {}
     assert "agent/turns_to_pass" not in agent_metrics([episode(0, "t", reward=0.0)])  # no pass, no figure

@@ -1,4 +1,5 @@
-"""Monitor: metrics to the JSONL record and TensorBoard, alerts to alerts.jsonl and the run log, optional sinks."""
+"""Monitor: metrics to the JSONL record and TensorBoard, alerts to alerts.jsonl and the run log, optional
+sinks."""
 from __future__ import annotations
 
 import json
@@ -29,7 +30,8 @@ def test_metrics_reach_jsonl_and_tensorboard(tmp_path):
     assert [r["step"] for r in recs] == [0, 1, 2] and recs[2]["metrics"] == metrics
     acc = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     tags = acc.Tags()["scalars"]
-    for tag in ("reward/mean", "pass_rate/code", "flags/rate", "infra/rate", "episode/length", "sandbox/p50_ms",
+    for tag in ("reward/mean", "pass_rate/code", "flags/rate", "infra/rate", "episode/length",
+                "sandbox/p50_ms",
                 "policy/tokens_per_s", "policy/idle_fraction", "time/rollout", "policy/entropy"):
         assert tag in tags, tag
     assert [e.step for e in acc.Scalars("reward/mean")] == [0, 1, 2]
@@ -38,7 +40,8 @@ def test_metrics_reach_jsonl_and_tensorboard(tmp_path):
 
 def test_non_finite_and_non_numeric_extras_are_dropped(tmp_path):
     with Monitor(tmp_path, MonitorConfig(tensorboard=False)) as mon:
-        m = mon.log(0, [episode(0, "t")], {"a": float("nan"), "b": float("inf"), "c": "x", "d": 2})  # type: ignore[dict-item]
+        extra = {"a": float("nan"), "b": float("inf"), "c": "x", "d": 2}
+        m = mon.log(0, [episode(0, "t")], extra)  # type: ignore[arg-type]
     assert "a" not in m and "b" not in m and "c" not in m and m["d"] == 2.0
 
 
@@ -96,16 +99,19 @@ def test_mlflow_and_wandb_receive_the_metrics(tmp_path, monkeypatch):
         start_run=lambda run_name: calls.append(("start", run_name)),
         log_metrics=lambda metrics, step: calls.append(("mlflow", step, metrics["reward/mean"])),
         end_run=lambda: calls.append(("end",)))
-    wb_run = types.SimpleNamespace(log=lambda metrics, step: calls.append(("wandb", step, metrics["reward/mean"])),
+    wb_run = types.SimpleNamespace(log=lambda metrics,
+                                   step: calls.append(("wandb", step, metrics["reward/mean"])),
                                    finish=lambda: calls.append(("finish",)))
-    wandb = types.SimpleNamespace(init=lambda **kw: calls.append(("init", kw["project"], kw["mode"])) or wb_run)
+    wandb = types.SimpleNamespace(init=lambda **kw: calls.append(("init", kw["project"], kw["mode"]))
+                                  or wb_run)
     monkeypatch.setitem(sys.modules, "mlflow", mlflow)
     monkeypatch.setitem(sys.modules, "wandb", wandb)
     cfg = MonitorConfig(tensorboard=False, mlflow=True, wandb=True, mlflow_tracking_uri="file:///x",
                         wandb_mode="offline")
     with Monitor(tmp_path / "myrun", cfg) as mon:
         mon.log(3, [episode(3, "t", reward=0.5, passed=False)])
-    assert calls == [("uri", "file:///x"), ("experiment", "rlvr"), ("start", "myrun"), ("init", "rlvr", "offline"),
+    assert calls == [("uri", "file:///x"), ("experiment", "rlvr"), ("start", "myrun"),
+                     ("init", "rlvr", "offline"),
                      ("mlflow", 3, 0.5), ("wandb", 3, 0.5), ("end",), ("finish",)]
 
 

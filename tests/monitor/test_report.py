@@ -13,7 +13,8 @@ from tests.monitor.agentic import FIX_RUN, play
 from tests.store.synthetic import episode, write_run
 
 CHROMIUM = "/usr/bin/chromium"
-HOSTILE = "</script><script>document.title='pwned'</script><img src=x onerror=\"document.title='img'\">&amp;\u2028"
+HOSTILE = ("</script><script>document.title='pwned'</script><img src=x "
+           "onerror=\"document.title='img'\">&amp;\u2028")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,8 @@ def run_dir(tmp_path_factory, pool):
 
 
 def _data(html: str) -> dict:
-    return json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL)[1])
+    return json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html,
+                                re.DOTALL)[1])
 
 
 def test_report_is_self_contained_and_complete(run_dir):
@@ -44,7 +46,8 @@ def test_report_is_self_contained_and_complete(run_dir):
     assert data["kind"] == "train" and data["run"]["episodes"] == 12 * 32 + 3 and data["run"]["masked"] == 1
     assert {a["detector"] for a in data["alerts"]} >= {"flag_rate_rising"}
     viewer = {e["id"] for e in data["episodes"]}
-    linked = {i for a in data["alerts"] for i in a["episode_ids"]} | {i for c in data["clusters"] for i in c["examples"]}
+    linked = {i for a in data["alerts"] for i in a["episode_ids"]} | {i for c in data["clusters"]
+                                                                      for i in c["examples"]}
     assert linked <= viewer and len(viewer) <= MAX_VIEWER_EPISODES
     assert data["clusters"][0]["signature"].startswith(("flag: tampering", "check: IndexError"))
 
@@ -71,7 +74,8 @@ def test_cli_report_missing_run(tmp_path, cli):
 def test_long_texts_are_clipped_in_the_viewer(tmp_path):
     EpisodeStore(tmp_path).write(0, [episode(0, "t", content="x" * 50_000)])
     [ep] = build_report_data(tmp_path)["episodes"]
-    assert len(ep["messages"][2]["content"]) < 7000 and "more characters in the store" in ep["messages"][2]["content"]
+    assert (len(ep["messages"][2]["content"]) < 7000
+            and "more characters in the store" in ep["messages"][2]["content"])
 
 
 def _chromium(args: list[str], tmp_path) -> subprocess.CompletedProcess:
@@ -102,7 +106,8 @@ def test_plots_render_and_the_viewer_shows_an_episode_in_chromium(run_dir, tmp_p
     # Alert rows link into the viewer.
     assert f'data-episode="{flagged["id"]}"' in dom[dom.index('id="alerts-body"'):dom.index('id="failures"')]
     shot = tmp_path / "report.png"
-    _chromium(["--hide-scrollbars", "--window-size=1280,2000", f"--screenshot={shot}", path.as_uri()], tmp_path)
+    _chromium(["--hide-scrollbars", "--window-size=1280,2000", f"--screenshot={shot}", path.as_uri()],
+              tmp_path)
     assert shot.stat().st_size > 50_000  # a rendered page, not a blank one
 
 
@@ -133,18 +138,20 @@ def test_the_episode_view_shows_every_turn_with_its_tool_call_and_output_in_chro
     assert 'data-chart="agent_use"' in dom and 'data-chart="agent_errors"' in dom
 
 
-# ------------------------------------------------------------------------------------------------ eval reports
+# ----------------------------------------------------------------------------------------------- eval reports
 SOLVE_SCRIPT = {"match": [{"prompt_contains": "add", "turns": [
     {"content": "", "tool_calls": [{"name": "run_tests", "arguments": {}}]},
-    '<tool_call>{"name": "write_file", "arguments": {"path": "add.py", "content": "def add(a, b):\\n    return a + b\\n"}}</tool_call>',
-    '<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>', '<tool_call>{"name": "submit"}</tool_call>']}]}
+    '<tool_call>{"name": "write_file", "arguments": {"path": "add.py", "content": "def add(a, b):\\n    '
+    'return a + b\\n"}}</tool_call>',
+    '<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": "submit"}</tool_call>']}]}
 PROSE_SCRIPT = [HOSTILE, "The add function adds."]
 
 
 @pytest.fixture(scope="module")
 def evals(tmp_path_factory):
-    """Two evals made by `rlvr eval` (a multi-turn and a single-turn task, k = 2): A solves the multi-turn task
-    with its tools and has one more episode, masked by a dead server; B answers in prose."""
+    """Two evals made by `rlvr eval` (a multi-turn and a single-turn task, k = 2): A solves the multi-turn
+    task with its tools and has one more episode, masked by a dead server; B answers in prose."""
     from rlvr.monitor.evals import load_report, report
     from rlvr.rollout.episode import Episode
     from rlvr.store.episodes import open_run
@@ -154,12 +161,14 @@ def evals(tmp_path_factory):
     pack = root / "pack"
     write_task(pack, "add-multi", toml='id = "add-multi"\ndomain = "code"\n[limits]\nmax_turns = 4\n',
                workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN)
-    write_task(pack, "add-single", toml='id = "add-single"\ndomain = "code"\n[verifier]\nanswer_file = "add.py"\n',
+    write_task(pack, "add-single",
+               toml='id = "add-single"\ndomain = "code"\n[verifier]\nanswer_file = "add.py"\n',
                workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN)
     dirs = []
     for name, script in (("a", SOLVE_SCRIPT), ("b", PROSE_SCRIPT)):
         (root / f"{name}.json").write_text(json.dumps(script))
-        res = _run_cli(["eval", "--policy", f"scripted:{root / f'{name}.json'}", "--tasks", str(pack), "-k", "2",
+        res = _run_cli(["eval", "--policy", f"scripted:{root / f'{name}.json'}", "--tasks", str(pack), "-k",
+                        "2",
                         "--output-dir", str(root / name), "--json"])
         assert res.code == 0, res.stderr
         [d] = (root / name).glob("*/eval.json")
@@ -186,11 +195,15 @@ def test_the_report_of_an_eval_shows_the_eval(evals):
     assert ev["mask_reasons"] == {"rollout: ConnectError": 1} and ev["masked_episodes"] == 1
     assert ev["episodes"] == ev["planned_episodes"] == 5 and ev["partial"] is False
     rows = {t["task_id"]: t for t in ev["tasks"]}
-    assert (rows["add-multi"]["samples"], rows["add-multi"]["passes"], rows["add-multi"]["masked"]) == (2, 2, 0)
-    assert (rows["add-single"]["samples"], rows["add-single"]["passes"], rows["add-single"]["masked"]) == (2, 0, 1)
+    assert (rows["add-multi"]["samples"], rows["add-multi"]["passes"], rows["add-multi"]["masked"]) == (2, 2,
+                                                                                                        0)
+    assert (rows["add-single"]["samples"], rows["add-single"]["passes"], rows["add-single"]["masked"]) == (2,
+                                                                                                           0,
+                                                                                                           1)
     assert len(rows["add-single"]["episode_ids"]) == 3
     assert {e["id"] for e in data["episodes"]} == {i for t in ev["tasks"] for i in t["episode_ids"]}
-    assert ev["agent"]["code"]["agent/run_tests_before_pass"] == 2 and ev["agent"]["code"]["agent/episodes"] == 2
+    assert (ev["agent"]["code"]["agent/run_tests_before_pass"] == 2
+            and ev["agent"]["code"]["agent/episodes"] == 2)
 
 
 def test_an_eval_and_its_comparison_render_in_chromium(evals, tmp_path, cli):
@@ -207,7 +220,8 @@ def test_an_eval_and_its_comparison_render_in_chromium(evals, tmp_path, cli):
     dom = _chromium(["--dump-dom", f"{path.as_uri()}#episode={solved['id']}"], tmp_path).stdout
     root = re.search(r"<html[^>]*>", dom)[0]
     assert "data-report-error" not in root and 'data-report-kind="eval"' in root, root
-    assert f"rlvr eval report: {a.name}" in dom and "<img" not in dom and "document.title='pwned'" not in dom[:300]
+    assert (f"rlvr eval report: {a.name}" in dom and "<img" not in dom
+            and "document.title='pwned'" not in dom[:300])
     # no learning curves of one dot each: the training sections are hidden, and no chart is drawn
     assert re.search(r'<section id="learning" data-kind="train" hidden', dom) and 'class="plot"' not in dom
 
@@ -230,7 +244,8 @@ def test_an_eval_and_its_comparison_render_in_chromium(evals, tmp_path, cli):
     assert "A · code" in agent and "B · code" in agent and "100.0%" in agent  # B never called a tool
     # the transcript of the selected episode, turn by turn, and B's hostile prose as text
     detail = _detail(dom)
-    assert re.findall(r'data-turn="(\d+)"', detail) == ["0", "1", "2", "3", "4"] and "→ run_tests({})" in detail
+    assert re.findall(r'data-turn="(\d+)"', detail) == ["0", "1", "2", "3",
+                                                        "4"] and "→ run_tests({})" in detail
     prose = next(e for e in data["episodes"] if e["run"] == "B" and e["task_id"] == "add-multi")
     dom_b = _chromium(["--dump-dom", f"{path.as_uri()}#episode={prose['id']}"], tmp_path).stdout
     detail_b = _detail(dom_b)

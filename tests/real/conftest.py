@@ -1,8 +1,9 @@
 """Fixtures of the real-model tests: SmolLM2-135M-Instruct, converted once by `make real-model`.
 
 Every module here sets `pytestmark = pytest.mark.real` (`make test-real`; `make test` deselects them). The
-model directory is `$RLVR_REAL_MODEL` (relative to the repository), default `.rlvr-cache/smollm2-135m-instruct`;
-a missing one fails the test with the command that builds it, never a skip.
+model directory is `$RLVR_REAL_MODEL` (relative to the repository), default
+`.rlvr-cache/smollm2-135m-instruct`; a missing one fails the test with the command that builds it, never a
+skip.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ TOOLS_TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
 @pytest.fixture(scope="session")
 def real_dir() -> Path:
     path = Path(os.environ.get("RLVR_REAL_MODEL", ".rlvr-cache/smollm2-135m-instruct"))
-    path = path if path.is_absolute() else REPO / path  # tests change directory: the path must not be relative
+    # tests change directory: the path must not be relative
+    path = path if path.is_absolute() else REPO / path
     if not (path / "config.json").is_file():
         pytest.fail(f"the real model is not built at {path}: run `make real-model` (or set RLVR_REAL_MODEL)")
     return path

@@ -36,4 +36,5 @@ def test_eval_of_the_real_model_keeps_its_transcripts(cli, real_dir, tmp_path, m
     assert all(len(v) == 1 for v in by_task.values())
     assert cli(["report", str(run)]).code == 0
     html = (run / "report.html").read_text()
-    assert json.dumps(said[0])[1:40] in html.replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&")
+    assert json.dumps(said[0])[1:40] in html.replace("\\u003c", "<").replace("\\u003e",
+                                                                             ">").replace("\\u0026", "&")

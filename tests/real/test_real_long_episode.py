@@ -45,7 +45,8 @@ class Planned(HFPolicy):
 
     def generate(self, conversations, params, *, prompt_token_ids=None):
         eos = min(self.eos_ids)
-        Planned.local.plan = [self.encode(self.turns[min(sum(m.role == "assistant" for m in c), len(self.turns) - 1)])
+        Planned.local.plan = [self.encode(self.turns[min(sum(m.role == "assistant" for m in c),
+                                                         len(self.turns) - 1)])
                               + [eos] for c in conversations]
         self.prompts.extend(list(p) for p in prompt_token_ids)
         return super().generate(conversations, params, prompt_token_ids=prompt_token_ids)
@@ -75,7 +76,8 @@ def planned(real, monkeypatch) -> Planned:
 
 
 def long_task(turns: int) -> Task:
-    return Task(id="long", domain="toy", prompt="Read the log until you are sure.", workspace={"log.txt": LOG},
+    return Task(id="long", domain="toy", prompt="Read the log until you are sure.",
+                workspace={"log.txt": LOG},
                 answer="42", verifier={"kind": "answer"},
                 limits=TaskLimits(max_turns=turns + 4, max_tokens=100_000, wall_s=3600.0))
 

@@ -48,11 +48,13 @@ class Forced(HFPolicy):
             lps = sequence_logprobs(self.model, prompt + ids, params.temperature or 1.0)[len(prompt):]
             out[i] = Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompt)
         if sample:
-            sub = SamplingParams(temperature=params.temperature, top_p=params.top_p, max_new_tokens=params.max_new_tokens,
+            sub = SamplingParams(temperature=params.temperature, top_p=params.top_p,
+                                 max_new_tokens=params.max_new_tokens,
                                  seeds=tuple(params.seeds[i] for i in sample),
                                  budgets=tuple(params.budgets[i] for i in sample) if params.budgets else None)
             for i, comp in zip(sample, super().generate([conversations[i] for i in sample], sub,
-                                                        prompt_token_ids=[prompt_token_ids[i] for i in sample])):
+                                                        prompt_token_ids=[prompt_token_ids[i]
+                                                                          for i in sample])):
                 out[i] = comp
         return out
 
@@ -87,7 +89,8 @@ def check_record(policy: HFPolicy, ep, tools=None) -> None:
     kw = {"tools": tools} if tools else {}
     expected = policy.render(ep.messages[:last + 1], add_generation_prompt=False, **kw)
     text = policy.tokenizer.decode(ep.token_ids, skip_special_tokens=False)
-    assert expected.startswith(text) and len(expected) - len(text) <= len("<|im_end|>\n"), (text[-200:], expected[-200:])
+    assert expected.startswith(text) and len(expected) - len(text) <= len("<|im_end|>\n"), (text[-200:],
+                                                                                            expected[-200:])
     ref = sequence_logprobs(policy.model, ep.token_ids)
     diffs = [abs(r - lp) for r, lp, m in zip(ref, ep.logprobs, ep.loss_mask) if m]
     assert max(diffs) < TOLERANCE, max(diffs)
@@ -113,7 +116,8 @@ def test_tool_schemas_go_natively_to_a_template_that_takes_tools(real_dir, task,
     assert native.native_tools
     specs = [t.spec() for t in TOOLS.values()]
     [ep] = run(native, task, pool, [READ, SUBMIT], group=1)
-    assert ep.status == "done" and [m.role for m in ep.messages][2:] == ["assistant", "tool", "assistant", "tool"]
+    assert ep.status == "done" and [m.role for m in ep.messages][2:] == ["assistant", "tool", "assistant",
+                                                                         "tool"]
     text = native.tokenizer.decode(ep.token_ids, skip_special_tokens=False)
     assert "<tools>" in text and json.dumps(specs[0]["function"]["name"]) in text
     assert all(f'"name": "{t.name}"' in text for t in TOOLS.values())
@@ -121,7 +125,8 @@ def test_tool_schemas_go_natively_to_a_template_that_takes_tools(real_dir, task,
     check_record(native, ep, tools=specs)
 
 
-def test_a_base_model_without_a_chat_template_uses_the_plain_fallback(real, real_dir, task, pool, tmp_path) -> None:
+def test_a_base_model_without_a_chat_template_uses_the_plain_fallback(real, real_dir, task, pool,
+                                                                      tmp_path) -> None:
     base = tmp_path / "base"
     base.mkdir()
     for name in ("config.json", "generation_config.json", "model.safetensors"):
@@ -143,8 +148,8 @@ def test_a_base_model_without_a_chat_template_uses_the_plain_fallback(real, real
 def test_a_template_that_refuses_tool_messages_is_one_line(real_dir, task, pool, tmp_path) -> None:
     strict = tmp_path / "strict.jinja"
     strict.write_text("{% for m in messages %}{% if m['role'] not in ['system', 'user', 'assistant'] %}"
-                      "{{ raise_exception('Conversation roles must be system, user or assistant') }}{% endif %}"
-                      "<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                      "{{ raise_exception('Conversation roles must be system, user or assistant') "
+                      "}}{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     policy = HFPolicy(real_dir, device="cpu", max_context=1024, chat_template=str(strict))
     with pytest.raises(UserError) as err:

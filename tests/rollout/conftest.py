@@ -37,7 +37,8 @@ class Flaky:
         return FileCheck().verify(task, final)
 
 
-for kind, factory in (("test-rollout-file", lambda ctx: FileCheck()), ("test-rollout-flaky", lambda ctx: Flaky())):
+for kind, factory in (("test-rollout-file", lambda ctx: FileCheck()),
+                      ("test-rollout-flaky", lambda ctx: Flaky())):
     register_kind(kind, factory)
 
 
@@ -45,7 +46,8 @@ for kind, factory in (("test-rollout-file", lambda ctx: FileCheck()), ("test-rol
 def tiny_dir(tmp_path_factory) -> Path:
     from rlvr.rollout.policies.builtin import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny"), n_layer=2, n_embd=64, n_head=4, n_positions=1024, seed=3)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), n_layer=2, n_embd=64, n_head=4, n_positions=1024,
+                            seed=3)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,8 @@ import pytest
 from rlvr.sandbox.pool import BwrapPool
 from rlvr.sandbox.result import ExecLimits
 
-TIGHT = ExecLimits(timeout_s=1.5, memory_mb=96, processes=24, output_bytes=4096, workspace_mb=8, file_size_mb=4)
+TIGHT = ExecLimits(timeout_s=1.5, memory_mb=96, processes=24, output_bytes=4096, workspace_mb=8,
+                   file_size_mb=4)
 
 
 @pytest.fixture(scope="session")

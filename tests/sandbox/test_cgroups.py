@@ -54,7 +54,8 @@ def test_sweep_removes_cgroups_of_dead_pools() -> None:
 def test_each_job_gets_its_own_limits_and_fresh_counters() -> None:
     backend = cgroups.detect(f"{os.getpid()}-limits")
     cg = backend.worker(0)
-    mem_file, pids_dir = ("memory.max", "unified") if backend.name == "v2" else ("memory.limit_in_bytes", "pids")
+    mem_file, pids_dir = ("memory.max", "unified") if backend.name == "v2" else ("memory.limit_in_bytes",
+                                                                                 "pids")
     mem_dir = "unified" if backend.name == "v2" else "memory"
     try:
         for memory_mb, processes in [(64, 8), (128, 8), (64, 16), (64, 16)]:

@@ -1,5 +1,5 @@
-"""The limits resolver: layers merge per field in order, budgets and requests only lower, unset fields are left
-alone, and the `[sandbox]` defaults reach every command (tool calls and verifier runs)."""
+"""The limits resolver: layers merge per field in order, budgets and requests only lower, unset fields are
+left alone, and the `[sandbox]` defaults reach every command (tool calls and verifier runs)."""
 from __future__ import annotations
 
 import json
@@ -26,7 +26,8 @@ DEFAULTS = ExecLimits(timeout_s=10.0, memory_mb=512, processes=64, output_bytes=
 def test_layers_merge_per_field_in_order() -> None:
     got = resolve(DEFAULTS, task=ExecLimits(timeout_s=30.0, memory_mb=256), budget=ExecLimits(timeout_s=20.0),
                   request=ExecLimits(processes=8))
-    # the task raised the timeout and lowered memory, the budget then lowered the timeout, the request processes
+    # the task raised the timeout and lowered memory, the budget then lowered the timeout, the request
+    # processes
     assert got == DEFAULTS.model_copy(update={"timeout_s": 20.0, "memory_mb": 256, "processes": 8})
 
 
@@ -79,7 +80,8 @@ def test_the_task_layer_holds_only_what_the_task_sets() -> None:
     for t in (task, _task(exec_timeout_s=30.0)):
         assert task_layer(Task.model_validate_json(t.model_dump_json())) == task_layer(t)
     # what a verifier derives goes over the task's; None leaves the task's
-    assert task_layer(_task(exec_timeout_s=30.0), timeout_s=40.0, processes=None) == ExecLimits(timeout_s=40.0)
+    assert task_layer(_task(exec_timeout_s=30.0), timeout_s=40.0,
+                      processes=None) == ExecLimits(timeout_s=40.0)
 
 
 def test_for_task_starts_from_the_pools_defaults() -> None:
@@ -96,7 +98,8 @@ def test_a_pool_lays_a_callers_limits_over_its_defaults() -> None:
     assert merged(defaults, None) is defaults
     assert merged(defaults, ExecLimits(memory_mb=128)) == defaults.model_copy(update={"memory_mb": 128})
     assert merged(defaults, ExecLimits(timeout_s=1.0, memory_mb=64, processes=4, output_bytes=1024,
-                                       cpu_s=1.0, file_size_mb=1, workspace_mb=1, open_files=16)).processes == 4
+                                       cpu_s=1.0, file_size_mb=1, workspace_mb=1,
+                                       open_files=16)).processes == 4
     pool = FakePool(limits=defaults)
     pool.run(["x"], limits=ExecLimits(timeout_s=60.0))
     with pool.lease() as sb:
@@ -116,7 +119,7 @@ def test_the_isolated_pool_keeps_its_output_cap_under_partial_limits() -> None:
     assert r.status is ExecStatus.output_limit and r.stdout_truncated and len(r.stdout) <= 2048
 
 
-# ------------------------------------------------------------------- the [sandbox] defaults reach every command
+# ----------------------------------------------------------------- the [sandbox] defaults reach every command
 FIELDS = [("timeout_s", 7.5), ("memory_mb", 300), ("processes", 9), ("output_bytes", 4096)]
 """One value per `[sandbox]` limit field, unlike the defaults of ExecLimits and TaskLimits."""
 

@@ -19,14 +19,16 @@ HOSTILE = {
     "fork_bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
                   ExecStatus.process_limit),
     "memory_bomb": ("x = []\nwhile True:\n    x.append(bytearray(8 * 2**20))", ExecStatus.memory_limit),
-    "disk_fill": ("i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * 2**20)\n    i += 1", ExecStatus.file_limit),
+    "disk_fill": ("i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * 2**20)\n    i += 1",
+                  ExecStatus.file_limit),
     "big_file": ("open('big', 'wb').write(b'x' * 6 * 2**20)", ExecStatus.file_limit),
     "tmp_fill": ("f = open('/tmp/x', 'wb')\nwhile True:\n    f.write(b'x' * 2**20)", ExecStatus.file_limit),
     "endless_output": ("while True:\n    print('y' * 1000)", ExecStatus.output_limit),
     "endless_stderr": ("import sys\nwhile True:\n    sys.stderr.write('e' * 1000)", ExecStatus.output_limit),
     "sleeper": ("import time\ntime.sleep(60)", ExecStatus.timeout),
     "busy_loop": ("while True:\n    pass", ExecStatus.timeout),
-    "closes_stdout_and_sleeps": ("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)", ExecStatus.timeout),
+    "closes_stdout_and_sleeps": ("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)",
+                                 ExecStatus.timeout),
     "shell_fork_bomb": (None, ExecStatus.process_limit),
     "segfault": ("import ctypes\nctypes.string_at(0)", ExecStatus.exit_nonzero),
     "abort": ("import os\nos.abort()", ExecStatus.exit_nonzero),
@@ -124,14 +126,16 @@ def test_secret_environment_variables_never_enter(pool: BwrapPool, monkeypatch: 
 def test_writes_outside_the_workspace_fail(pool: BwrapPool, tmp_path: Path) -> None:
     target = tmp_path / "written"
     code = (f"import os\nfor t in ['/usr/x', '/etc/x', '/x', '/opt/rlvr/zygote.py', {str(target)!r}]:\n"
-            f"    try:\n        open(t, 'w').write('x')\n        print('WROTE', t)\n    except OSError:\n        pass\n"
+            f"    try:\n        open(t, 'w').write('x')\n        print('WROTE', t)\n    except OSError:\n   "
+            f"     pass\n"
             f"open('/workspace/ok', 'w').write('x')\nprint('ok')")
     r = pool.run(["python", "-c", code])
     assert r.ok and r.stdout == "ok\n" and not target.exists()
 
 
 def test_killing_its_parent_harms_no_one(pool: BwrapPool) -> None:
-    code = ("import os, signal\nfor pid in [os.getppid(), 1, -1]:\n    try:\n        os.kill(pid, signal.SIGKILL)\n"
+    code = ("import os, signal\nfor pid in [os.getppid(), 1, -1]:\n    try:\n        os.kill(pid, "
+            "signal.SIGKILL)\n"
             "    except OSError as e:\n        print(type(e).__name__)\nprint('alive')")
     r = pool.run(["python", "-c", code], limits=TIGHT)
     assert r.status is not ExecStatus.infra_error and r.attempts == 1
@@ -146,7 +150,8 @@ def test_ptrace_of_other_processes_is_refused(pool: BwrapPool) -> None:
 
 
 def test_runs_unprivileged_with_no_new_privs_in_its_own_pid_namespace(pool: BwrapPool) -> None:
-    r = pool.run(["sh", "-c", "id -u; grep -E 'NoNewPrivs|CapEff' /proc/self/status; ls /proc | grep -c '^[0-9]'"])
+    r = pool.run(["sh", "-c",
+                  "id -u; grep -E 'NoNewPrivs|CapEff' /proc/self/status; ls /proc | grep -c '^[0-9]'"])
     lines = r.stdout.split()
     assert lines[0] == "65534" and "NoNewPrivs:" in lines and lines[lines.index("NoNewPrivs:") + 1] == "1"
     assert lines[lines.index("CapEff:") + 1] == "0000000000000000"
@@ -155,7 +160,8 @@ def test_runs_unprivileged_with_no_new_privs_in_its_own_pid_namespace(pool: Bwra
 
 def test_lease_keeps_files_between_runs_and_a_new_lease_is_fresh(pool: BwrapPool) -> None:
     with pool.lease({"a.txt": "one"}) as sb:
-        r1 = sb.run(["sh", "-c", "cat a.txt; echo two > b.txt; mkdir -p d && echo 3 > d/c.txt; ln -s /etc/passwd l"])
+        r1 = sb.run(["sh", "-c",
+                     "cat a.txt; echo two > b.txt; mkdir -p d && echo 3 > d/c.txt; ln -s /etc/passwd l"])
         assert r1.ok and r1.stdout == "one"
         r2 = sb.run(["sh", "-c", "cat b.txt d/c.txt; readlink l"])
         assert r2.stdout == "two\n3\n/etc/passwd\n"
@@ -192,7 +198,8 @@ def test_files_beyond_the_workspace_limit_are_a_file_limit(pool: BwrapPool) -> N
 
 def test_a_deep_and_wide_workspace_is_the_programs_not_an_infra_fault(pool: BwrapPool) -> None:
     code = ("import os\nfor root in ('/workspace', '/tmp'):\n    os.chdir(root)\n    for i in range(1500):\n"
-            "        os.mkdir(f'w{i}')\n    for _ in range(2500):\n        os.mkdir('d')\n        os.chdir('d')\n"
+            "        os.mkdir(f'w{i}')\n    for _ in range(2500):\n        os.mkdir('d')\n        "
+            "os.chdir('d')\n"
             "    open('deepest', 'w').write('x')\nprint('built')")
     with pool.lease({"keep.txt": "k"}) as sb:
         r = sb.run(["python", "-c", code], limits=ExecLimits(timeout_s=60))
@@ -283,10 +290,11 @@ def test_seccomp_refuses_user_namespaces_and_rare_kernel_surface(pool: BwrapPool
     inside it; threads, subprocesses and forks, which the C library may start through clone3, keep working."""
     code = ("import ctypes, os, subprocess, threading\nlibc = ctypes.CDLL(None, use_errno=True)\n"
             "def errno(rc):\n    return ctypes.get_errno() if rc == -1 else 0\n"
-            "print(errno(libc.unshare(0x10000000)), errno(libc.unshare(0x40000000)), errno(libc.syscall(425, 1, 0)),"
-            " errno(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))\n"
+            "print(errno(libc.unshare(0x10000000)), errno(libc.unshare(0x40000000)), "
+            "errno(libc.syscall(425, 1, 0)), errno(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))\n"
             "t = threading.Thread(target=print, args=('thread',))\nt.start()\nt.join()\n"
-            "print(subprocess.run(['sh', '-c', 'echo sub & wait'], capture_output=True, text=True).stdout.strip())\n"
+            "print(subprocess.run(['sh', '-c', 'echo sub & wait'], capture_output=True, "
+            "text=True).stdout.strip())\n"
             "print(open('/proc/self/status').read().split('Seccomp:')[1].split()[0])")
     r = pool.run(["python", "-c", code])
     assert r.ok and r.stdout.split("\n")[:4] == ["1 1 1 1", "thread", "sub", "2"], (r.stdout, r.stderr[-300:])
@@ -295,8 +303,10 @@ def test_seccomp_refuses_user_namespaces_and_rare_kernel_surface(pool: BwrapPool
 
 
 def test_system_v_ipc_of_one_job_is_gone_for_the_next(pool: BwrapPool) -> None:
-    """Shared memory, semaphores and message queues outlive their creator: every job gets its own IPC namespace."""
-    code = ("import ctypes\nlibc = ctypes.CDLL(None)\nleft = open('/proc/sysvipc/shm').read().count('\\n') - 1\n"
+    """Shared memory, semaphores and message queues outlive their creator: every job gets its own IPC
+    namespace."""
+    code = ("import ctypes\nlibc = ctypes.CDLL(None)\nleft = "
+            "open('/proc/sysvipc/shm').read().count('\\n') - 1\n"
             "made = libc.shmget(4242, 4096, 0o3666)\nprint(left, made >= 0)")  # IPC_CREAT | IPC_EXCL
     outs = [pool.run(["python", "-c", code]).stdout for _ in range(6)]  # several jobs on every worker
     assert outs == ["0 True\n"] * 6
@@ -406,7 +416,8 @@ def test_the_program_holds_no_descriptor_of_its_supervisors(pool: BwrapPool) -> 
 
 
 def test_the_program_is_pid_2_under_an_init_that_only_holds_its_namespace(pool: BwrapPool) -> None:
-    code = ("import os\nprint(os.getpid(), os.getppid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+    code = ("import os\nprint(os.getpid(), os.getppid(), sorted(int(p) for p in os.listdir('/proc') if "
+            "p.isdigit()))\n"
             "print(open('/proc/1/status').read().split('State:')[1].split()[0])")
     r = pool.run(["python", "-c", code])
     assert r.ok and r.stdout.splitlines() == ["2 0 [1, 2]", "S"], r
@@ -415,10 +426,13 @@ def test_the_program_is_pid_2_under_an_init_that_only_holds_its_namespace(pool: 
 def test_the_init_that_shares_the_zygotes_memory_is_closed_to_the_program(pool: BwrapPool) -> None:
     """PID 1 of a job shares the zygote's address space and descriptor table (wire.spawn_waiter): the
     program must not read either, nor signal it."""
-    code = ("import os, signal\nfor path in ('/proc/1/mem', '/proc/1/maps', '/proc/1/environ', '/proc/1/stack'):\n"
-            "    try:\n        open(path, 'rb').read(64)\n        print('READ', path)\n    except OSError:\n        pass\n"
+    code = ("import os, signal\nfor path in ('/proc/1/mem', '/proc/1/maps', '/proc/1/environ', "
+            "'/proc/1/stack'):\n"
+            "    try:\n        open(path, 'rb').read(64)\n        print('READ', path)\n    except OSError:\n "
+            "       pass\n"
             "try:\n    print('FDS', os.listdir('/proc/1/fd'))\nexcept OSError:\n    pass\n"
-            "for sig in (signal.SIGKILL, signal.SIGTERM):\n    try:\n        os.kill(1, sig)\n        print('SIGNALLED')\n"
+            "for sig in (signal.SIGKILL, signal.SIGTERM):\n    try:\n        os.kill(1, sig)\n        "
+            "print('SIGNALLED')\n"
             "    except OSError:\n        pass\nprint('done')")
     r = pool.run(["python", "-c", code])
     assert r.ok and r.stdout == "done\n", r
@@ -502,7 +516,8 @@ def test_closed_pool_leaves_nothing_behind(tmp_path: Path) -> None:
     p = BwrapPool(workers=1, spares=1)
     base, workers = p.base, p.worker_pids()
     for _ in range(10):
-        p.run(["python", "-c", "import os\nif os.fork() == 0:\n    import time; time.sleep(30)"], limits=TIGHT)
+        p.run(["python", "-c", "import os\nif os.fork() == 0:\n    import time; time.sleep(30)"],
+              limits=TIGHT)
     assert host_state(p.pool_id)["sandbox_processes"] >= 3
     p.close()
     p.close()  # idempotent

@@ -1,6 +1,6 @@
-"""Tasks that need Python packages: their tools and their verification run on an interpreter that has them (the
-sandbox's own when it does, a venv made once for them otherwise), mounted read-only; a pool that cannot provide
-them refuses in one line."""
+"""Tasks that need Python packages: their tools and their verification run on an interpreter that has them
+(the sandbox's own when it does, a venv made once for them otherwise), mounted read-only; a pool that cannot
+provide them refuses in one line."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -23,7 +23,8 @@ NEEDS = ("pytest", "pytest-mock==3.14.0")
 WORKSPACE = {"clock.py": "import time\n\n\ndef stamp():\n    raise NotImplementedError\n"}
 SOLUTION = {"clock.py": "import time\n\n\ndef stamp():\n    return f'at {time.time():.0f}'\n"}
 HIDDEN = {"test_clock.py": "import clock\n\n\ndef test_stamp(mocker):\n"
-                           "    mocker.patch('time.time', return_value=42.0)\n    assert clock.stamp() == 'at 42'\n"}
+                           "    mocker.patch('time.time', return_value=42.0)\n    assert clock.stamp() "
+                           "== 'at 42'\n"}
 
 
 @pytest.fixture(scope="module")
@@ -44,23 +45,28 @@ def pool(env_cache: Path) -> Iterator[BwrapPool]:
 def clock_task(root: Path, requirements: tuple[str, ...] | None) -> Path:
     reqs = f"requirements = {list(requirements)!r}\n".replace("'", '"') if requirements is not None else ""
     return write_task(root, "clock", toml=f'id = "clock"\ndomain = "code"\n{reqs}[limits]\nmax_turns = 4\n',
-                      prompt="Make stamp() say when it is.", workspace=WORKSPACE, hidden=HIDDEN, solution=SOLUTION)
+                      prompt="Make stamp() say when it is.", workspace=WORKSPACE, hidden=HIDDEN,
+                      solution=SOLUTION)
 
 
-def test_requirements_the_interpreter_has_are_served_by_the_pool_itself(pool: BwrapPool, env_cache: Path) -> None:
+def test_requirements_the_interpreter_has_are_served_by_the_pool_itself(pool: BwrapPool,
+                                                                        env_cache: Path) -> None:
     assert pool_for(pool, ()) is pool
     assert pool_for(pool, ("pytest",)) is pool and pool_for(pool, ("pytest>=7", "rich")) is pool
     assert not (env_cache / "envs").exists()  # nothing was made for them
-    assert not env.satisfied(["pytest<1"], pool.python) and not env.satisfied(["no-such-package-x"], pool.python)
+    assert not env.satisfied(["pytest<1"], pool.python) and not env.satisfied(["no-such-package-x"],
+                                                                              pool.python)
 
 
 def test_a_pool_that_cannot_provide_packages_refuses_in_one_line() -> None:
     with pytest.raises(UserError) as err:
         pool_for(FakePool(), ("pytest-mock",))
-    assert err.value.field == "requirements" and "pytest-mock" in str(err.value) and "\n" not in str(err.value)
+    assert (err.value.field == "requirements" and "pytest-mock" in str(err.value)
+            and "\n" not in str(err.value))
 
 
-def test_a_tasks_tools_and_verdict_run_on_an_interpreter_with_its_requirements(pool: BwrapPool, tmp_path: Path,
+def test_a_tasks_tools_and_verdict_run_on_an_interpreter_with_its_requirements(pool: BwrapPool,
+                                                                               tmp_path: Path,
                                                                                 env_cache: Path) -> None:
     task = load_task_dir(clock_task(tmp_path / "with", NEEDS))
     assert task.requirements == NEEDS
@@ -70,7 +76,8 @@ def test_a_tasks_tools_and_verdict_run_on_an_interpreter_with_its_requirements(p
     with Runtime([task], pool=pool) as rt:
         ep = rt.session()
         ep.start(task)
-        seen, _ = ep.call("run", {"command": "python -c 'import pytest_mock; print(\"has\", pytest_mock.__name__)'"})
+        seen, _ = ep.call("run",
+                          {"command": "python -c 'import pytest_mock; print(\"has\", pytest_mock.__name__)'"})
         assert "has pytest_mock" in seen, seen  # `python` on PATH is the environment's
         # the environment is mounted read-only: a candidate cannot plant a module in it for the hidden tests
         site = "import site; p = site.getsitepackages()[0]; open(p + '/planted.py', 'w')"

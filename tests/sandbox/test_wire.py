@@ -156,10 +156,12 @@ def test_huge_page_collapse_keeps_memory_intact() -> None:
     import sys
 
     code = ("import hashlib, os\nfrom rlvr.sandbox.wire import collapse_huge_pages\n"
-            "data = [os.urandom(64) for _ in range(200_000)]\nbefore = hashlib.sha256(b''.join(data)).digest()\n"
+            "data = [os.urandom(64) for _ in range(200_000)]\nbefore = "
+            "hashlib.sha256(b''.join(data)).digest()\n"
             "n = collapse_huge_pages()\nassert n >= 0 and n % (1 << 21) == 0, n\n"
             "assert hashlib.sha256(b''.join(data)).digest() == before\n"
-            "pid = os.fork()\nif pid == 0:\n    data[0] = b'x'\n    os._exit(0 if data[1] == data[1] else 1)\n"
+            "pid = os.fork()\nif pid == 0:\n    data[0] = b'x'\n    os._exit(0 if data[1] == "
+            "data[1] else 1)\n"
             "assert os.waitpid(pid, 0)[1] == 0 and data[0] != b'x'\nprint('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr

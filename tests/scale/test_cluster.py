@@ -1,5 +1,5 @@
-"""rlvr.scale.cluster: one way to connect (refusals in one line, workers' output on stderr only), placement checks
-and the actors' lifecycle, against fakes and against the real two-node local Ray of conftest.py."""
+"""rlvr.scale.cluster: one way to connect (refusals in one line, workers' output on stderr only), placement
+checks and the actors' lifecycle, against fakes and against the real two-node local Ray of conftest.py."""
 from __future__ import annotations
 
 import os
@@ -49,7 +49,8 @@ def test_an_unreachable_cluster_is_refused_in_one_line(monkeypatch: pytest.Monke
     with pytest.raises(UserError) as info:
         cluster.connect(None)
     msg = str(info.value)
-    assert "cannot connect to the Ray cluster at 'auto'" in msg and "ray start --head" in msg and "\n" not in msg
+    assert ("cannot connect to the Ray cluster at 'auto'" in msg and "ray start --head" in msg
+            and "\n" not in msg)
 
 
 def test_workers_output_is_not_forwarded_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,9 +102,10 @@ SPEAKER = textwrap.dedent("""
 
 @pytest.mark.timeout(180)
 def test_forwarded_worker_output_goes_to_stderr_never_stdout(ray_cluster) -> None:
-    """A driver that asks for its workers' output gets it on stderr; its stdout holds only what it printed itself
-    (what `--json` output needs)."""
-    done = subprocess.run([sys.executable, "-c", SPEAKER, ray_cluster.address], capture_output=True, text=True,
+    """A driver that asks for its workers' output gets it on stderr; its stdout holds only what it printed
+    itself (what `--json` output needs)."""
+    done = subprocess.run([sys.executable, "-c", SPEAKER, ray_cluster.address], capture_output=True,
+                          text=True,
                           timeout=150, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == "RESULT\n", done.stdout[-2000:]

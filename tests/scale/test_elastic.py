@@ -1,12 +1,12 @@
 """The sandbox fleet on a real multi-node Ray cluster on this machine whose nodes join, die and drain mid-run
 (marker `elastic`, `make test-elastic`; a cluster of its own, since nodes are added and killed).
 
-What is checked, each on real Ray nodes (raylet processes started by `ray.cluster_utils.Cluster` or by `rlvr node
-start`): a node that joins gets work; a node killed mid-eval costs only its in-flight episodes, which run again
-elsewhere, are stored exactly once, recorded as infra faults and never charged to the policy (every scripted
-fix still passes), and `--json` stdout stays parseable; a drained node finishes its work, hands back what is left
-before its deadline and is marked drained; `rlvr node start` drains on SIGTERM; idle workers stop and come back
-when jobs wait; the autoscaler is asked for what waiting jobs need."""
+What is checked, each on real Ray nodes (raylet processes started by `ray.cluster_utils.Cluster` or by `rlvr
+node start`): a node that joins gets work; a node killed mid-eval costs only its in-flight episodes, which run
+again elsewhere, are stored exactly once, recorded as infra faults and never charged to the policy (every
+scripted fix still passes), and `--json` stdout stays parseable; a drained node finishes its work, hands back
+what is left before its deadline and is marked drained; `rlvr node start` drains on SIGTERM; idle workers stop
+and come back when jobs wait; the autoscaler is asked for what waiting jobs need."""
 from __future__ import annotations
 
 import json
@@ -110,7 +110,8 @@ def pack(tmp_path: Path) -> tuple[Path, Path]:
     return root, sf
 
 
-def test_a_node_killed_mid_eval_costs_only_its_in_flight_episodes(cluster, extra, pack, tmp_path: Path) -> None:
+def test_a_node_killed_mid_eval_costs_only_its_in_flight_episodes(cluster, extra, pack,
+                                                                  tmp_path: Path) -> None:
     """`rlvr eval --json` while a node dies under it: every episode still ends (run again elsewhere), each is
     stored once, none is charged to the policy (every scripted fix passes), the lost node is on record, and
     stdout is the JSON alone."""
@@ -182,7 +183,8 @@ def test_a_drain_deadline_hands_workspaces_back_and_the_episode_goes_on_elsewher
     node = cluster.add_node(num_cpus=1)
     extra.append(node)
     cluster.wait_for_nodes()
-    task = Task(id="t", domain="code", prompt="write add", workspace=dict(ADD_WORKSPACE), hidden=dict(ADD_HIDDEN),
+    task = Task(id="t", domain="code", prompt="write add", workspace=dict(ADD_WORKSPACE),
+                hidden=dict(ADD_HIDDEN),
                 limits=TaskLimits(max_turns=5))
     with pool(handback_s=10) as p:
         until(lambda: node.node_id in p.workers())
@@ -212,7 +214,8 @@ def test_rlvr_node_start_drains_on_sigterm(cluster) -> None:
 
     with pool(handback_s=5) as p:
         before = set(p.workers())
-        agent = subprocess.Popen([RLVR, "node", "start", "--address", cluster.address, "--grace-s", "60", "--",
+        agent = subprocess.Popen([RLVR, "node", "start", "--address", cluster.address, "--grace-s", "60",
+                                  "--",
                                   "--num-cpus", "1"], stderr=subprocess.PIPE, text=True)
         try:
             (node_id,) = until(lambda: set(p.workers()) - before, timeout_s=90)
@@ -241,7 +244,8 @@ def test_rlvr_node_start_drains_on_sigterm(cluster) -> None:
 def test_idle_workers_stop_and_come_back_when_jobs_wait(cluster) -> None:
     from rlvr.scale import cluster as ray_cluster
 
-    with pool(sandbox_workers_min=1, sandbox_workers_max=2, scale_down_idle_s=1.0, scale_up_wait_s=0.5, slots=1) as p:
+    with pool(sandbox_workers_min=1, sandbox_workers_max=2, scale_down_idle_s=1.0, scale_up_wait_s=0.5,
+              slots=1) as p:
         assert len(events(p, "joined")) == 2
         until(lambda: events(p, "down"))  # idle for a second: one worker stops, one stays (the min)
         assert len(p.workers()) == 1
@@ -289,9 +293,9 @@ def test_a_min_the_cluster_cannot_place_is_one_line(cluster) -> None:
 
 def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, tmp_path: Path,
                                                           monkeypatch) -> None:
-    """`rlvr train` on multi-turn tasks while a node holding workspaces dies mid-step: every step's episodes are
-    stored exactly once, and the ones whose workspace was lost went on elsewhere (or were masked): none is judged
-    on a workspace that was lost."""
+    """`rlvr train` on multi-turn tasks while a node holding workspaces dies mid-step: every step's episodes
+    are stored exactly once, and the ones whose workspace was lost went on elsewhere (or were masked): none is
+    judged on a workspace that was lost."""
     from rlvr import run
     from rlvr.config import load_config
     from rlvr.rollout.policies.builtin import build_tiny_model
@@ -306,7 +310,8 @@ def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, 
     short = ray_cluster.short(victim.node_id)
     killed = threading.Event()
 
-    def open_pool(sandbox, fleet):  # the run's real RayPool, and a thread that kills the victim once it holds leases
+    # the run's real RayPool, and a thread that kills the victim once it holds leases
+    def open_pool(sandbox, fleet):
         p = RayPool(fleet.address, sandbox, fleet=fleet)
 
         def killer() -> None:
@@ -324,7 +329,8 @@ def test_a_node_killed_mid_training_step_loses_no_episode(cluster, extra, pack, 
     monkeypatch.setattr(run, "open_pool", open_pool)
     model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=512, seed=1)
     cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="kill"', f'policy.model="{model}"',
-                             "policy.max_new_tokens=8", "train.steps=2", "train.batch_size=3", "rollout.group_size=4",
+                             "policy.max_new_tokens=8", "train.steps=2", "train.batch_size=3",
+                             "rollout.group_size=4",
                              "rollout.infra_retries=2", "sft.enabled=false", "monitor.tensorboard=false",
                              "monitor.report=false", f'tasks.train="{root}"', 'tasks.heldout=""',
                              'sandbox.isolation="none"', "cluster.watch_interval_s=0.5",

@@ -1,5 +1,5 @@
-"""The sandbox fleet's decisions (rlvr.scale.elastic.plan), rule by rule, without Ray: nodes that join, leave and
-drain, scale-up (an idle node first, else the autoscaler) and scale-down, within `[cluster]`'s bounds."""
+"""The sandbox fleet's decisions (rlvr.scale.elastic.plan), rule by rule, without Ray: nodes that join, leave
+and drain, scale-up (an idle node first, else the autoscaler) and scale-down, within `[cluster]`'s bounds."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +11,8 @@ from rlvr.scale.elastic import Seen, plan
 NOW = 1_000_000.0
 
 
-def look(workers, alive, draining=None, *, seen=None, released=(), starting=(), waiting_s=0.0, asked=0, **cfg):
+def look(workers, alive, draining=None, *, seen=None, released=(), starting=(), waiting_s=0.0, asked=0,
+         **cfg):
     known = {w.node for w in workers} if seen is None else set(seen)
     return plan(workers, alive, draining or {}, seen=known, released=set(released), starting=list(starting),
                 waiting_s=waiting_s, asked=asked, now=NOW, cfg=ClusterConfig(**cfg))
@@ -52,12 +53,14 @@ def test_a_draining_worker_keeps_its_workspaces_until_the_hand_back_time() -> No
 def test_a_draining_node_never_gets_a_worker() -> None:
     p = look([Seen("a")], ["a", "b"], {"b": NOW + 60}, seen={"a"})
     assert not p.start
-    up = look([Seen("a", in_flight=4)], ["a", "b"], {"b": NOW + 60}, seen={"a", "b"}, released={"b"}, waiting_s=9)
+    up = look([Seen("a", in_flight=4)], ["a", "b"], {"b": NOW + 60}, seen={"a", "b"}, released={"b"},
+              waiting_s=9)
     assert "b" not in up.start
 
 
 def test_waiting_jobs_reuse_an_idle_node_before_asking_the_autoscaler() -> None:
-    p = look([Seen("a", in_flight=4)], ["a", "b"], seen={"a", "b"}, released={"b"}, waiting_s=6, scale_up_wait_s=5)
+    p = look([Seen("a", in_flight=4)], ["a", "b"], seen={"a", "b"}, released={"b"}, waiting_s=6,
+             scale_up_wait_s=5)
     assert p.start == ["b"] and ("up", "b") in p.events and p.want == 2
 
 

@@ -61,7 +61,8 @@ def test_back_pressure_bounds_in_flight(ray_cluster) -> None:
     t.start()
     try:
         with ThreadPoolExecutor(6) as ex:
-            results = list(ex.map(lambda _: p.run(["python", "-c", "import time; time.sleep(0.3)"]), range(6)))
+            results = list(ex.map(lambda _: p.run(["python", "-c", "import time; time.sleep(0.3)"]),
+                                  range(6)))
     finally:
         stop.set()
         t.join()
@@ -97,7 +98,8 @@ def test_lease_on_dead_actor_is_infra_error(pool) -> None:
         res = sb.run(["python", "-c", "print(1)"])
         assert res.status is ExecStatus.infra_error
         assert res.error
-        res2 = sb.run(["python", "-c", "print(1)"])  # the workspace is gone: still infra, never the program's fault
+        # the workspace is gone: still infra, never the program's fault
+        res2 = sb.run(["python", "-c", "print(1)"])
         assert res2.status is ExecStatus.infra_error
 
 

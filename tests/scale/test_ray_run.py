@@ -1,4 +1,5 @@
-"""A training step and an eval through a real two-node local Ray cluster, with a pool actor killed mid-step."""
+"""A training step and an eval through a real two-node local Ray cluster, with a pool actor killed
+mid-step."""
 from __future__ import annotations
 
 import json
@@ -26,12 +27,14 @@ def pack(tmp_path: Path) -> tuple[Path, Path]:
     """Two multi-turn code tasks and a script that fixes one and breaks the other."""
     root = tmp_path / "pack"
     toml = 'id = "{}"\ndomain = "code"\n[limits]\nmax_turns = 4\n'
-    write_task(root, "good", toml=toml.format("good"), prompt="Task GOOD: write add.", workspace=ADD_WORKSPACE,
+    write_task(root, "good", toml=toml.format("good"), prompt="Task GOOD: write add.",
+               workspace=ADD_WORKSPACE,
                hidden=ADD_HIDDEN)
     write_task(root, "bad", toml=toml.format("bad"), prompt="Task BAD: write add.", workspace=ADD_WORKSPACE,
                hidden=ADD_HIDDEN)
     script = {"match": [
-        {"prompt_contains": "Task GOOD", "turns": [_call("write_file", path="add.py", content=FIX), _call("submit")]},
+        {"prompt_contains": "Task GOOD",
+         "turns": [_call("write_file", path="add.py", content=FIX), _call("submit")]},
         {"prompt_contains": "Task BAD", "turns": [_call("write_file", path="add.py", content=BROKEN),
                                                   _call("submit")]}]}
     sf = tmp_path / "script.json"
@@ -76,7 +79,8 @@ def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path
     cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="ray"', f'policy.model="{model}"',
                              "policy.max_new_tokens=8", "train.steps=1", "train.batch_size=4",
                              "rollout.group_size=4", "sft.enabled=false", "monitor.tensorboard=false",
-                             f'cluster.address="{ray_cluster.address}"', 'tasks.domains.code.tier="tiny"', 'tasks.heldout="code:2"',
+                             f'cluster.address="{ray_cluster.address}"', 'tasks.domains.code.tier="tiny"',
+                             'tasks.heldout="code:2"',
                              "train.heldout_samples=1"])
     run.train(cfg)
     assert killed.is_set()
@@ -88,8 +92,9 @@ def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path
 
 
 def test_eval_with_more_multi_turn_episodes_than_slots_finishes(ray_cluster, pack: tuple[Path, Path]) -> None:
-    """Each lease used to hold a job slot for its whole episode: with more episodes than slots, the tool threads
-    all waited for a slot while the slots' episodes waited for a tool thread. A lease is not a job now."""
+    """Each lease used to hold a job slot for its whole episode: with more episodes than slots, the tool
+    threads all waited for a slot while the slots' episodes waited for a tool thread. A lease is not a job
+    now."""
     root, script = pack
     cfg = load_config(None, ["sandbox.workers=1", "rollout.tool_workers=2", "rollout.stall_timeout_s=120"])
     rep = run_eval(f"scripted:{script}", str(root), k=6, seed=3, cluster=ray_cluster.address, config=cfg,
@@ -106,7 +111,8 @@ def test_training_with_more_multi_turn_episodes_than_slots_finishes(ray_cluster,
     root, _ = pack
     model = build_tiny_model(tmp_path / "model", n_layer=1, n_embd=32, n_head=2, n_positions=512, seed=1)
     cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="slots"', f'policy.model="{model}"',
-                             "policy.max_new_tokens=8", "train.steps=1", "train.batch_size=2", "rollout.group_size=6",
+                             "policy.max_new_tokens=8", "train.steps=1", "train.batch_size=2",
+                             "rollout.group_size=6",
                              "sft.enabled=false", "monitor.tensorboard=false", "monitor.report=false",
                              f'tasks.train="{root}"', 'tasks.heldout=""', "sandbox.workers=1",
                              "rollout.tool_workers=2", "rollout.stall_timeout_s=120",

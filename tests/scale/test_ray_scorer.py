@@ -28,7 +28,8 @@ def ray_pool(ray_cluster):
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_same_task_final_state_and_seed_give_the_same_verdict_locally_and_on_ray(ray_pool, tmp_path: Path) -> None:
+def test_same_task_final_state_and_seed_give_the_same_verdict_locally_and_on_ray(ray_pool,
+                                                                                 tmp_path: Path) -> None:
     task = load_task_dir(build(tmp_path, next(t for t in TASKS if t.name == "gcd")))
     final = FinalState(files={**task.workspace, "num.py": PARTLY})
     local, remote = Scorer(UnsafePool(warn=False), cache=False), Scorer(ray_pool, cache=False)
@@ -43,7 +44,8 @@ def test_same_task_final_state_and_seed_give_the_same_verdict_locally_and_on_ray
         assert v.infra_error is None and v.seed is not None, v
     runs, got = ({seed: seen(v) for seed, v in vs.items()} for vs in (local_v, remote_v))
     assert got == runs, f"remote {remote_v}\nlocal {local_v}"  # the whole verdicts: details and timings too
-    assert len({r[0] for r in runs.values()} | {r[1] for r in runs.values()}) > 3  # seeds draw different cases
+    # seeds draw different cases
+    assert len({r[0] for r in runs.values()} | {r[1] for r in runs.values()}) > 3
 
 
 @pytest.mark.filterwarnings("ignore")

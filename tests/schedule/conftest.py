@@ -33,7 +33,8 @@ def finite(name: str, n: int) -> ListSource:
 
 def episode(task: Task, passed: bool, *, group: str = "", step: int = 0, sample: int = 0,
             infra: bool = False, reward: float | None = None) -> Episode:
-    verdict = Verdict.infra("sandbox crashed") if infra else Verdict(score=1.0 if passed else 0.0, passed=passed)
+    verdict = Verdict.infra("sandbox crashed") if infra else Verdict(score=1.0 if passed else 0.0,
+                                                                     passed=passed)
     return Episode(task_id=task.id, domain=task.domain, group_id=group, step=step, sample_index=sample,
                    verdict=verdict, reward=(1.0 if passed else 0.0) if reward is None else reward,
                    status="infra_error" if infra else "done")

@@ -15,13 +15,15 @@ from rlvr.verify.verdict import Flag, Verdict
 
 
 def _tasks(n: int) -> list[Task]:
-    return [Task(id=f"t{i}", domain="toy", prompt=f"Reply with {i}.", answer=str(i), verifier={"kind": "answer"})
+    return [Task(id=f"t{i}", domain="toy", prompt=f"Reply with {i}.", answer=str(i),
+                 verifier={"kind": "answer"})
             for i in range(n)]
 
 
 def test_profile_reports_rates_tiers_and_variance(make: SimpleNamespace) -> None:
     a, b, c, d = _tasks(4)
-    eps = ([make.episode(a, True, group="a") for _ in range(4)] + [make.episode(b, False, group="b") for _ in range(4)]
+    eps = ([make.episode(a, True, group="a") for _ in range(4)] + [make.episode(b, False, group="b")
+                                                                   for _ in range(4)]
            + [make.episode(c, i % 2 == 0, group="c") for i in range(4)] + [make.episode(c, True, infra=True)]
            + [make.episode(d, False, infra=True) for _ in range(4)])
     report = profile_episodes([a, b, c, d], eps, 4, ScheduleConfig(), Determinism())
@@ -30,7 +32,8 @@ def test_profile_reports_rates_tiers_and_variance(make: SimpleNamespace) -> None
     assert (rows["toy/t1"].pass_rate, rows["toy/t1"].tier) == (0.0, "never")
     assert (rows["toy/t2"].pass_rate, rows["toy/t2"].tier, rows["toy/t2"].masked) == (0.5, "learnable", 1)
     assert rows["toy/t2"].reward_var == pytest.approx(0.25)
-    assert (rows["toy/t3"].pass_rate, rows["toy/t3"].tier, rows["toy/t3"].reward_var) == (None, "unseen", None)
+    assert (rows["toy/t3"].pass_rate, rows["toy/t3"].tier, rows["toy/t3"].reward_var) == (None, "unseen",
+                                                                                          None)
     assert report.tier_counts == {"unseen": 1, "never": 1, "learnable": 1, "always": 1}
     assert report.learnable_share == pytest.approx(1 / 3)
     assert report.zero_variance_share == pytest.approx(2 / 3)
@@ -53,7 +56,8 @@ def test_determinism_agrees_flags_disagreement_and_skips_infra(make: SimpleNames
     flaky = check_determinism(by_key, eps, lambda task, final, seed: _verdict(next(flip)), sample=100)
     assert flaky.checked == 12 and flaky.deterministic is False and len(flaky.mismatches) == 12
     assert "passed=False" in " ".join(flaky.mismatches[0].verdicts)
-    flagged = check_determinism(by_key, eps, lambda task, final, seed: _verdict(True, ("tampering",)), sample=3)
+    flagged = check_determinism(by_key, eps, lambda task, final, seed: _verdict(True, ("tampering",)),
+                                sample=3)
     assert len(flagged.mismatches) == 3  # a flag that comes and goes is a disagreement too
     down = check_determinism(by_key, eps, lambda task, final, seed: Verdict.infra("no sandbox"), sample=4)
     assert (down.checked, down.inconclusive, down.deterministic) == (0, 4, None)
@@ -79,8 +83,10 @@ def test_cli_profiles_a_pack_under_a_scripted_policy(tmp_path: Path, cli) -> Non
     pack.write_text("".join(t.model_dump_json() + "\n" for t in _tasks(3)))
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"default": ["<answer>0</answer>"],
-                                  "match": [{"prompt_contains": "Reply with 1", "turns": ["<answer>1</answer>"]}]}))
-    res = cli(["tasks", "profile", "--policy", f"scripted:{script}", "--tasks", str(pack), "-k", "2", "--json"])
+                                  "match": [{"prompt_contains": "Reply with 1",
+                                             "turns": ["<answer>1</answer>"]}]}))
+    res = cli(["tasks", "profile", "--policy", f"scripted:{script}", "--tasks", str(pack), "-k", "2",
+               "--json"])
     assert res.code == 0, res.stderr
     data = json.loads(res.stdout)
     assert {r["task"]: r["tier"] for r in data["tasks"]} == {"toy/t0": "always", "toy/t1": "always",

@@ -171,7 +171,8 @@ def test_budgets_by_domain_then_tier_are_applied_to_sampled_tasks(make: SimpleNa
     ({"weights": {"a": -0.5}}, r"\[schedule.weights.a\]"),
     ({"weights": {"a": float("inf")}}, r"\[schedule.weights.a\]: must be a finite number"),
     ({"tier_budgets": {"learnble": {"max_turns": 2}}}, r"did you mean 'learnable'"),
-    ({"domain_budgets": {"zz-not-a-domain": {"max_turns": 2}}}, r"\[schedule.domain_budgets.zz-not-a-domain\]"),
+    ({"domain_budgets": {"zz-not-a-domain": {"max_turns": 2}}},
+     r"\[schedule.domain_budgets.zz-not-a-domain\]"),
 ])
 def test_config_names_are_checked_against_the_task_mix(cfg: dict, match: str, make: SimpleNamespace) -> None:
     finite = make.finite

@@ -15,7 +15,8 @@ TRACEBACK = ("Traceback (most recent call last):\n  File \"/tmp/ws/{n}/sol.py\",
 
 def episode(step: int, task: str, *, domain: str = "code", sample: int = 0, reward: float = 0.0,
             passed: bool | None = None, flags: tuple[str, ...] = (), length: int = 50, status: str = "done",
-            error: str | None = None, failing_check: str = "hidden/test_sol.py::test_a", exec_status: str = "ok",
+            error: str | None = None, failing_check: str = "hidden/test_sol.py::test_a",
+            exec_status: str = "ok",
             infra: str | None = None, content: str | None = None, group: str | None = None) -> Episode:
     """One plausible episode: a prompt, a tool call and its result, an answer, a verdict."""
     passed = reward >= 1.0 and not flags if passed is None else passed
@@ -37,7 +38,8 @@ def episode(step: int, task: str, *, domain: str = "code", sample: int = 0, rewa
                   Message(role="user", content=f"Solve task {task}."),
                   Message(role="assistant", content=content or "Let me run the tests.",
                           tool_calls=[ToolCall(id="c1", name="run", arguments={"cmd": "pytest -q"})]),
-                  Message(role="tool", content=tool_out, tool_call_id="c1", name="run", exec_status=exec_status),
+                  Message(role="tool", content=tool_out, tool_call_id="c1", name="run",
+                          exec_status=exec_status),
                   Message(role="assistant", content=f"def f(xs): return xs[{sample}]")],
         token_ids=list(range(length + 10)), loss_mask=[0] * 10 + [1] * length,
         logprobs=[0.0] * 10 + [-0.5] * length, final_state=FinalState(files={"sol.py": "def f(xs): ..."}),
@@ -46,7 +48,8 @@ def episode(step: int, task: str, *, domain: str = "code", sample: int = 0, rewa
         timings={"generate": 0.01 * length, "tools": 0.05, "verify": 0.03, "total": 0.1 + 0.01 * length})
 
 
-PLANTS = ("flag_rate", "reward_without_heldout", "task_spike", "length_blowup", "entropy_collapse", "zero_variance",
+PLANTS = ("flag_rate", "reward_without_heldout", "task_spike", "length_blowup", "entropy_collapse",
+          "zero_variance",
           "mismatch_kl", "mismatch_ratio")
 
 
@@ -88,7 +91,8 @@ def run(steps: int = 12, tasks: int = 4, group: int = 8, plant: str | None = Non
         # A healthy sampler/trainer mismatch (a few 1e-4 nats, ratios within a few percent of 1), drawn from
         # its own stream so that the episodes above stay what they were.
         mrng = random.Random(f"mismatch|{seed}|{step}")
-        extra.update({"mismatch/kl": 1e-4 * (1.0 + mrng.random()), "mismatch/ratio_p5": 0.97 - 0.01 * mrng.random(),
+        extra.update({"mismatch/kl": 1e-4 * (1.0 + mrng.random()),
+                      "mismatch/ratio_p5": 0.97 - 0.01 * mrng.random(),
                       "mismatch/ratio_p50": 1.0, "mismatch/ratio_p95": 1.03 + 0.01 * mrng.random()})
         if plant == "mismatch_kl" and late:
             extra["mismatch/kl"] = 0.05 + 0.01 * mrng.random()

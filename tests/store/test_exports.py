@@ -38,7 +38,8 @@ def test_contrastive_pairs_same_group_only():
     [pair] = contrastive_pairs(eps)
     assert pair["chosen_episode_id"] == eps[0].episode_id and pair["rejected_episode_id"] == eps[1].episode_id
     assert pair["prompt"][-1] == {"role": "user", "content": "Solve task a."}
-    assert pair["chosen"][-1]["content"].endswith("xs[0]") and pair["rejected"][-1]["content"].endswith("xs[1]")
+    assert (pair["chosen"][-1]["content"].endswith("xs[0]")
+            and pair["rejected"][-1]["content"].endswith("xs[1]"))
     assert pair["chosen_reward"] == 1.0 and pair["rejected_reward"] == 0.0
 
 
@@ -63,7 +64,8 @@ def test_cli_exports_write_jsonl(tmp_path, cli):
 
 
 def test_a_hack_is_rejected_in_pairs_but_never_a_recovery_attempt():
-    eps = [episode(0, "t", sample=0, reward=1.0), episode(0, "t", sample=1, reward=1.0, flags=("exit_trick",))]
+    eps = [episode(0, "t", sample=0, reward=1.0),
+           episode(0, "t", sample=1, reward=1.0, flags=("exit_trick",))]
     assert recovery_samples(eps) == []
     [pair] = contrastive_pairs(eps)
     assert pair["rejected_episode_id"] == eps[1].episode_id

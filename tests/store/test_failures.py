@@ -29,7 +29,8 @@ def test_find_exception_takes_the_traceback_tail():
 
 def test_same_error_with_different_numbers_is_one_cluster():
     eps = [episode(0, f"t{i}", error=TRACEBACK.format(n=i)) for i in range(5)]
-    eps += [episode(0, "t9", error="ZeroDivisionError: division by zero", failing_check="hidden/t.py::test_z")]
+    eps += [episode(0, "t9", error="ZeroDivisionError: division by zero",
+                    failing_check="hidden/t.py::test_z")]
     eps += [episode(0, "ok", reward=1.0)]
     clusters = cluster(eps)
     assert [c.count for c in clusters] == [5, 1]

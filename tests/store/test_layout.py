@@ -30,7 +30,8 @@ def test_the_paths_of_a_run_are_the_on_disk_layout(tmp_path: Path) -> None:
     run = RunLayout(tmp_path)
     assert (run.config, run.summary, run.pass_rates, run.metrics, run.alerts, run.report, run.model,
             run.tensorboard, run.export("recovery")) == (
-        tmp_path / "config.toml", tmp_path / "summary.json", tmp_path / "pass_rates.json", tmp_path / "metrics.jsonl",
+        tmp_path / "config.toml", tmp_path / "summary.json", tmp_path / "pass_rates.json",
+        tmp_path / "metrics.jsonl",
         tmp_path / "alerts.jsonl", tmp_path / "report.html", tmp_path / "model", tmp_path / "tensorboard",
         tmp_path / "recovery.jsonl")
     assert run.checkpoint(12) == f"{tmp_path}/checkpoints/step-000012.pt"
@@ -66,7 +67,8 @@ def test_partition_names_parse_and_malformed_ones_are_none(name: str, step: int 
 
 @pytest.mark.parametrize(("name", "step"), [
     ("step-000012.pt", 12), ("step-1234567.pt", 1234567),
-    ("latest", None), ("step-000012.pt.part", None), ("step-.pt", None), ("step=000012", None), ("step-12", None),
+    ("latest", None), ("step-000012.pt.part", None), ("step-.pt", None), ("step=000012", None),
+    ("step-12", None),
 ])
 def test_checkpoint_names_parse_and_malformed_ones_are_none(name: str, step: int | None) -> None:
     assert parse_checkpoint_name(name) == step
@@ -78,7 +80,8 @@ def test_heldout_labels_parse() -> None:
 
 
 def _populate(run: RunLayout) -> None:
-    """Checkpoints after 2, 3 and 4 steps (4 never made `latest`), partitions 0-4, held-out stores, and junk."""
+    """Checkpoints after 2, 3 and 4 steps (4 never made `latest`), partitions 0-4, held-out stores, and
+    junk."""
     for step in (2, 3, 4):
         objects.put_bytes(run.checkpoint(step), b"state")
     objects.put_bytes(run.latest, b"3")
@@ -91,7 +94,8 @@ def _populate(run: RunLayout) -> None:
 
 
 @pytest.mark.parametrize("where", ["local", "memory"])
-def test_drop_after_removes_what_a_resumed_run_records_again(where: str, tmp_path: Path, memory_root: str) -> None:
+def test_drop_after_removes_what_a_resumed_run_records_again(where: str, tmp_path: Path,
+                                                             memory_root: str) -> None:
     run = RunLayout(tmp_path / "run" if where == "local" else memory_root)
     _populate(run)
     assert run.checkpoint_steps() == [2, 3, 4] and run.episode_steps() == [0, 1, 2, 3, 4]

@@ -23,7 +23,8 @@ def test_aggregates_match_the_episodes(run_dir):
     eps = store.episodes()
     rows = query(store, "SELECT domain, count(*) AS n, avg(passed::INT) AS p, sum(num_flags > 0) AS flagged "
                         "FROM episodes GROUP BY domain").to_pylist()
-    assert rows == [{"domain": "code", "n": len(eps), "p": pytest.approx(sum(e.passed for e in eps) / len(eps)),
+    assert rows == [{"domain": "code", "n": len(eps),
+                     "p": pytest.approx(sum(e.passed for e in eps) / len(eps)),
                      "flagged": sum(bool(e.verdict.flags) for e in eps)}]
 
 
@@ -34,7 +35,8 @@ def test_nested_columns_are_queryable(run_dir):
     checks = query(store, "SELECT c.name, c.passed FROM (SELECT unnest(checks) AS c FROM episodes) "
                           "WHERE NOT c.passed LIMIT 1").to_pylist()
     assert checks == [{"name": "hidden/test_sol.py::test_a", "passed": False}]
-    t = query(store, "SELECT timings['generate'] AS g, time_generate_s AS g2 FROM episodes LIMIT 1").to_pylist()[0]
+    t = query(store,
+              "SELECT timings['generate'] AS g, time_generate_s AS g2 FROM episodes LIMIT 1").to_pylist()[0]
     assert t["g"] == t["g2"] > 0
 
 
@@ -58,7 +60,8 @@ def test_bad_sql_is_a_user_error(tmp_path, sql):
 
 
 def test_cli_json_and_table(run_dir, cli):
-    res = cli(["query", str(run_dir), "SELECT step, count(*) AS n FROM episodes GROUP BY 1 ORDER BY 1", "--json"])
+    res = cli(["query", str(run_dir), "SELECT step, count(*) AS n FROM episodes GROUP BY 1 ORDER BY 1",
+               "--json"])
     assert res.code == 0, res.stderr
     assert json.loads(res.stdout) == [{"step": s, "n": 32} for s in range(8)]
     res = cli(["query", str(run_dir), "SELECT task_id, flag_kinds FROM episodes ORDER BY step DESC",
@@ -71,12 +74,13 @@ def test_cli_errors_are_one_line(tmp_path, cli):
     assert res.code == 2 and "no such run directory" in res.stderr and "Traceback" not in res.stderr
     EpisodeStore(tmp_path).write(0, [episode(0, "t")])
     res = cli(["query", str(tmp_path), "SELECT FROM WHERE"])
-    assert res.code == 2 and res.stderr.startswith("error: SQL error") and len(res.stderr.strip().splitlines()) == 1
+    assert (res.code == 2 and res.stderr.startswith("error: SQL error")
+            and len(res.stderr.strip().splitlines()) == 1)
 
 
 def test_cli_json_numbers_are_numbers(run_dir, cli):
-    """DuckDB sums integers as HUGEINT and keeps DECIMALs: both reach Python as Decimal, and JSON must still hold
-    numbers (an int for a count or an integer sum, a float for a fraction), never their text."""
+    """DuckDB sums integers as HUGEINT and keeps DECIMALs: both reach Python as Decimal, and JSON must still
+    hold numbers (an int for a count or an integer sum, a float for a fraction), never their text."""
     sql = ("SELECT count(*) AS n, sum(step) AS total, sum(num_flags > 0) AS flagged, avg(reward) AS mean, "
            "sum(1.25::DECIMAL(10, 2)) AS dec, [sum(step)] AS listed, {'s': sum(step)} AS nested, "
            "'nan'::DOUBLE AS nan FROM episodes")
@@ -92,4 +96,5 @@ def test_cli_json_numbers_are_numbers(run_dir, cli):
     assert row["listed"] == [row["total"]] and row["nested"] == {"s": row["total"]}
     assert row["nan"] is None  # JSON has no NaN: null, so that any JSON reader can read the output
     table = cli(["query", str(run_dir), "SELECT sum(step) AS total FROM episodes"])
-    assert table.code == 0 and f" {row['total']} " in table.stdout and '"' not in table.stdout  # not quoted text
+    # not quoted text
+    assert table.code == 0 and f" {row['total']} " in table.stdout and '"' not in table.stdout

@@ -13,7 +13,8 @@ from tests.store.synthetic import TRACEBACK, episode
 def test_round_trip_is_lossless_for_every_field():
     ep = episode(3, "t1", reward=0.25, flags=("tampering",), exec_status="exit_nonzero", error=TRACEBACK)
     ep = ep.model_copy(update={"metadata": {"nested": {"a": [1, 2.5, None]}, "unicode": "ünï\u2028code\x00"},
-                               "logprobs": [0.0] * 10 + [-0.1234567890123456789] * 50, "truncated_by": "turns",
+                               "logprobs": [0.0] * 10 + [-0.1234567890123456789] * 50,
+                               "truncated_by": "turns",
                                "context_elided": True, "infra_retries": 2})
     row = pa.Table.from_pylist([episode_to_row(ep)], schema=SCHEMA).to_pylist()[0]
     assert row_to_episode(row) == ep
@@ -62,5 +63,6 @@ def test_failed_checks_and_scores_are_columns():
 
 
 def test_schema_metadata_carries_the_version():
-    table = episodes_to_table([Episode(task_id="t", domain="d", messages=[Message(role="user", content="q")])])
+    table = episodes_to_table([Episode(task_id="t", domain="d",
+                                       messages=[Message(role="user", content="q")])])
     assert table.schema.metadata[b"rlvr.store_schema_version"] == b"1"

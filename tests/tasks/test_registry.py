@@ -32,7 +32,8 @@ class CountSource(TaskSource):
 
 @pytest.fixture
 def counting():
-    registry.register(Domain("counting", CountSource, CountConfig, description="Say the next number.\nMore text."))
+    registry.register(Domain("counting", CountSource, CountConfig,
+                             description="Say the next number.\nMore text."))
     yield
     registry.unregister("counting")
 
@@ -80,7 +81,8 @@ def test_default_gold_and_negatives(counting: None) -> None:
 
 
 def test_the_older_register_call_builds_the_same_record() -> None:
-    registry.register("counting-old", CountSource, CountConfig, description="Say the next number.", verifier="answer")
+    registry.register("counting-old", CountSource, CountConfig, description="Say the next number.",
+                      verifier="answer")
     try:
         d = registry.entry("counting-old")
         assert isinstance(d, Domain) and d.kind == "answer" and d.settings is CountConfig

@@ -33,7 +33,9 @@ def test_several_parts(tmp_path: Path) -> None:
     tasks = selection.resolve(f"counting:2,{tmp_path / 'pack'},{jl}:3")
     assert [t.domain for t in tasks] == ["counting"] * 2 + ["code"] * 2 + ["math"] * 3
     # deterministic for a seed
-    assert [t.id for t in selection.resolve(f"{jl}:3", seed=1)] == [t.id for t in selection.resolve(f"{jl}:3", seed=1)]
+    assert [t.id for t in selection.resolve(f"{jl}:3", seed=1)] == [t.id
+                                                                    for t in selection.resolve(f"{jl}:3",
+                                                                                               seed=1)]
 
 
 def test_procedural_needs_size() -> None:

@@ -1,4 +1,5 @@
-"""Format validation: a code task needs something to judge it by (hidden tests, randomised cases or io cases)."""
+"""Format validation: a code task needs something to judge it by (hidden tests, randomised cases or io
+cases)."""
 from __future__ import annotations
 
 import pytest

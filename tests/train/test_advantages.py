@@ -16,7 +16,8 @@ def test_grpo_by_hand() -> None:
     # rewards 1, 0, 0, 1: mean 0.5, unbiased std sqrt(1/3)
     adv = ADVANTAGES["grpo"]([1.0, 0.0, 0.0, 1.0])
     std = math.sqrt(1 / 3)
-    assert adv == pytest.approx([0.5 / (std + 1e-4), -0.5 / (std + 1e-4), -0.5 / (std + 1e-4), 0.5 / (std + 1e-4)])
+    assert adv == pytest.approx([0.5 / (std + 1e-4), -0.5 / (std + 1e-4), -0.5 / (std + 1e-4),
+                                 0.5 / (std + 1e-4)])
 
 
 def test_dr_grpo_by_hand() -> None:

@@ -1,6 +1,6 @@
-"""`[agent] command` in `rlvr train`: the RL rollouts and the held-out evaluation are played by an agent of the
-real `openai` SDK in the sandbox through the gateway; its episodes are grouped, stored and trained on, every
-segment on its own tokens; what agents cannot do is refused in one line."""
+"""`[agent] command` in `rlvr train`: the RL rollouts and the held-out evaluation are played by an agent of
+the real `openai` SDK in the sandbox through the gateway; its episodes are grouped, stored and trained on,
+every segment on its own tokens; what agents cannot do is refused in one line."""
 from __future__ import annotations
 
 import shutil
@@ -51,7 +51,8 @@ class _ShareOfVowels:
 
 def _source(cfg: object) -> ListSource:
     return ListSource([Task(id=f"t{i}", domain=TOY, prompt=f"say vowels {i}", workspace={"notes.txt": "hi\n"},
-                            limits=TaskLimits(max_turns=4, max_tokens=40, wall_s=60)) for i in range(20)], name=TOY)
+                            limits=TaskLimits(max_turns=4, max_tokens=40, wall_s=60)) for i in range(20)],
+                            name=TOY)
 
 
 @pytest.fixture(scope="module", autouse=True)

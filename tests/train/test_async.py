@@ -1,6 +1,6 @@
-"""Asynchronous mode (`train.max_staleness`): rollouts generated ahead from a pinned copy of the weights, every
-episode's log-probs from exactly the version it records, reproducible runs, resume with the saved batches,
-and the decoupled off-policy correction."""
+"""Asynchronous mode (`train.max_staleness`): rollouts generated ahead from a pinned copy of the weights,
+every episode's log-probs from exactly the version it records, reproducible runs, resume with the saved
+batches, and the decoupled off-policy correction."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -87,8 +87,8 @@ def test_asynchronous_runs_are_reproducible_and_differ_from_synchronous(tmp_path
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_killed_asynchronous_run_resumes_with_the_batches_it_had_sampled(tmp_path: Path, tiny_model_dir: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_asynchronous_run_resumes_with_the_batches_it_had_sampled(
+        tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     whole = _cfg(tmp_path, tiny_model_dir, "whole", steps=4, max_staleness=1)
     run.train(whole)
     killed = _cfg(tmp_path, tiny_model_dir, "killed", steps=4, max_staleness=1)

@@ -1,6 +1,6 @@
-"""Checkpoints (rlvr.train.checkpoint): the sharded form (torch.distributed.checkpoint) written and read back by
-one process with no process group, at a local path or an fsspec URL, and schemas this rlvr cannot read refused
-in one line. Sharded checkpoints of real 2-rank runs are tested in test_distributed.py."""
+"""Checkpoints (rlvr.train.checkpoint): the sharded form (torch.distributed.checkpoint) written and read back
+by one process with no process group, at a local path or an fsspec URL, and schemas this rlvr cannot read
+refused in one line. Sharded checkpoints of real 2-rank runs are tested in test_distributed.py."""
 from __future__ import annotations
 
 import uuid
@@ -37,7 +37,8 @@ def test_a_sharded_checkpoint_reads_back_exactly_without_a_process_group(tmp_pat
     model, optimizer = _model_and_optimizer(tiny_model_dir, steps=2)
     assert distributed.save_sharded(model, optimizer, checkpoint.storage(url, write=True))
     assert objects.exists(f"{url}/.metadata")
-    fresh, fresh_optimizer = _model_and_optimizer(tiny_model_dir, steps=0)  # untrained, no optimizer state yet
+    # untrained, no optimizer state yet
+    fresh, fresh_optimizer = _model_and_optimizer(tiny_model_dir, steps=0)
     assert not all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters()))
     distributed.load_sharded(fresh, fresh_optimizer, checkpoint.storage(url, write=False))
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
@@ -66,7 +67,9 @@ def test_a_checkpoint_schema_this_rlvr_cannot_read_is_refused_in_one_line(tmp_pa
         checkpoint.load(str(tmp_path), 4)
     assert err.value.file == layout.sharded_state(4) and "\n" not in str(err.value)
     checkpoint.save(str(tmp_path), 4, {})  # the one-file form of the same step replaces the sharded one
-    assert not objects.exists(layout.checkpoint(4, sharded=True)) and checkpoint.latest_step(str(tmp_path)) == 4
+    assert not objects.exists(layout.checkpoint(4,
+                                                sharded=True)) and checkpoint.latest_step(str(tmp_path)) == 4
     saved = torch.load(layout.checkpoint(4), weights_only=False)
     torch.save({**saved, "schema_version": 1}, layout.checkpoint(4))  # as every run wrote it before sharding
-    assert checkpoint.load(str(tmp_path), 4)["step"] == 4 and "shards" not in checkpoint.load(str(tmp_path), 4)
+    assert checkpoint.load(str(tmp_path), 4)["step"] == 4 and "shards" not in checkpoint.load(str(tmp_path),
+                                                                                              4)

@@ -100,7 +100,8 @@ def _data(out: Path, model: Path, **train: object) -> dict:
 def _sft_file(tmp: Path) -> dict:
     """An SFT warm start for the equivalence runs: batches of 3 split unevenly over 2 ranks (2 + 1)."""
     data = tmp / "sft.jsonl"
-    data.write_text("".join(json.dumps({"prompt": f"say vowels {i}", "completion": "aeiou"[: 1 + i % 5]}) + "\n"
+    data.write_text("".join(json.dumps({"prompt": f"say vowels {i}",
+                                        "completion": "aeiou"[: 1 + i % 5]}) + "\n"
                             for i in range(10)))
     return {"enabled": True, "source": str(data), "steps": 4, "batch_size": 3, "lr": 3e-3}
 
@@ -109,9 +110,11 @@ def _torchrun(config: Path, n: int = 2, *, launcher: tuple[str, ...] = (), modul
               timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     target = ["-m", "rlvr", "train"] if module else [__file__]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n), *launcher,
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n),
+           *launcher,
            *target, str(config)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+                          check=False)
 
 
 def _torchrun_summary(cfg: RunConfig, config: Path) -> dict:
@@ -174,7 +177,8 @@ def test_two_ranks_equal_one_rank(runs: tuple[RunConfig, RunConfig], model_dir: 
     ma, mb = (read_metrics(RunLayout(c.run_dir).metrics) for c in (one, two))
     assert ma[0]["sft/steps"] == mb[0]["sft/steps"] == 4  # the warm start ran on both, before RL
     updates = 0
-    for step in sorted(ma):  # the loss is divided by the global token count: the same loss, not a rank's share
+    # the loss is divided by the global token count: the same loss, not a rank's share
+    for step in sorted(ma):
         for key in ("train/loss", "train/grad_norm", "train/samples", "reward/mean", "sft/final_loss"):
             if key in ma[step]:
                 assert mb[step][key] == pytest.approx(ma[step][key], rel=1e-4, abs=1e-7), (step, key)
@@ -192,24 +196,28 @@ def test_two_ranks_equal_one_rank(runs: tuple[RunConfig, RunConfig], model_dir: 
 
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.timeout(400)
-def test_bf16_under_fsdp2_computes_in_bf16_from_float32_shards(runs: tuple[RunConfig, RunConfig], tmp_path: Path,
+def test_bf16_under_fsdp2_computes_in_bf16_from_float32_shards(runs: tuple[RunConfig, RunConfig],
+                                                               tmp_path: Path,
                                                               model_dir: Path) -> None:
     import math
 
     config = tmp_path / "bf16.toml"
     data = _data(tmp_path, model_dir, world_size=2, mixed_precision="bf16")
-    config.write_text(tomli_w.dumps({**data, "sft": _sft_file(tmp_path)}))  # the warm start of the float32 runs
+    # the warm start of the float32 runs
+    config.write_text(tomli_w.dumps({**data, "sft": _sft_file(tmp_path)}))
     done = _torchrun(config, env={"RLVR_TEST_PROBE": str(tmp_path / "probe")})
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in range(2):
         probe = json.loads((tmp_path / "probe" / f"rank-{rank}.json").read_text())
-        assert probe["computed"] == ["torch.bfloat16 -> torch.bfloat16"], probe  # gathered weights, activations
+        # gathered weights, activations
+        assert probe["computed"] == ["torch.bfloat16 -> torch.bfloat16"], probe
         assert probe["params"] == probe["optimizer"] == ["DTensor torch.float32"], probe  # the shards stepped
         assert probe["local"] <= probe["total"] / 2 + 1024, probe
     fp32, bf16 = (read_metrics(RunLayout(c.run_dir).metrics) for c in (runs[1], load_config(config)))
     losses = [m["train/loss"] for m in bf16.values() if "train/loss" in m]
     assert len(losses) >= 2 and all(math.isfinite(x) for x in losses)
-    # the first step trains on the same episodes (sampled from the float32 generation copy) as the float32 run:
+    # the first step trains on the same episodes (sampled from the float32 generation copy) as the float32
+    # run:
     # bf16 rounding (3 significant digits) changes its figures a little, not what they are
     for key in ("train/loss", "train/grad_norm"):
         assert bf16[0][key] == pytest.approx(fp32[0][key], rel=2e-2), key
@@ -251,7 +259,8 @@ def test_lora_with_a_kl_penalty_trains_on_two_ranks(lora_kl_one: RunConfig, tmp_
     for step in (0, 1):
         for key in ("train/loss", "train/grad_norm"):
             assert two[step][key] == pytest.approx(one[step][key], rel=1e-4, abs=1e-7), (step, key)
-    assert sorted(ep.step for ep in EpisodeStore(load_config(config).run_dir).episodes()) == [0] * 16 + [1] * 16
+    assert sorted(ep.step
+                  for ep in EpisodeStore(load_config(config).run_dir).episodes()) == [0] * 16 + [1] * 16
 
 
 def _moved(cfg: RunConfig, tmp_path: Path, **changes: object) -> RunConfig:
@@ -299,7 +308,8 @@ def test_each_rank_writes_only_its_own_shards(runs: tuple[RunConfig, RunConfig])
     assert all(0.45 * total <= n <= 0.55 * total for n in elements.values()), elements  # half each
     sizes = {p.name: p.stat().st_size for p in folder.glob("*.distcp")}
     assert all(n <= 0.6 * sum(sizes.values()) for n in sizes.values()), sizes
-    state = torch.load(folder / "run.pt", weights_only=False)  # rank 0's record: no weights, no optimizer state
+    # rank 0's record: no weights, no optimizer state
+    state = torch.load(folder / "run.pt", weights_only=False)
     assert "model" not in state and set(state["updater"]) == {"lr_schedule"} and state["optimizer_saved"]
     assert len(state["rng"]) == 2 and state["step"] == 3 and state["world_size"] == 2
     assert (folder.parent / "latest").read_text() == "3"
@@ -344,9 +354,10 @@ def test_a_two_rank_checkpoint_resumes_on_one_rank(runs: tuple[RunConfig, RunCon
 @pytest.mark.distributed
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.timeout(600)
-def test_with_no_rl_steps_one_rank_and_two_ranks_both_checkpoint_step_0(tmp_path: Path, model_dir: Path) -> None:
-    """`[train] steps = 0` (a warm start alone): both write the checkpoint after step 0, and nothing else, each in
-    its own form (one file alone, shards on several ranks), so either resumes at any world size."""
+def test_with_no_rl_steps_one_rank_and_two_ranks_both_checkpoint_step_0(tmp_path: Path,
+                                                                        model_dir: Path) -> None:
+    """`[train] steps = 0` (a warm start alone): both write the checkpoint after step 0, and nothing else,
+    each in its own form (one file alone, shards on several ranks), so either resumes at any world size."""
     from rlvr import run
     from rlvr.train import checkpoint
 
@@ -398,7 +409,8 @@ def test_export_of_a_two_rank_run_loads_in_transformers_and_eval(runs: tuple[Run
     state = model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in final.items())  # the last checkpoint is the final model
     policy = make_policy(f"hf:{tmp_path / 'hf'}")  # what `rlvr eval --policy hf:DIR` loads
-    out = policy.generate([[Message(role="user", content="hi")]], SamplingParams(max_new_tokens=3, seeds=(1,)))
+    out = policy.generate([[Message(role="user", content="hi")]],
+                          SamplingParams(max_new_tokens=3, seeds=(1,)))
     assert out[0].token_ids
     assert main(["export", str(two.run_dir), "-o", str(tmp_path / "hf")]) == 2  # not over an export
     assert main(["export", str(two.run_dir), "-o", str(tmp_path / "ad"), "--adapter"]) == 2  # not a LoRA run
@@ -412,7 +424,8 @@ def _weights_of(model: Path) -> dict:
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_torchrun_module_refuses_a_world_size_that_cannot_split_the_groups(tmp_path: Path, model_dir: Path) -> None:
+def test_torchrun_module_refuses_a_world_size_that_cannot_split_the_groups(tmp_path: Path,
+                                                                           model_dir: Path) -> None:
     config = tmp_path / "bad.toml"
     config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, batch_size=3)))
     done = _torchrun(config, module=True, timeout=120)
@@ -433,9 +446,11 @@ def test_the_refusal_survives_the_rank_that_exits_first(tmp_path: Path, model_di
     must be there."""
     config = tmp_path / "bad.toml"
     config.write_text(tomli_w.dumps(_data(tmp_path, model_dir, batch_size=3)))
-    done = _torchrun(config, timeout=120, env={"RLVR_TEST_HOLD": "0:90"})  # rank 0 waits 90 s before `rlvr train`
+    # rank 0 waits 90 s before `rlvr train`
+    done = _torchrun(config, timeout=120, env={"RLVR_TEST_HOLD": "0:90"})
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
-    assert lines == [SPLIT_REFUSAL], done.stderr[-2000:]  # rank 1's: rank 0 was stopped before it got that far
+    # rank 1's: rank 0 was stopped before it got that far
+    assert lines == [SPLIT_REFUSAL], done.stderr[-2000:]
     assert done.returncode != 0 and not (tmp_path / "eq").exists()
 
 
@@ -452,8 +467,10 @@ def test_a_killed_rank_is_named_and_the_restarted_job_stores_every_step_once(tmp
         del os.environ["RLVR_TEST_KILL"]
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stderr.splitlines()
-    assert any("local_rank: 1" in ln and "exitcode: -9" in ln for ln in lines), done.stderr[-3000:]  # torchrun
-    lost = [ln for ln in lines if ln.startswith("error: rank 0 of 2:")]  # the survivor: one line, no traceback
+    # torchrun
+    assert any("local_rank: 1" in ln and "exitcode: -9" in ln for ln in lines), done.stderr[-3000:]
+    # the survivor: one line, no traceback
+    lost = [ln for ln in lines if ln.startswith("error: rank 0 of 2:")]
     assert len(lost) == 1 and "another rank is gone" in lost[0], done.stderr[-3000:]
     assert not any("[rank0]: Traceback" in ln for ln in lines)
     cfg = load_config(config)
@@ -493,7 +510,8 @@ def _cfg(tmp_path: Path, **train: object) -> RunConfig:
     return RunConfig.model_validate(_data(tmp_path, tmp_path, **train))
 
 
-LAUNCHED = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "LOCAL_RANK": "0"}
+LAUNCHED = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+            "LOCAL_RANK": "0"}
 
 
 @pytest.mark.parametrize(("env", "train", "field", "words"), [
@@ -544,9 +562,9 @@ def test_share_is_contiguous_groups() -> None:
 
 
 def _install_probe(out: Path) -> None:
-    """Record in `out/rank-K.json` what the sharded policy's first block computes in during the update (weights
-    and output of its MLP projection) and, at the end of the run, how this rank holds parameters and optimizer
-    state."""
+    """Record in `out/rank-K.json` what the sharded policy's first block computes in during the update
+    (weights and output of its MLP projection) and, at the end of the run, how this rank holds parameters and
+    optimizer state."""
     from rlvr.train import loop
 
     computed: set[str] = set()
@@ -579,7 +597,8 @@ if __name__ == "__main__":  # one rank of a torchrun job: the toy domain, then `
     register_toy()
     if os.environ.get("RLVR_TEST_PROBE"):  # a directory: each rank records the precision it trained in
         _install_probe(Path(os.environ["RLVR_TEST_PROBE"]))
-    kill_at = os.environ.get("RLVR_TEST_KILL")  # "RANK:STEP": that rank SIGKILLs itself mid-step, first attempt only
+    # "RANK:STEP": that rank SIGKILLs itself mid-step, first attempt only
+    kill_at = os.environ.get("RLVR_TEST_KILL")
     if kill_at and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
         import signal
 

@@ -1,14 +1,14 @@
 """Engines with several trainer ranks (rlvr.train.distributed.engines): `torchrun --nproc-per-node 2` with
-`policy.engines = 1` on a local Ray (`vllm` marker, `make test-vllm`) trains what one rank trains with the same
-engine and seed (episodes and weights), stores every step's episodes once, and leaves the engine holding the
-trainer's final version, whose log-probs are those of the exported weights. Without vLLM (`make test`): the
-refusals, what each rank opens and runs, and when rank 0 syncs.
+`policy.engines = 1` on a local Ray (`vllm` marker, `make test-vllm`) trains what one rank trains with the
+same engine and seed (episodes and weights), stores every step's episodes once, and leaves the engine holding
+the trainer's final version, whose log-probs are those of the exported weights. Without vLLM (`make test`):
+the refusals, what each rank opens and runs, and when rank 0 syncs.
 
-Run as a script (`torchrun --nproc-per-node N tests/train/test_distributed_engines.py CONFIG`) this file is one
-rank of such a run: the toy domain of tests/train/test_distributed.py (graded rewards a random model earns, so
-the steps update), verified in the rank's own local sandbox pool rather than on Ray's pool workers (which load
-only installed domains), a probe that records, at the end of the run, what each rank held and what the engine
-samples, then `rlvr train CONFIG`.
+Run as a script (`torchrun --nproc-per-node N tests/train/test_distributed_engines.py CONFIG`) this file is
+one rank of such a run: the toy domain of tests/train/test_distributed.py (graded rewards a random model
+earns, so the steps update), verified in the rank's own local sandbox pool rather than on Ray's pool workers
+(which load only installed domains), a probe that records, at the end of the run, what each rank held and what
+the engine samples, then `rlvr train CONFIG`.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ from rlvr.train.distributed.engines import EngineSync, rank_config, with_engines
 from rlvr.train.feed import EngineFeed, batch_repeats
 
 ENGINE_TOL = 2e-4
-"""Largest |engine log-prob - trainer log-prob| per token (float32 on CPU, as in tests/rollout/fleet/test_vllm_fleet.py)."""
+"""Largest |engine log-prob - trainer log-prob| per token (float32 on CPU, as in
+tests/rollout/fleet/test_vllm_fleet.py)."""
 PROMPTS = ["say vowels 1", "say vowels 2"]
 """What the probe asks the engine to sample after the last update."""
 
@@ -65,7 +66,8 @@ def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok = build_tokenizer()
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id,
                       tie_word_embeddings=True)
     torch.manual_seed(11)
     path = tmp_path_factory.mktemp("dist-eng-llama")
@@ -87,11 +89,14 @@ def local_ray():
 
 
 def _torchrun(config: Path, n: int, probe: Path, timeout: float = 800) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
            "RLVR_TEST_PROBE": str(probe)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n), __file__,
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n),
+           __file__,
            str(config)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, check=False)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+                          check=False)
 
 
 def _train(tmp: Path, name: str, model: Path, address: str, n: int,
@@ -112,11 +117,13 @@ KINDS = {"full": ("model_dir", {}), "lora": ("llama_dir", {"lora": True, "lora_r
 
 @pytest.fixture(scope="module", params=list(KINDS))
 def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, local_ray: str):
-    """The same config trained on one rank and on two, each with one engine; and the model they started from."""
+    """The same config trained on one rank and on two, each with one engine; and the model they started
+    from."""
     tmp = tmp_path_factory.mktemp(f"dist-eng-{request.param}")
     fixture, train = KINDS[request.param]
     model = request.getfixturevalue(fixture)
-    return (_train(tmp, "one", model, local_ray, 1, **train), _train(tmp, "two", model, local_ray, 2, **train),
+    return (_train(tmp, "one", model, local_ray, 1, **train),
+            _train(tmp, "two", model, local_ray, 2, **train),
             model)
 
 
@@ -165,9 +172,11 @@ def test_two_ranks_feed_one_engine_and_train_what_one_rank_trains(runs) -> None:
     keys = {n: [(ep.step, ep.group_id, ep.sample_index) for ep in eps] for n, eps in stored.items()}
     assert len(keys["two"]) == len(set(keys["two"])) == 2 * 4 * 4  # every step's episodes stored once
     assert sorted(keys["one"]) == sorted(keys["two"])
-    assert sorted({(ep.step, ep.policy_version) for ep in stored["two"]}) == [(0, 0), (1, 1)]  # synced per update
+    # synced per update
+    assert sorted({(ep.step, ep.policy_version) for ep in stored["two"]}) == [(0, 0), (1, 1)]
     a = {(ep.step, ep.group_id, ep.sample_index): ep for ep in stored["one"]}
-    for ep in stored["two"]:  # the same engine sampled the same tokens from the same (within float noise) weights
+    # the same engine sampled the same tokens from the same (within float noise) weights
+    for ep in stored["two"]:
         other = a[(ep.step, ep.group_id, ep.sample_index)]
         assert ep.token_ids == other.token_ids and ep.reward == other.reward
         assert max(abs(x - y) for x, y in zip(ep.logprobs, other.logprobs)) <= LOGPROB_TOL
@@ -209,7 +218,8 @@ def test_engines_train_on_several_ranks_and_what_cannot_is_refused(tmp_path: Pat
     data = _engine_data(tmp_path, tmp_path, "auto")
     data["policy"]["engines"] = 0
     for cfg, field, words in [
-        (RunConfig.model_validate(data), "policy.engines", "in-process vllm engine does not run on several ranks"),
+        (RunConfig.model_validate(data), "policy.engines",
+         "in-process vllm engine does not run on several ranks"),
         (_cfg(tmp_path, max_staleness=1), "train.max_staleness", "do not run on several ranks"),
     ]:
         with pytest.raises(UserError) as err:
@@ -217,8 +227,8 @@ def test_engines_train_on_several_ranks_and_what_cannot_is_refused(tmp_path: Pat
         assert err.value.field == field and words in str(err.value) and "\n" not in str(err.value)
 
 
-def test_engines_with_ranks_started_by_ray_are_refused_before_any_actor(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engines_with_ranks_started_by_ray_are_refused_before_any_actor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rlvr import run
 
     def no_actors(*args: object, **kw: object) -> None:
@@ -229,7 +239,8 @@ def test_engines_with_ranks_started_by_ray_are_refused_before_any_actor(tmp_path
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(UserError) as err:
         run.train(_cfg(tmp_path, world_size=2))
-    assert err.value.field == "policy.engines" and "started by Ray" in str(err.value) and "\n" not in str(err.value)
+    assert (err.value.field == "policy.engines" and "started by Ray" in str(err.value)
+            and "\n" not in str(err.value))
 
 
 def test_only_rank_0_opens_the_engines(tmp_path: Path) -> None:
@@ -247,7 +258,8 @@ class _Engine:
         self.calls: list[tuple[list[str], list[int]]] = []
         from rlvr.rollout.core.rollouts import RolloutStats
 
-        self.stats = RolloutStats(wall_s=1.0, idle_s=0.0, generate_s=0.5, generate_calls=1, generated_tokens=8,
+        self.stats = RolloutStats(wall_s=1.0, idle_s=0.0, generate_s=0.5, generate_calls=1,
+                                  generated_tokens=8,
                                   episodes=8)
 
     def run(self, tasks: list[Task], k: int, *, step: int, seed: int, repeats: list[int]) -> list[str]:
@@ -262,10 +274,12 @@ class _Trainer:
 
 def test_rank_0_runs_every_group_and_the_others_none(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path)
-    batch = [Task(id=i, domain="x", prompt="p", limits=TaskLimits(max_tokens=4)) for i in ("a", "b", "a", "c")]
+    batch = [Task(id=i, domain="x", prompt="p", limits=TaskLimits(max_tokens=4))
+             for i in ("a", "b", "a", "c")]
     main, other = _Trainer(Dist(rank=0, world_size=2), cfg), _Trainer(Dist(rank=1, world_size=2), cfg)
     episodes, metrics = EngineFeed(main, lambda s: 100 + s).run(3, batch)
-    assert main.rollouts.calls == [(["a", "b", "a", "c"], batch_repeats(batch))] and batch_repeats(batch)[2] == 1
+    assert main.rollouts.calls == [(["a", "b", "a", "c"],
+                                    batch_repeats(batch))] and batch_repeats(batch)[2] == 1
     assert len(episodes) == 4 * cfg.rollout.group_size and metrics
     assert EngineFeed(other, lambda s: 100 + s).run(3, batch) == ([], {}) and other.rollouts.calls == []
 
@@ -291,12 +305,15 @@ def test_rank_0_syncs_from_the_trained_model_once_per_version(monkeypatch: pytes
     passed: list[int] = []
     monkeypatch.setattr(Dist, "barrier", lambda self: passed.append(self.rank))  # no process group here
     inner = nn.Linear(2, 2)
-    wrapped = DistributedDataParallel.__new__(DistributedDataParallel)  # a DDP wrapper without a process group
+    # a DDP wrapper without a process group
+    wrapped = DistributedDataParallel.__new__(DistributedDataParallel)
     nn.Module.__init__(wrapped)
     wrapped.module = inner
     policies = {r: _Policy(inner) for r in (0, 1)}
-    syncs = {r: EngineSync.before_sharding(policies[r], Dist(rank=r, world_size=2, sharding="ddp")) for r in (0, 1)}
-    assert policies[0].separate and not policies[1].separate  # rank 0's engines change only when it syncs them
+    syncs = {r: EngineSync.before_sharding(policies[r], Dist(rank=r, world_size=2, sharding="ddp"))
+             for r in (0, 1)}
+    # rank 0's engines change only when it syncs them
+    assert policies[0].separate and not policies[1].separate
     assert syncs[0].full is None  # DDP: every rank holds the whole model, nothing is copied or gathered
     for r in (0, 1):
         policies[r].model = wrapped
@@ -308,7 +325,7 @@ def test_rank_0_syncs_from_the_trained_model_once_per_version(monkeypatch: pytes
     assert policies[1].synced == [] and passed == [0, 1]
 
 
-# --------------------------------------------------------------------------------------- one rank, as a script
+# -------------------------------------------------------------------------------------- one rank, as a script
 def _install_probe(out: Path) -> None:
     """Record in `out/rank-K.json`, when the run finishes, what this rank held and (rank 0) what the engine
     samples then, with the version it reports."""
@@ -334,7 +351,8 @@ def _install_probe(out: Path) -> None:
             comps = policy.generate(convs, SamplingParams(temperature=1.0, max_new_tokens=12, seeds=(1, 2)))
             record.update(engines=len(policy.pool.members), engine_version=policy.engine_version,
                           sync_bytes=policy.sync_bytes,
-                          samples=[{"prompt": c.prompt_token_ids, "tokens": c.token_ids, "logprobs": c.logprobs,
+                          samples=[{"prompt": c.prompt_token_ids, "tokens": c.token_ids,
+                                    "logprobs": c.logprobs,
                                     "version": c.policy_version} for c in comps])
         out.mkdir(parents=True, exist_ok=True)
         (out / f"rank-{parts.dist.rank}.json").write_text(json.dumps(record))

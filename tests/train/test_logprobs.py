@@ -64,7 +64,8 @@ def assert_trained(grads: dict[str, torch.Tensor]) -> None:
 
 def assert_rel(a: torch.Tensor, b: torch.Tensor, rtol: float) -> None:
     a, b = a.detach(), b.detach()
-    assert float((a - b).norm()) <= rtol * max(float(b.norm()), 1e-12), (float((a - b).norm()), float(b.norm()))
+    assert float((a - b).norm()) <= rtol * max(float(b.norm()), 1e-12), (float((a - b).norm()),
+                                                                         float(b.norm()))
 
 
 @pytest.mark.parametrize("tied,temperature", [(True, 1.0), (False, 0.7), (True, 0.0)])
@@ -99,7 +100,9 @@ def test_gpt2_with_its_tied_head(tiny_model_dir: Path) -> None:
 def test_lora_adapters_get_the_dense_gradient() -> None:
     from peft import LoraConfig, get_peft_model
 
-    model = get_peft_model(llama(), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj"],
+    model = get_peft_model(llama(),
+                           LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                                      target_modules=["q_proj", "v_proj"],
                                                init_lora_weights=False))
     ids, att = batch(2)
     a, ga = grads(model, token_scores, ids, att, 1.0)
@@ -160,7 +163,8 @@ def update_grads(cfg: TrainConfig, dense: bool, monkeypatch: pytest.MonkeyPatch,
         upd = PolicyUpdater(model, cfg, pad_id=0, temperature=0.8, ref_model=llama(seed=9) if ref else None)
         chunk = samples()
         upd.optimizer.zero_grad()
-        totals = update.BatchTotals(tokens=float(sum(sum(s.loss_mask) for s in chunk)), sequences=float(len(chunk)))
+        totals = update.BatchTotals(tokens=float(sum(sum(s.loss_mask) for s in chunk)),
+                                    sequences=float(len(chunk)))
         losses = []
         for micro, _ in upd.micro_batches(chunk):
             loss, _ = upd.micro_loss(micro, totals, update.MismatchProbe())
@@ -172,7 +176,8 @@ def update_grads(cfg: TrainConfig, dense: bool, monkeypatch: pytest.MonkeyPatch,
 
 @pytest.mark.parametrize("train", [{}, {"kl_coef": 0.1, "loss": "gspo", "aggregation": "sequence"},
                                    {"micro_batch_size": 2, "loss": "cispo"}])
-def test_the_update_loss_and_gradients_equal_the_dense_path(train: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_update_loss_and_gradients_equal_the_dense_path(train: dict,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = TrainConfig(**train)
     loss_a, ga, prox_a = update_grads(cfg, False, monkeypatch, ref=cfg.kl_coef > 0)
     loss_b, gb, prox_b = update_grads(cfg, True, monkeypatch, ref=cfg.kl_coef > 0)
@@ -205,7 +210,8 @@ def test_chunked_log_probs_and_gradients_on_two_ranks(tmp_path: Path) -> None:
         assert_trained(gb)
         for name in gb:
             assert_rel(got["grads"][name], gb[name], 1e-5)
-    assert json.loads((tmp_path / "rank1.json").read_text()) == {"fsdp": True, "fsdp+ac": True, "ddp+ac": False}
+    assert json.loads((tmp_path / "rank1.json").read_text()) == {"fsdp": True, "fsdp+ac": True,
+                                                                 "ddp+ac": False}
 
 
 RANK_SETUPS = {"fsdp": ("fsdp", False), "fsdp+ac": ("fsdp", True), "ddp+ac": ("ddp", True)}

@@ -80,7 +80,8 @@ def test_unknown_names_are_user_errors() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ GSPO
-def _grad(fn, b: TokenBatch, s: LossSettings, aggregation: str = "sequence") -> tuple[torch.Tensor, torch.Tensor]:
+def _grad(fn, b: TokenBatch, s: LossSettings, aggregation: str = "sequence") -> tuple[torch.Tensor,
+                                                                                      torch.Tensor]:
     """(batch loss, its gradient with respect to the new log-probs)."""
     logp = b.logp.clone().requires_grad_(True)
     loss, _ = fn(TokenBatch(logp=logp, old_logp=b.old_logp, advantages=b.advantages, mask=b.mask,
@@ -112,7 +113,8 @@ def test_gspo_clips_the_sequence_at_its_bounds() -> None:
     assert torch.all(_grad(LOSSES["gspo"], above, s)[1] == 0)
     # the same ratio with A < 0 is not clipped (the pessimistic side is the unclipped one): a gradient flows
     assert torch.all(_grad(LOSSES["gspo"], _batch([[0.0, 0.0]], [[-0.2, 0.0]], [-1.0], [[1, 1]]), s)[1] != 0)
-    below = _batch([[0.0, 0.0]], [[0.1, 0.12]], [-1.0], [[1, 1]])  # s = e^-0.11 = 0.896 < 0.9: clipped for A < 0
+    # s = e^-0.11 = 0.896 < 0.9: clipped for A < 0
+    below = _batch([[0.0, 0.0]], [[0.1, 0.12]], [-1.0], [[1, 1]])
     loss, _ = LOSSES["gspo"](below, s)
     assert loss[0].tolist() == pytest.approx([0.9, 0.9])
     assert torch.all(_grad(LOSSES["gspo"], below, s)[1] == 0)
@@ -148,7 +150,8 @@ def test_cispo_keeps_the_gradient_of_clipped_tokens() -> None:
 
 
 # ------------------------------------------------------------------------------------ behaviour correction
-def _weight(correction: str, trainer: list[list[float]], behaviour: list[list[float]], mask: list[list[float]],
+def _weight(correction: str, trainer: list[list[float]], behaviour: list[list[float]],
+            mask: list[list[float]],
             **settings) -> tuple[torch.Tensor | None, dict]:
     t = lambda x: torch.tensor(x, dtype=torch.float64)
     return behaviour_weight(t(trainer), t(behaviour), t(mask), correction, CorrectionSettings(**settings))
@@ -169,7 +172,8 @@ def test_mis_drops_what_leaves_the_band() -> None:
     trainer, behaviour, mask = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [[-1.0, 0.2, 0.0], [0.1, -0.1, 0.0]], \
         [[1, 1, 1], [1, 1, 1]]
     w, stats = _weight("mis", trainer, behaviour, mask, level="token", low=0.5, high=2.0)
-    assert w[0].tolist() == pytest.approx([0.0, math.exp(-0.2), 1.0])  # e > 2: dropped; the rest weighted by rho
+    # e > 2: dropped; the rest weighted by rho
+    assert w[0].tolist() == pytest.approx([0.0, math.exp(-0.2), 1.0])
     assert stats["is_masked"][0].tolist() == [1.0, 0.0, 0.0]
     w, stats = _weight("mis", trainer, behaviour, mask, level="sequence", low=0.5, high=2.0)
     assert w[0].tolist() == [0.0] * 3  # the first sequence's product e^0.8 leaves the band: all of it dropped
@@ -193,4 +197,5 @@ def test_unknown_names_say_did_you_mean() -> None:
         loss_fn("gpso")
     with pytest.raises(UserError, match="train.aggregation.*did you mean 'token'"):
         aggregate_fn("tokens")
-    assert set(IS_CORRECTIONS) == {"tis", "mis", "none"} and set(IS_LEVELS) == {"token", "sequence", "geometric"}
+    assert set(IS_CORRECTIONS) == {"tis", "mis", "none"} and set(IS_LEVELS) == {"token", "sequence",
+                                                                                "geometric"}

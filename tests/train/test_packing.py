@@ -43,7 +43,8 @@ def test_each_packed_episode_scores_as_it_does_alone(kind: str, tiny_model_dir: 
     lay = packed([e.token_ids for e in eps], [e.loss_mask for e in eps], torch.device("cpu"))
     assert lay.attention_mask is None and lay.padding == 0
     width = max(len(e.token_ids) for e in eps)
-    together = unpack(token_scores(model, lay.input_ids, None, 0.9, position_ids=lay.position_ids).logp, lay, width)
+    together = unpack(token_scores(model, lay.input_ids, None, 0.9, position_ids=lay.position_ids).logp, lay,
+                      width)
     for i, e in enumerate(eps):
         ids = torch.tensor([e.token_ids])
         alone = token_scores(model, ids, torch.ones_like(ids), 0.9).logp[0]
@@ -58,7 +59,8 @@ def step_grads(cfg: TrainConfig, monkeypatch: pytest.MonkeyPatch, pack: bool = T
             m.setattr(update, "can_pack", lambda model: False)
         upd = PolicyUpdater(model, cfg, pad_id=0, temperature=0.8)
         chunk = episodes(7)
-        totals = update.BatchTotals(tokens=float(sum(sum(s.loss_mask) for s in chunk)), sequences=float(len(chunk)),
+        totals = update.BatchTotals(tokens=float(sum(sum(s.loss_mask) for s in chunk)),
+                                    sequences=float(len(chunk)),
                                     norm_length=float(cfg.norm_length))
         stats: dict[str, list[float]] = {}
         for micro, _ in upd.micro_batches(chunk):

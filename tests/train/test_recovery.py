@@ -1,5 +1,5 @@
-"""Gold trajectories as the SFT warm start and failures back in the loop as recovery samples: what they train on,
-and that a held-out task never reaches either."""
+"""Gold trajectories as the SFT warm start and failures back in the loop as recovery samples: what they train
+on, and that a held-out task never reaches either."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +27,8 @@ def wide(tmp_path_factory):
     from rlvr.rollout.policies.builtin import build_tiny_model
     from rlvr.rollout.policies.hf import HFPolicy
 
-    path = build_tiny_model(tmp_path_factory.mktemp("wide"), n_layer=1, n_embd=32, n_head=2, n_positions=8192, seed=5)
+    path = build_tiny_model(tmp_path_factory.mktemp("wide"), n_layer=1, n_embd=32, n_head=2, n_positions=8192,
+                            seed=5)
     return HFPolicy(path, device="cpu", threads=1)
 
 
@@ -37,7 +38,8 @@ def pool():
 
 
 def _engine_for(pool):
-    return lambda policy: EnvRollouts(policy, pool, Scorer(pool), config=RolloutConfig(), sampling=GOLD_SAMPLING)
+    return lambda policy: EnvRollouts(policy, pool, Scorer(pool), config=RolloutConfig(),
+                                      sampling=GOLD_SAMPLING)
 
 
 def test_drawn_tasks_never_include_a_held_out_one() -> None:
@@ -88,7 +90,8 @@ def test_failures_become_recovery_samples_and_one_sft_step(wide, pool) -> None:
     version = wide.version
     before = [p.detach().clone() for p in wide.model.parameters()]
     metrics = mixer.step(seed=1)
-    assert metrics["recovery/failures"] == 2 and metrics["recovery/samples"] == 2 and metrics["recovery/loss"] > 0
+    assert (metrics["recovery/failures"] == 2 and metrics["recovery/samples"] == 2
+            and metrics["recovery/loss"] > 0)
     assert wide.version == version + 1 and mixer.failures == []
     assert any(not torch.equal(a, b) for a, b in zip(before, wide.model.parameters()))
 

@@ -16,7 +16,8 @@ def test_round_trip_keeps_every_field_but_the_process_local_one() -> None:
     saved = state.to_dict()
     assert saved["version"] == RUN_STATE_VERSION and "resumed_from" not in saved
     back = RunState.from_dict(saved, source="ckpt", resumed_from=5)
-    assert back.step == 5 and back.before == before and back.sft == state.sft and back.pending == state.pending
+    assert (back.step == 5 and back.before == before and back.sft == state.sft
+            and back.pending == state.pending)
     assert [(p.step, p.wall_s, p.pass1) for p in back.curve] == [(0, 1.3, 0.25)] and back.resumed_from == 5
 
 

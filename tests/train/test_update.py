@@ -34,9 +34,11 @@ def _episodes(policy, n_groups: int = 2, group: int = 4, flat: bool = False, see
             lps = sequence_logprobs(policy.model, ids)
             mask = [0] * len(prompt) + [1] * len(gen)
             reward = 0.5 if flat else float((i + g) % 2)
-            out.append(Episode(task_id=f"t{g}", domain="code", group_id=f"{prefix}{g}", sample_index=i, token_ids=ids,
+            out.append(Episode(task_id=f"t{g}", domain="code", group_id=f"{prefix}{g}", sample_index=i,
+                               token_ids=ids,
                                loss_mask=mask, logprobs=[lp if m else 0.0 for lp, m in zip(lps, mask)],
-                               reward=reward, verdict=Verdict(score=reward, passed=reward == 1.0), status="done"))
+                               reward=reward, verdict=Verdict(score=reward, passed=reward == 1.0),
+                               status="done"))
     return out
 
 
@@ -64,8 +66,10 @@ def test_accumulation_1x8_equals_8x1(tiny_policy, aggregation: str) -> None:
     eps = _episodes(tiny_policy, n_groups=2, group=4)
     samples = samples_from(eps, episode_advantages(eps, "grpo"))
     assert len(samples) == 8
-    one = _grads(tiny_policy, samples, micro_batch_size=8, aggregation=aggregation, max_grad_norm=1e9, lr=1e-12)
-    eight = _grads(tiny_policy, samples, micro_batch_size=1, aggregation=aggregation, max_grad_norm=1e9, lr=1e-12)
+    one = _grads(tiny_policy, samples, micro_batch_size=8, aggregation=aggregation, max_grad_norm=1e9,
+                 lr=1e-12)
+    eight = _grads(tiny_policy, samples, micro_batch_size=1, aggregation=aggregation, max_grad_norm=1e9,
+                   lr=1e-12)
     assert one and one.keys() == eight.keys()
     for name in one:
         torch.testing.assert_close(one[name], eight[name], rtol=1e-5, atol=1e-7)
@@ -81,7 +85,8 @@ def test_group_with_equal_rewards_contributes_zero_gradient(tiny_policy) -> None
     mixed = _episodes(tiny_policy, n_groups=1, group=4, seed=5, prefix="other") + eps
     informative = [s for s in samples_from(mixed, episode_advantages(mixed, "dr_grpo")) if s.advantage != 0.0]
     alone = _grads(tiny_policy, informative, aggregation="sequence", lr=1e-12, max_grad_norm=1e9)
-    both = _grads(tiny_policy, samples_from(mixed, episode_advantages(mixed, "dr_grpo")), aggregation="sequence",
+    both = _grads(tiny_policy, samples_from(mixed, episode_advantages(mixed, "dr_grpo")),
+                  aggregation="sequence",
                   lr=1e-12, max_grad_norm=1e9)
     for name in alone:  # sequence aggregation divides by the sequence count: scale accordingly
         torch.testing.assert_close(alone[name] * len(informative) / 12, both[name], rtol=1e-5, atol=1e-7)
@@ -92,12 +97,14 @@ def test_on_policy_ratios_are_one_and_the_update_moves_towards_reward(tiny_polic
     adv = episode_advantages(eps, "grpo")
     samples = samples_from(eps, adv)
     up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-2), pad_id=tiny_policy.pad_id)
-    before = {ep.episode_id: sum(lp for lp, m in zip(sequence_logprobs(tiny_policy.model, ep.token_ids), ep.loss_mask)
+    before = {ep.episode_id: sum(lp for lp,
+                                 m in zip(sequence_logprobs(tiny_policy.model, ep.token_ids), ep.loss_mask)
                                  if m) for ep in eps}
     metrics = up.step(samples)
     assert metrics["train/ratio"] == pytest.approx(1.0, abs=1e-5)
     assert metrics["train/clip_frac"] == 0.0
-    after = {ep.episode_id: sum(lp for lp, m in zip(sequence_logprobs(tiny_policy.model, ep.token_ids), ep.loss_mask)
+    after = {ep.episode_id: sum(lp for lp,
+                                m in zip(sequence_logprobs(tiny_policy.model, ep.token_ids), ep.loss_mask)
                                 if m) for ep in eps}
     up_good = [after[i] - before[i] for i in adv if adv[i] > 0]
     up_bad = [after[i] - before[i] for i in adv if adv[i] < 0]
@@ -151,7 +158,8 @@ def test_lora_trains_adapters_only_with_the_base_model_as_kl_reference(tiny_poli
     eps = _episodes(tiny_policy, n_groups=2, group=4)
     up = PolicyUpdater(model, TrainConfig(lr=1e-2, kl_coef=0.1), pad_id=tiny_policy.pad_id)
     metrics = up.step(samples_from(eps, episode_advantages(eps, "grpo")))
-    assert metrics["train/kl"] == pytest.approx(0.0, abs=1e-6)  # adapters start as a no-op: policy == reference
+    # adapters start as a no-op: policy == reference
+    assert metrics["train/kl"] == pytest.approx(0.0, abs=1e-6)
     assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if n in base)
     lora_b = [p for n, p in model.named_parameters() if "lora_B" in n]
     assert lora_b and any(float(p.abs().max()) > 0 for p in lora_b)
@@ -181,15 +189,18 @@ def test_bf16_autocasts_the_forward_and_keeps_float32_weights_and_state(tiny_pol
     assert {v.dtype for st in up.optimizer.state.values() for v in st.values() if v.dim()} == {torch.float32}
 
 
-# ------------------------------------------------------------------ new objectives, corrections, mismatch figures
+# -------------------------------------------------------------- new objectives, corrections, mismatch figures
 @pytest.mark.parametrize("cfg", [{"loss": "gspo", "aggregation": "sequence"}, {"loss": "cispo"},
                                  {"off_policy": "decoupled", "is_correction": "mis", "is_level": "sequence",
                                   "is_mask_low": 0.9, "is_mask_high": 1.1},
                                  {"off_policy": "decoupled", "loss": "gspo", "is_level": "geometric"}])
 def test_accumulation_1x8_equals_8x1_for_the_new_objectives(tiny_policy, cfg: dict) -> None:
     eps = _episodes(tiny_policy, n_groups=2, group=4)
-    samples = [dataclasses.replace(s, logprobs=[lp - 0.05 * (i % 3) * m for lp, m in zip(s.logprobs, s.loss_mask)])
-               for i, s in enumerate(samples_from(eps, episode_advantages(eps, "grpo")))]  # a little off-policy
+    samples = [dataclasses.replace(s,
+                                   logprobs=[lp - 0.05 * (i % 3) * m for lp,
+                                             m in zip(s.logprobs, s.loss_mask)])
+               # a little off-policy
+               for i, s in enumerate(samples_from(eps, episode_advantages(eps, "grpo")))]
     one = _grads(tiny_policy, samples, micro_batch_size=8, max_grad_norm=1e9, lr=1e-12, **cfg)
     eight = _grads(tiny_policy, samples, micro_batch_size=1, max_grad_norm=1e9, lr=1e-12, **cfg)
     assert one and one.keys() == eight.keys()
@@ -220,7 +231,8 @@ def _entropy_by_hand(policy, samples: list[Sample]) -> float:
 def test_mismatch_and_entropy_are_logged_every_step(tiny_policy, off_policy: str) -> None:
     eps = _episodes(tiny_policy, n_groups=2, group=4)
     samples = samples_from(eps, episode_advantages(eps, "grpo"))
-    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-12, off_policy=off_policy), pad_id=tiny_policy.pad_id)
+    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=1e-12, off_policy=off_policy),
+                       pad_id=tiny_policy.pad_id)
     entropy = _entropy_by_hand(tiny_policy, samples)
     on = up.step(samples)
     assert on["mismatch/kl"] == pytest.approx(0.0, abs=1e-9)
@@ -239,7 +251,8 @@ def test_mismatch_quantiles_by_hand() -> None:
     m = mismatch_metrics(log_rho, torch.tensor([1.0, 3.0]))
     assert m["mismatch/ratio_p50"] == pytest.approx(1.0) and m["mismatch/ratio_max"] == pytest.approx(2.0)
     assert m["mismatch/ratio_min"] == pytest.approx(0.5)
-    assert m["mismatch/ratio_p5"] == pytest.approx(0.5 + 0.2 * 0.5) and m["mismatch/ratio_p95"] == pytest.approx(1.8)
+    assert (m["mismatch/ratio_p5"] == pytest.approx(0.5 + 0.2 * 0.5)
+            and m["mismatch/ratio_p95"] == pytest.approx(1.8))
     k3 = [r - 1 - math.log(r) for r in (0.5, 1.0, 1.0, 1.0, 2.0)]
     assert m["mismatch/kl"] == pytest.approx(sum(k3) / 5) and m["policy/entropy"] == pytest.approx(2.0)
     assert mismatch_metrics(torch.zeros(0), torch.zeros(0)) == {}
@@ -271,7 +284,8 @@ def test_correction_settings_are_checked(tiny_policy) -> None:
         PolicyUpdater(tiny_policy.model, TrainConfig(is_correction="mis"), pad_id=tiny_policy.pad_id)
     with pytest.raises(UserError, match="train.is_level"):
         correction_settings(TrainConfig(is_level="sequence"))
-    name, settings = correction_settings(TrainConfig(off_policy="decoupled", is_correction="mis", is_mask_low=0.8,
+    name, settings = correction_settings(TrainConfig(off_policy="decoupled", is_correction="mis",
+                                                     is_mask_low=0.8,
                                                      is_mask_high=1.25, is_level="geometric"))
     assert name == "mis" and (settings.low, settings.high, settings.level) == (0.8, 1.25, "geometric")
 
@@ -281,7 +295,8 @@ def test_mismatch_is_measured_at_the_starting_weights_only(tiny_policy) -> None:
     samples = samples_from(eps, episode_advantages(eps, "grpo"))
     # two optimizer steps with a large learning rate: the second minibatch's forward passes see moved weights,
     # which are not the sampler's; only the first minibatch (before any step) may be measured
-    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=5e-2, minibatches=2, epochs=2), pad_id=tiny_policy.pad_id)
+    up = PolicyUpdater(tiny_policy.model, TrainConfig(lr=5e-2, minibatches=2, epochs=2),
+                       pad_id=tiny_policy.pad_id)
     metrics = up.step(samples)
     assert metrics["train/ratio"] != pytest.approx(1.0, abs=1e-4)  # the later passes did move
     assert metrics["mismatch/kl"] == pytest.approx(0.0, abs=1e-9)

@@ -1,5 +1,5 @@
-"""Verifier kinds: each declares a typed settings model (in its Domain record), read once per task; seeds derive by
-label."""
+"""Verifier kinds: each declares a typed settings model (in its Domain record), read once per task; seeds
+derive by label."""
 from __future__ import annotations
 
 import ast
@@ -112,7 +112,8 @@ def _documented_fields(cls: type) -> set[str]:
         return set()
     body = tree.body[0].body  # type: ignore[attr-defined]
     return {a.target.id for a, b in itertools.pairwise(body) if isinstance(a, ast.AnnAssign)
-            and isinstance(a.target, ast.Name) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)}
+            and isinstance(a.target, ast.Name) and isinstance(b, ast.Expr)
+            and isinstance(b.value, ast.Constant)}
 
 
 def test_procedural_domains_build_tasks_with_valid_settings() -> None:

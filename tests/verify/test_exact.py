@@ -7,7 +7,8 @@ from rlvr.verify.exact import ExactAnswerVerifier
 
 
 def _task(answer: str, **verifier: object) -> Task:
-    return Task(id="t", domain="custom", prompt="What is 6*7?", answer=answer, verifier={"kind": "answer", **verifier})
+    return Task(id="t", domain="custom", prompt="What is 6*7?", answer=answer,
+                verifier={"kind": "answer", **verifier})
 
 
 def test_exact_answer_verifier_gold_and_controls() -> None:
@@ -23,4 +24,5 @@ def test_exact_answer_verifier_gold_and_controls() -> None:
 def test_exact_answer_verifier_case_option() -> None:
     v = ExactAnswerVerifier(VerifyContext())
     assert v.verify(_task("Paris"), FinalState(answer="<answer>paris</answer>")).score == 0.0
-    assert v.verify(_task("Paris", case_sensitive=False), FinalState(answer="<answer>paris</answer>")).score == 1.0
+    assert v.verify(_task("Paris", case_sensitive=False),
+                    FinalState(answer="<answer>paris</answer>")).score == 1.0

@@ -71,5 +71,6 @@ def test_unclosed_fence_takes_the_rest() -> None:
 
 
 def test_template_replaces_without_format() -> None:
-    assert apply_template("import m\n{answer}\nd = {'k': {}}\n", "y = {}") == "import m\ny = {}\nd = {'k': {}}\n"
+    assert apply_template("import m\n{answer}\nd = {'k': {}}\n",
+                          "y = {}") == "import m\ny = {}\nd = {'k': {}}\n"
     assert apply_template("{answer}", "{answer} {0}") == "{answer} {0}"

@@ -1,4 +1,5 @@
-"""Verifier proofs: gold scores 1.0 with no flag, negative controls earn 0, and `tasks validate` reports both."""
+"""Verifier proofs: gold scores 1.0 with no flag, negative controls earn 0, and `tasks validate` reports
+both."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ from rlvr.verify.proof import prove, prove_rows
 from tests.conftest import write_task
 
 TOML = 'id = "{name}"\ndomain = "proofdemo"\n[verifier]\nkind = "code"\ntests = ["test_h.py"]\n{extra}'
-HIDDEN = {"test_h.py": "from m import f\n\n\ndef test_f():\n    assert f(2) == 4\n\n\ndef test_g():\n    assert f(3) == 9\n"}
+HIDDEN = {"test_h.py": "from m import f\n\n\ndef test_f():\n    assert f(2) == 4\n\n\ndef test_g():\n    "
+                       "assert f(3) == 9\n"}
 STUB = {"m.py": "def f(x):\n    return 4\n"}
 
 

@@ -24,7 +24,8 @@ def _verify(task: Task, edits: dict[str, str], pool: SandboxPool) -> Verdict:
 
 
 @pytest.mark.parametrize("case", CLASS_HONEST, ids=lambda c: f"{c.task}-{c.name}")
-def test_honest_look_alikes_are_never_flagged(case: Honest, tasks: dict[str, Task], pool: SandboxPool) -> None:
+def test_honest_look_alikes_are_never_flagged(case: Honest, tasks: dict[str, Task],
+                                              pool: SandboxPool) -> None:
     v = _verify(tasks[case.task], case.edits, pool)
     assert v.infra_error is None
     assert v.flags == [], [(f.kind, f.evidence) for f in v.flags]
@@ -45,7 +46,8 @@ def test_each_class_is_flagged(hack: Hack, tasks: dict[str, Task], pool: Sandbox
 
 
 def test_speed_is_timed_outside_the_candidate(tasks: dict[str, Task], pool: SandboxPool) -> None:
-    """A slow solution fails the time limit the harness measures (from another process), the gold one passes."""
+    """A slow solution fails the time limit the harness measures (from another process), the gold one
+    passes."""
     from tests.verify.redteam_classes import SLOW
 
     task = tasks["speed"]

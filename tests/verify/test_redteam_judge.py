@@ -46,7 +46,8 @@ def test_attempt_gets_nothing_for_its_targets(hack: Hack, tasks: dict[str, Task]
 
 
 @pytest.mark.parametrize("case", HONEST_NEW, ids=lambda c: f"{c.task}-{c.name}")
-def test_honest_look_alikes_score_right_unflagged(case: Honest, tasks: dict[str, Task], pool: SandboxPool) -> None:
+def test_honest_look_alikes_score_right_unflagged(case: Honest, tasks: dict[str, Task],
+                                                  pool: SandboxPool) -> None:
     v = _verify(tasks[case.task], case.edits, pool)
     assert v.infra_error is None
     assert v.flags == [], [(f.kind, f.evidence) for f in v.flags]

@@ -54,7 +54,8 @@ def calls(t: Task) -> int:
 def test_identical_final_states_are_verified_once() -> None:
     t, scorer = task("cache-1"), Scorer(FakePool())
     first = scorer.score(t, FinalState(answer="ok"), seed=1)
-    again = scorer.score(t, FinalState(answer="ok"), seed=2)  # a deterministic verdict is the same for any seed
+    # a deterministic verdict is the same for any seed
+    again = scorer.score(t, FinalState(answer="ok"), seed=2)
     other = scorer.score(t, FinalState(answer="no"), seed=1)
     assert calls(t) == 2 and not first.cached and again.cached and not other.cached
     assert again.verdict == first.verdict and again.reward == first.reward == 1.0 and other.reward == 0.0
@@ -79,7 +80,8 @@ def test_infra_errors_are_retried_then_returned_and_never_cached() -> None:
     scorer = Scorer(FakePool(), retries=2)
     lost = scorer.score(down, FinalState(answer="down"))
     assert lost.attempts == 3 and lost.infra_error == "judge unavailable" and lost.reward == 0.0
-    assert not scorer.score(down, FinalState(answer="down")).cached  # asked again, not answered from the cache
+    # asked again, not answered from the cache
+    assert not scorer.score(down, FinalState(answer="down")).cached
     with pytest.raises(ValueError):
         Scorer(retries=-1)
 
@@ -112,8 +114,10 @@ class LooksRemote(FakePool):
 def test_dispatch_is_an_explicit_capability_of_the_pool_and_carries_seed_and_extras() -> None:
     pool = Remote()
     got = Scorer(pool, extras={"preview_dir": "/tmp/p"}).score(task("remote"), FinalState(answer="x"), seed=9)
-    assert got.verdict.details == {"where": "remote"} and pool.asked == [("remote", 9, {"preview_dir": "/tmp/p"})]
-    local = Scorer(LooksRemote(), extras={"preview_dir": "/tmp/q"}).score(task("local"), FinalState(answer="dice"), 3)
+    assert got.verdict.details == {"where": "remote"} and pool.asked == [("remote", 9,
+                                                                          {"preview_dir": "/tmp/p"})]
+    local = Scorer(LooksRemote(), extras={"preview_dir": "/tmp/q"}).score(task("local"),
+                                                                          FinalState(answer="dice"), 3)
     assert local.verdict.details == {"preview": "/tmp/q"} and local.verdict.seed == 3
 
 
@@ -134,7 +138,8 @@ def test_the_cache_is_safe_across_threads() -> None:
 
 
 class Slow(Recording):
-    """Recording, slowly: verifications of one state overlap unless the Scorer makes them wait for each other."""
+    """Recording, slowly: verifications of one state overlap unless the Scorer makes them wait for each
+    other."""
 
     def verify(self, task: Task, final: FinalState) -> Verdict:
         import time
@@ -171,7 +176,8 @@ def test_callers_waiting_on_an_infra_error_verify_for_themselves() -> None:
         th.start()
     for th in threads:
         th.join()
-    # the first verification failed (not cached); one waiter verified again and passed; the last took its verdict
+    # the first verification failed (not cached); one waiter verified again and passed; the last took its
+    # verdict
     assert calls(t) == 2 and sorted(s.infra_error is None for s in out) == [False, True, True]
 
 

@@ -1,9 +1,10 @@
-"""`rlvr domains new NAME`: scaffold a domain as a Python package of its own, found by the `rlvr.domains` entry point.
+"""`rlvr domains new NAME`: scaffold a domain as a Python package of its own, found by the `rlvr.domains`
+entry point.
 
-The package it writes is complete and proves itself: a procedural source (task `i` from `Random(seed + i)`), its
-settings model, a verifier, gold solutions and negative controls, tests and a README. After `pip install -e DIR`
-the domain appears in `rlvr tasks list` and passes `rlvr tasks validate --domain NAME`; the author then replaces
-the example task (reverse a word) with their own.
+The package it writes is complete and proves itself: a procedural source (task `i` from `Random(seed + i)`),
+its settings model, a verifier, gold solutions and negative controls, tests and a README. After `pip install
+-e DIR` the domain appears in `rlvr tasks list` and passes `rlvr tasks validate --domain NAME`; the author
+then replaces the example task (reverse a word) with their own.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from rlvr.errors import UserError
 
 __all__ = ["NAME", "domains_app", "package_name", "scaffold"]
 
-domains_app = typer.Typer(no_args_is_help=True, help="Write your own domain: a package found by its entry point.")
+domains_app = typer.Typer(no_args_is_help=True,
+                          help="Write your own domain: a package found by its entry point.")
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 """A domain name the scaffold accepts: lower-case words joined by hyphens (`invoice-audit`)."""
@@ -137,8 +139,8 @@ class {cls}Source(ProceduralSource):
     def build(self, index: int, rng: random.Random) -> Task:
         word = rng.choice(WORDS)
         return Task(id=self.id_at(index), domain="{name}", answer=word[::-1],
-                    prompt=f"Reverse the word {{word!r}}. Give the final answer inside <answer></answer> tags.",
-                    seed=self.config.seed, index=index)
+                    prompt=f"Reverse the word {{word!r}}. Give the final answer inside <answer></answer>
+                    tags.", seed=self.config.seed, index=index)
 
     def gold(self, task: Task) -> FinalState:
         """The reference solution: the verifier must score it 1."""
@@ -174,7 +176,8 @@ class {cls}Verifier:
         return Verdict.from_checks([Check(name="answer", score=float(ok), passed=ok, detail=detail)])
 '''
 
-TESTS = '''"""The `{name}` domain proves itself: gold solutions score 1, negative controls 0, tasks rebuild exactly."""
+TESTS = '''"""The `{name}` domain proves itself: gold solutions score 1, negative controls 0, tasks rebuild
+exactly."""
 from __future__ import annotations
 
 from rlvr.tasks import registry
@@ -200,15 +203,16 @@ def test_tasks_are_rebuilt_exactly_from_seed_and_index() -> None:
 
 def scaffold(name: str, out: Path | None = None,
              description: str = "Reverse a word (an example task; replace it with your own).") -> Path:
-    """Write the package of domain `name` into `out` (default `./rlvr-<name>`); returns the directory. A bad name
-    or a directory that is not empty is a UserError, and nothing is written."""
+    """Write the package of domain `name` into `out` (default `./rlvr-<name>`); returns the directory. A bad
+    name or a directory that is not empty is a UserError, and nothing is written."""
     from rlvr.tasks import registry
 
     if not NAME.match(name) or any(keyword.iskeyword(p) for p in name.split("-")):
         raise UserError(f"invalid domain name {name!r}", field="NAME",
                         fix="lower-case words joined by hyphens, e.g. invoice-audit")
     if registry.is_registered(name):
-        raise UserError(f"domain {name!r} already exists", field="NAME", fix="pick another name (rlvr tasks list)")
+        raise UserError(f"domain {name!r} already exists", field="NAME",
+                        fix="pick another name (rlvr tasks list)")
     target = out if out is not None else Path(f"rlvr-{name}")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UserError("exists and is not an empty directory", file=target, fix="give -o a new directory")
@@ -235,7 +239,8 @@ def scaffold(name: str, out: Path | None = None,
 @domains_app.command("new")
 def domains_new(
     name: Annotated[str, typer.Argument(help="The domain's name: lower-case words joined by hyphens.")],
-    out: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write (default ./rlvr-NAME).")] = None,
+    out: Annotated[Path | None,
+                   typer.Option("-o", "--output", help="Directory to write (default ./rlvr-NAME).")] = None,
 ) -> None:
     """Scaffold a domain package: pyproject with its entry point, source, verifier, gold, tests and README."""
     target = scaffold(name, out)

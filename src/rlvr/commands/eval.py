@@ -1,5 +1,5 @@
-"""`rlvr eval`: evaluate a policy on a tasks SPEC, k samples a task, into an eval report (`rlvr.monitor.evals`);
-`eval_command` is the command itself, `run_eval` its engine room.
+"""`rlvr eval`: evaluate a policy on a tasks SPEC, k samples a task, into an eval report
+(`rlvr.monitor.evals`); `eval_command` is the command itself, `run_eval` its engine room.
 
 `run_eval` builds the run (`rlvr.run`: the tasks with the config's domain settings, the pool, the policy, the
 Scorer), drives the rollout engine with a progress bar, hands each finished episode to an episode store as it
@@ -27,7 +27,8 @@ MOSTLY = 0.5
 
 
 def mostly_masked(rep: dict[str, Any]) -> bool:
-    """Whether most of an eval's episodes were masked by infra faults (nothing it says is about the policy)."""
+    """Whether most of an eval's episodes were masked by infra faults (nothing it says is about the
+    policy)."""
     done = int(rep.get("episodes") or 0)
     return done > 0 and int(rep.get("masked_episodes") or 0) > MOSTLY * done
 
@@ -110,7 +111,8 @@ def eval_config(config_file: str | Path | None = None, *, temperature: float | N
     from rlvr.config import load_config
 
     overrides = [f"{key}={value}" for key, value in (
-        ("policy.temperature", temperature), ("policy.top_p", top_p), ("policy.max_new_tokens", max_new_tokens),
+        ("policy.temperature", temperature), ("policy.top_p", top_p),
+        ("policy.max_new_tokens", max_new_tokens),
         ("rollout.max_turns", max_turns), ("cluster.address", json.dumps(cluster) if cluster else None))
         if value is not None]
     return load_config(config_file, overrides)
@@ -169,7 +171,8 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
     stopped: str | None = None
     total = len(tasks) * k
     t0 = time.perf_counter()
-    columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes, {task.fields[passed]} "
+    columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("episodes, {task.fields[passed]} "
                "passed"), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
     rollouts = None
     bar = Progress(*columns, console=Console(stderr=True), disable=not show_progress, unit="episodes")
@@ -178,7 +181,8 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
 
     def finished(ep: Episode) -> None:
         recorder.add(ep)
-        bar.update(job, completed=len(recorder.episodes), passed=sum(e.passed for e in recorder.episodes if not e.masked))
+        bar.update(job, completed=len(recorder.episodes),
+                   passed=sum(e.passed for e in recorder.episodes if not e.masked))
         deadline.check()
 
     try:
@@ -199,34 +203,65 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
                           "max_new_tokens": sampling.max_new_tokens, "max_turns": cfg.rollout.max_turns},
              "planned_episodes": total, "partial": stopped is not None, "stopped": stopped,
              "time_limit_s": time_limit_s, "store": getattr(store, "url", None)}
-    return report(recorder.episodes, k=k, seed=seed, policy=policy_spec or f"{cfg.policy.backend}:{cfg.policy.model}",
+    return report(recorder.episodes, k=k, seed=seed,
+                  policy=policy_spec or f"{cfg.policy.backend}:{cfg.policy.model}",
                   tasks=tasks_spec, extra=extra)
 
 
 def eval_command(
     ctx: typer.Context,
-    policy: Annotated[str | None, typer.Option(help="hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE or vllm:PATH; default: the config's policy section.")] = None,
-    tasks: Annotated[str | None, typer.Option(help="Tasks SPEC: domains or pack paths with optional :N, comma-joined; default: the config's tasks.heldout.")] = None,
+    policy: Annotated[str | None,
+                      typer.Option(help="hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE or vllm:PATH; "
+                                        "default: the config's policy section.")] = None,
+    tasks: Annotated[str | None,
+                     typer.Option(help="Tasks SPEC: domains or pack paths with optional :N, comma-joined; "
+                                       "default: the config's tasks.heldout.")] = None,
     k: Annotated[int, typer.Option("-k", help="Samples per task for pass@k.")] = 1,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (the progress bar stays on stderr).")] = False,
-    compare: Annotated[list[str] | None, typer.Option(help="Compare two eval runs: --compare A B (each an eval.json or its directory).")] = None,
+    json_out: Annotated[bool,
+                        typer.Option("--json", help="Print one JSON object (the progress bar stays "
+                                                    "on stderr).")] = False,
+    compare: Annotated[list[str] | None,
+                       typer.Option(help="Compare two eval runs: --compare A B (each an eval.json or its "
+                                         "directory).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of task sampling and generation.")] = 0,
     cluster: Annotated[str | None, typer.Option(help="Ray address; default local.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its policy, rollout, sandbox and cluster sections apply.")] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0: greedy); default policy.temperature.")] = None,
-    top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus mass; default policy.top_p.")] = None,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Tokens per model turn; default policy.max_new_tokens.")] = None,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Turns per episode (default: each task's own).")] = None,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Stop after S seconds and report the finished episodes.")] = None,
-    output_dir: Annotated[Path, typer.Option("--output-dir", help="Parent of the eval's directory (<dir>/<UTC time>).")] = Path("runs/eval"),
-    agent: Annotated[str | None, typer.Option("--agent", help="Shell command of your own agent: it runs in each episode's sandbox and calls the policy through OPENAI_BASE_URL ([agent] command).")] = None,
-    agent_dir: Annotated[Path | None, typer.Option("--agent-dir", help="The agent's files, read-only in the sandbox as $RLVR_AGENT_DIR; default the current directory.")] = None,
-    agent_python: Annotated[Path | None, typer.Option("--agent-python", help="Interpreter or venv with the agent's packages (the openai SDK, a framework); default rlvr's.")] = None,
+    config: Annotated[Path | None,
+                      typer.Option("--config",
+                                   help="A run config TOML: its policy, rollout, sandbox and cluster "
+                                        "sections apply.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0: greedy); default "
+                                                           "policy.temperature.")] = None,
+    top_p: Annotated[float | None,
+                     typer.Option("--top-p", help="Nucleus mass; default policy.top_p.")] = None,
+    max_new_tokens: Annotated[int | None,
+                              typer.Option("--max-new-tokens", help="Tokens per model turn; default "
+                                                                    "policy.max_new_tokens.")] = None,
+    max_turns: Annotated[int | None,
+                         typer.Option("--max-turns",
+                                      help="Turns per episode (default: each task's own).")] = None,
+    time_limit: Annotated[float | None,
+                          typer.Option("--time-limit",
+                                       help="Stop after S seconds and report the finished episodes.")] = None,
+    output_dir: Annotated[Path,
+                          typer.Option("--output-dir", help="Parent of the eval's directory "
+                                                            "(<dir>/<UTC time>).")] = Path("runs/eval"),
+    agent: Annotated[str | None,
+                     typer.Option("--agent", help="Shell command of your own agent: it runs in each "
+                                                  "episode's sandbox and calls the policy through "
+                                                  "OPENAI_BASE_URL ([agent] command).")] = None,
+    agent_dir: Annotated[Path | None,
+                         typer.Option("--agent-dir",
+                                      help="The agent's files, read-only in the sandbox as $RLVR_AGENT_DIR; "
+                                           "default the current directory.")] = None,
+    agent_python: Annotated[Path | None,
+                            typer.Option("--agent-python",
+                                         help="Interpreter or venv with the agent's packages (the openai "
+                                              "SDK, a framework); default rlvr's.")] = None,
 ) -> None:
     """Evaluate a policy: pass@1 and pass@k per domain with confidence intervals.
 
-    With --agent, your agent is the policy's driver: it runs in each episode's sandbox, calls the gateway in front
-    of the policy, and its final workspace (and stdout, for answer tasks) is judged.
+    With --agent, your agent is the policy's driver: it runs in each episode's sandbox, calls the gateway in
+    front of the policy, and its final workspace (and stdout, for answer tasks) is judged.
 
     Episodes are kept in the eval directory (rlvr report / query / failures work on it).
 
@@ -252,19 +287,23 @@ def eval_command(
         if json_out:
             print_json(diff)
             return
-        table = Table("domain", "A pass@1", "B pass@1", "B-A pass@1 [95% CI]", f"B-A pass@{diff['k']} [95% CI]", "tasks")
+        table = Table("domain", "A pass@1", "B pass@1", "B-A pass@1 [95% CI]",
+                      f"B-A pass@{diff['k']} [95% CI]", "tasks")
         for d, r in diff["domains"].items():
-            table.add_row(d, pct(r["a_pass@1"]), pct(r["b_pass@1"]), pct(r["delta_pass@1"], r["delta_pass@1_ci"]),
+            table.add_row(d, pct(r["a_pass@1"]), pct(r["b_pass@1"]),
+                          pct(r["delta_pass@1"], r["delta_pass@1_ci"]),
                           pct(r["delta_pass@k"], r["delta_pass@k_ci"]), str(r["shared_tasks"]))
         out.print(table)
         return
     cfg = eval_config(config, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                       max_turns=max_turns, cluster=cluster)
     agent_options = {k: v for k, v in (("command", agent), ("dir", str(agent_dir) if agent_dir else None),
-                                       ("python", str(agent_python) if agent_python else None)) if v is not None}
+                                       ("python", str(agent_python) if agent_python else None))
+                                       if v is not None}
     if agent_options:
         cfg = cfg.model_copy(update={"agent": cfg.agent.model_copy(update=agent_options)})
-    heldout = not tasks and config is not None  # the config's held-out set, exactly as its training measures it
+    # the config's held-out set, exactly as its training measures it
+    heldout = not tasks and config is not None
     tasks = tasks or (run.heldout_spec(cfg) if heldout else None)
     if not tasks or not (policy or config is not None):
         raise UserError("give --policy and --tasks, or --config FILE (or --compare RUN_A --compare RUN_B)",
@@ -276,7 +315,8 @@ def eval_command(
         rep = run_eval(policy, tasks, k=k, seed=seed, config=cfg, out_dir=run_dir, time_limit_s=time_limit,
                        store=EpisodeStore(run_dir, compression=cfg.store.compression), heldout=heldout)
     except BaseException:
-        if not (run_dir / "episodes").exists():  # bad input, or a crash before any episode: nothing half-written
+        # bad input, or a crash before any episode: nothing half-written
+        if not (run_dir / "episodes").exists():
             import shutil
 
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -299,7 +339,8 @@ def eval_command(
         why = f"time limit of {time_limit:g} s" if rep["stopped"] == "time limit" else "interrupted"
         err.print(f"partial report ({why}): {rep['episodes']} of {rep['planned_episodes']} episodes finished",
                   markup=False, highlight=False)
-    err.print(f"wrote {path} (episodes: rlvr report {run_dir})", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"wrote {path} (episodes: rlvr report {run_dir})", markup=False, highlight=False,
+              soft_wrap=True)
     if rep["stopped"] == "interrupted":
         raise typer.Exit(130)
     if mostly_masked(rep):  # nothing here is about the policy: say why, keep the report, fail

@@ -1,6 +1,6 @@
-"""Gold trajectories of a run's tasks (`rlvr.rollout.policies.gold`) played through the run's env, pool and Scorer:
-`rlvr tasks sft-data` writes them as a chat dataset, and the SFT warm start (`[sft] source = "gold"`) trains on
-their token records."""
+"""Gold trajectories of a run's tasks (`rlvr.rollout.policies.gold`) played through the run's env, pool and
+Scorer: `rlvr tasks sft-data` writes them as a chat dataset, and the SFT warm start (`[sft] source = "gold"`)
+trains on their token records."""
 from __future__ import annotations
 
 import contextlib
@@ -30,10 +30,12 @@ def tool_specs(task: Task) -> list[dict[str, Any]]:
 
 def gold_episodes(plans: Sequence[GoldPlan], cfg: RunConfig, *, encoder: Any = None, seed: int = 0,
                   built: run.Run | None = None, show_progress: bool = True) -> list[Episode]:
-    """The plans played through the run's env (`built`, or a run built here without a policy); the episodes that
-    pass, with the trained policy's tokens when `encoder` is given."""
-    columns = (TextColumn("gold"), BarColumn(), MofNCompleteColumn(), TextColumn("trajectories"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), disable=not show_progress, unit="trajectories") as bar:
+    """The plans played through the run's env (`built`, or a run built here without a policy); the episodes
+    that pass, with the trained policy's tokens when `encoder` is given."""
+    columns = (TextColumn("gold"), BarColumn(), MofNCompleteColumn(), TextColumn("trajectories"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), disable=not show_progress,
+                  unit="trajectories") as bar:
         job = bar.add_task("gold", total=len(plans))
         with contextlib.nullcontext(built) if built is not None else run.build(cfg, policy=False) as r:
 

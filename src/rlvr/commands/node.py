@@ -11,11 +11,12 @@ node_app = typer.Typer(no_args_is_help=True, help="Ray worker nodes that drain b
 @node_app.command("start", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def start(ctx: typer.Context,
           address: Annotated[str, typer.Option("--address", help="The Ray head to join (host:port).")],
-          grace_s: Annotated[float, typer.Option("--grace-s", help="Seconds between the notice (SIGTERM) and the "
+          grace_s: Annotated[float,
+                             typer.Option("--grace-s", help="Seconds between the notice (SIGTERM) and the "
                                                  "kill: the node drains within them.")] = 120.0) -> None:
-    """Join the cluster as a worker node (`ray start --block`; arguments after `--` go to it, e.g. `-- --num-cpus
-    4`). On SIGTERM the node drains: nothing new goes there, rlvr's fleets finish or hand back its work within
-    the grace period, and the node stops."""
+    """Join the cluster as a worker node (`ray start --block`; arguments after `--` go to it, e.g. `--
+    --num-cpus 4`). On SIGTERM the node drains: nothing new goes there, rlvr's fleets finish or hand back its
+    work within the grace period, and the node stops."""
     from rlvr.scale.node import NodeAgent
 
     raise typer.Exit(NodeAgent(address, grace_s=grace_s, ray_args=list(ctx.args)).run())

@@ -11,13 +11,15 @@ from rlvr.commands.console import err, out
 from rlvr.commands.console import print_json as _print_json
 from rlvr.errors import UserError
 
-sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in the sandbox, self-test it, benchmark it.")
+sandbox_app = typer.Typer(no_args_is_help=True,
+                          help="Run commands in the sandbox, self-test it, benchmark it.")
 
 
 @sandbox_app.command("run", context_settings={"allow_interspersed_args": False})
 def sandbox_run(
     cmd: Annotated[list[str], typer.Argument(help="The command (after --).")],
-    workspace: Annotated[Path | None, typer.Option(help="Directory copied into the sandbox (never modified).")] = None,
+    workspace: Annotated[Path | None,
+                         typer.Option(help="Directory copied into the sandbox (never modified).")] = None,
     timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 10.0,
     memory: Annotated[int, typer.Option(help="Memory limit in MiB.")] = 512,
     json_out: Annotated[bool, typer.Option("--json", help="Print the ExecResult as JSON.")] = False,
@@ -28,11 +30,13 @@ def sandbox_run(
     from rlvr.sandbox.workspace import list_files, read_file
 
     if not cmd:
-        raise UserError("no command given", field="CMD", fix="write e.g. rlvr sandbox run -- python -c 'print(1)'")
+        raise UserError("no command given", field="CMD",
+                        fix="write e.g. rlvr sandbox run -- python -c 'print(1)'")
     files: dict[str, bytes] = {}
     if workspace is not None:
         if not workspace.is_dir():
-            raise UserError("not a directory", file=workspace, field="--workspace", fix="pass an existing directory")
+            raise UserError("not a directory", file=workspace, field="--workspace",
+                            fix="pass an existing directory")
         files = {rel: read_file(workspace, rel) or b"" for rel in list_files(workspace)}
     if timeout <= 0 or memory < 16:
         raise UserError(f"out of range (timeout {timeout}, memory {memory})", field="--timeout/--memory",
@@ -70,7 +74,8 @@ def sandbox_check() -> None:
 
 
 @sandbox_app.command("bench")
-def sandbox_bench(json_out: Annotated[bool, typer.Option("--json", help="One flat JSON object.")] = False) -> None:
+def sandbox_bench(json_out: Annotated[bool,
+                                      typer.Option("--json", help="One flat JSON object.")] = False) -> None:
     """Sandbox latency and throughput beside their baselines, measured in the same run."""
     from rich.progress import Progress
 

@@ -11,11 +11,15 @@ from rlvr.commands.console import err, out
 from rlvr.commands.console import print_json as _print_json
 from rlvr.errors import UserError
 
-tasks_app = typer.Typer(no_args_is_help=True, help="List, show, sample, build, validate, profile and export tasks.")
+tasks_app = typer.Typer(no_args_is_help=True,
+                        help="List, show, sample, build, validate, profile and export tasks.")
+
+
+ListJson = Annotated[bool, typer.Option("--json", help="A list of {name, size, description}.")]
 
 
 @tasks_app.command("list")
-def tasks_list(json_out: Annotated[bool, typer.Option("--json", help="A list of {name, size, description}.")] = False) -> None:
+def tasks_list(json_out: ListJson = False) -> None:
     """Every registered domain with its size (or "procedural") and a one-line description."""
     from rlvr.tasks import registry
     from rlvr.tasks.registry import unavailable
@@ -26,7 +30,8 @@ def tasks_list(json_out: Annotated[bool, typer.Option("--json", help="A list of 
         rows.append({"name": name, "size": src.size if src.size is not None else "procedural",
                      "description": src.description or registry.entry(name).description})
     for plugin, why in unavailable().items():  # a broken plugin is one line; the others are listed
-        err.print(f"domain plugin {plugin!r} not loaded: {why}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"domain plugin {plugin!r} not loaded: {why}", markup=False, highlight=False,
+                  soft_wrap=True)
     if json_out:
         _print_json(rows)
         return
@@ -92,13 +97,16 @@ def tasks_sample(
 @tasks_app.command("build")
 def tasks_build(
     kind: Annotated[str, typer.Argument(help="What to build: repo.")],
-    sources: Annotated[list[str], typer.Argument(help="Project dirs, git checkouts or pypi:NAME==VERSION (`repo-real`: the built-in pack).")],
+    sources: Annotated[list[str],
+                       typer.Argument(help="Project dirs, git checkouts or pypi:NAME==VERSION (`repo-real`: "
+                                           "the built-in pack).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Pack directory to write the tasks to.")],
     n: Annotated[int, typer.Option("-n", help="Most tasks per project.")] = 50,
     domain: Annotated[str, typer.Option(help="Domain written into each task.toml.")] = "repo",
     json_out: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
 ) -> None:
-    """Turn real Python projects into verified bug-fix and implementation tasks (see rlvr.domains.repo.build)."""
+    """Turn real Python projects into verified bug-fix and implementation tasks (see
+    rlvr.domains.repo.build)."""
     from rlvr.domains.repo.build.command import run_build
     from rlvr.sandbox import make_pool
 
@@ -112,14 +120,17 @@ def _gold_check(task: Any) -> set[str] | None:
     from rlvr.verify.base import default_pool
     from rlvr.verify.scorer import Scorer
 
-    v = Scorer(default_pool(), retries=0, cache=False).score(task, FinalState(files=dict(task.workspace))).verdict
+    v = Scorer(default_pool(), retries=0, cache=False).score(task,
+                                                             FinalState(files=dict(task.workspace))).verdict
     return None if v.passed and v.score == 1.0 else {c.name for c in v.checks if not c.passed}
 
 
 @tasks_app.command("validate")
 def tasks_validate(
-    path: Annotated[Path | None, typer.Argument(help="A task directory, a pack directory or a JSONL pack.")] = None,
-    domain: Annotated[str | None, typer.Option(help="Validate a sample of a built-in domain instead.")] = None,
+    path: Annotated[Path | None,
+                    typer.Argument(help="A task directory, a pack directory or a JSONL pack.")] = None,
+    domain: Annotated[str | None,
+                      typer.Option(help="Validate a sample of a built-in domain instead.")] = None,
     n: Annotated[int, typer.Option("-n", help="Sample size for --domain.")] = 5,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -150,7 +161,8 @@ def tasks_validate(
     else:
         table = Table("task", "result", "detail")
         for r in report_rows:  # details quote fields as `[id]`: text, never rich markup
-            table.add_row(Text(r["task"]), "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]", Text(r["detail"]))
+            table.add_row(Text(r["task"]), "[green]ok[/green]" if r["ok"] else "[red]FAIL[/red]",
+                          Text(r["detail"]))
         out.print(table)
         out.print(f"{sum(r['ok'] for r in report_rows)}/{len(report_rows)} tasks valid")
     if not ok:
@@ -164,7 +176,8 @@ def tasks_profile(
     k: Annotated[int, typer.Option("-k", help="Samples per task.")] = 8,
     seed: Annotated[int, typer.Option(help="Seed of task sampling and generation.")] = 0,
     config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], "
-                                                "policy, rollout, sandbox, cluster and schedule sections apply.")] = None,
+                                                "policy, rollout, sandbox, cluster and schedule "
+                                                "sections apply.")] = None,
     cluster: Annotated[str | None, typer.Option(help="Ray address; default local (or the config's).")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -197,13 +210,14 @@ def tasks_sft_data(
     config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], "
                                                 "rollout, sandbox and cluster sections apply.")] = None,
 ) -> None:
-    """Gold tool trajectories as a chat dataset: each task's reference played through the env (tools run in the
-    sandbox), one conversation a line with `messages` and `tools` (TRL's SFTTrainer reads it)."""
+    """Gold tool trajectories as a chat dataset: each task's reference played through the env (tools run in
+    the sandbox), one conversation a line with `messages` and `tools` (TRL's SFTTrainer reads it)."""
     from rlvr.commands.eval import eval_config
     from rlvr.commands.gold import write_sft_data
 
     written, total = write_sft_data(spec, out_path, eval_config(config), seed=seed)
-    err.print(f"wrote {written} conversations to {out_path} ({total - written} of {total} tasks gave no passing "
+    err.print(f"wrote {written} conversations to {out_path} ({total - written} of {total} tasks gave "
+              f"no passing "
               "trajectory)", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -217,4 +231,5 @@ def tasks_export(
     """Write tasks as another trainer's dataset (verl: prompt, data_source, reward_model, extra_info)."""
     from rlvr.integrations.verl import export
 
-    err.print(f"wrote {export(tasks, out_path, fmt=fmt, seed=seed)} rows to {out_path}", markup=False, highlight=False)
+    err.print(f"wrote {export(tasks, out_path, fmt=fmt, seed=seed)} rows to {out_path}", markup=False,
+              highlight=False)

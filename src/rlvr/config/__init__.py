@@ -31,6 +31,8 @@ from rlvr.config.sections import (
     TrainConfig,
 )
 
-__all__ = ["CONFIG_SCHEMA_VERSION", "AgentConfig", "BudgetConfig", "ClusterConfig", "MonitorConfig", "PolicyConfig",
-           "RolloutConfig", "RunConfig", "SFTConfig", "SandboxConfig", "ScheduleConfig", "Section", "StoreConfig",
+__all__ = ["CONFIG_SCHEMA_VERSION", "AgentConfig", "BudgetConfig", "ClusterConfig", "MonitorConfig",
+           "PolicyConfig",
+           "RolloutConfig", "RunConfig", "SFTConfig", "SandboxConfig", "ScheduleConfig", "Section",
+           "StoreConfig",
            "TasksConfig", "TrainConfig", "apply_override", "describe_fields", "load_config"]

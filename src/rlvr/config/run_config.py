@@ -1,5 +1,5 @@
-"""RunConfig: the one typed config object of a run, loaded from TOML (with dotted command-line overrides), written
-back resolved, and described field by field (`rlvr train --help-config`)."""
+"""RunConfig: the one typed config object of a run, loaded from TOML (with dotted command-line overrides),
+written back resolved, and described field by field (`rlvr train --help-config`)."""
 from __future__ import annotations
 
 import copy
@@ -57,12 +57,16 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _engines_need_ray(self) -> RunConfig:  # disaggregated generation: the engines are Ray actors
         if self.policy.engines and not self.cluster.address:
-            raise UserError(f"engines = {self.policy.engines} runs the engines on Ray, and no Ray address is set",
-                            field="policy.engines", fix='set [cluster] address = "auto" (or pass --cluster ADDRESS)')
+            raise UserError(f"engines = {self.policy.engines} runs the engines on Ray, and no Ray "
+                            f"address is set",
+                            field="policy.engines",
+                            fix='set [cluster] address = "auto" (or pass --cluster ADDRESS)')
         rank = self.policy.engine_lora_rank
         if rank and self.train.lora and rank < self.train.lora_rank:
-            raise UserError(f"engine_lora_rank = {rank} cannot load the run's adapters of rank {self.train.lora_rank}",
-                            field="policy.engine_lora_rank", fix=f"set it to {self.train.lora_rank}, or leave it 0")
+            raise UserError(f"engine_lora_rank = {rank} cannot load the run's adapters of rank "
+                            f"{self.train.lora_rank}",
+                            field="policy.engine_lora_rank",
+                            fix=f"set it to {self.train.lora_rank}, or leave it 0")
         return self
 
     @model_validator(mode="after")
@@ -118,7 +122,8 @@ def apply_override(data: dict[str, Any], override: str, source: str = "command l
     key, sep, raw = override.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise UserError(f"override {override!r} is not KEY=VALUE", file=source, fix="write e.g. train.lr=1e-4")
+        raise UserError(f"override {override!r} is not KEY=VALUE", file=source,
+                        fix="write e.g. train.lr=1e-4")
     parts = key.split(".")
     model: type[BaseModel] | None = RunConfig
     node = data
@@ -127,17 +132,20 @@ def apply_override(data: dict[str, Any], override: str, source: str = "command l
         if model is not None:
             if part not in model.model_fields:
                 close = difflib.get_close_matches(part, list(model.model_fields), n=1)
-                hint = f"did you mean {'.'.join(parts[:i] + close)!r}?" if close else "see rlvr train --help-config"
+                hint = (f"did you mean {'.'.join(parts[:i] + close)!r}?" if close
+                        else "see rlvr train --help-config")
                 raise UserError("unknown config key", file=source, field=key, fix=hint)
             model = _model_at(parts[: i + 1])
         if i == len(parts) - 1:
             node[part] = _parse_value(raw.strip())
         else:
-            if part not in node and parent is not None and model is None:  # a table field: its default, extended
+            # a table field: its default, extended
+            if part not in node and parent is not None and model is None:
                 node[part] = _table_default(parent, part)
             nxt = node.setdefault(part, {})
             if not isinstance(nxt, dict):
-                raise UserError("is not a table", file=source, field=".".join(parts[: i + 1]), fix="override a leaf key")
+                raise UserError("is not a table", file=source, field=".".join(parts[: i + 1]),
+                                fix="override a leaf key")
             node = nxt
 
 
@@ -183,7 +191,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     except ValidationError as exc:
         raise _config_error(exc, source if not overrides else f"{source} (+ overrides)") from None
     except UserError as exc:  # raised by a validator (policy.engines): name the file too
-        raise UserError(exc.what, file=source if not overrides else f"{source} (+ overrides)", field=exc.field,
+        raise UserError(exc.what, file=source if not overrides else f"{source} (+ overrides)",
+                        field=exc.field,
                         fix=exc.fix) from None
 
 

@@ -1,6 +1,7 @@
-"""The sections of a run config, one per part of the pipeline (`[tasks]`, `[sandbox]`, `[policy]`, `[rollout]`,
-`[train]`, `[sft]`, `[schedule]`, `[store]`, `[monitor]`, `[cluster]`, `[agent]`): frozen, strict pydantic models
-with a docstring under every field. `rlvr.config.run_config` puts them together as RunConfig."""
+"""The sections of a run config, one per part of the pipeline (`[tasks]`, `[sandbox]`, `[policy]`,
+`[rollout]`, `[train]`, `[sft]`, `[schedule]`, `[store]`, `[monitor]`, `[cluster]`, `[agent]`): frozen, strict
+pydantic models with a docstring under every field. `rlvr.config.run_config` puts them together as
+RunConfig."""
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -39,7 +40,8 @@ class SandboxConfig(Section):
     defaults) < a scheduler budget < a tool call's own request (these two only lower)."""
 
     isolation: Literal["bwrap", "none"] = "bwrap"
-    """`bwrap`: bubblewrap + namespaces + cgroups. `none`: no isolation at all (warns loudly; trusted code only)."""
+    """`bwrap`: bubblewrap + namespaces + cgroups. `none`: no isolation at all (warns loudly; trusted code
+    only)."""
     workers: int = Field(2, ge=1)
     """Warm workers in the local pool."""
     timeout_s: float = Field(10.0, gt=0)
@@ -83,7 +85,8 @@ class PolicyConfig(Section):
     chat_template: str = "auto"
     """`hf` and `vllm` backends: how conversations become text. `auto`: the tokenizer's own chat template, and
     for a model without one (a base model) the `plain` one; `plain`: `<|role|>content<|end|>` per message (the
-    built-in model's template; other models read the markers as text); or the path of a Jinja template file."""
+    built-in model's template; other models read the markers as text); or the path of a Jinja template
+    file."""
     vllm_kv_cache_mb: int | None = Field(512, ge=16)
     """`vllm` backend: memory reserved for the engine's KV cache (MiB); None lets vLLM size it from free GPU
     memory (CUDA only: on CPU vLLM would claim most of the machine's RAM)."""
@@ -158,8 +161,8 @@ class RolloutConfig(Section):
     """Characters of one tool result the model sees (head and tail kept, the middle cut)."""
     max_context_tokens: int | None = Field(None, ge=16)
     """Tokens one episode's context may hold (prompt, every turn and tool output so far, and room for the next
-    turn). Past it, older tool output is elided (`context_elided`), then the episode is truncated by "context".
-    Unset: the model's window; larger than the window: the window."""
+    turn). Past it, older tool output is elided (`context_elided`), then the episode is truncated by
+    "context". Unset: the model's window; larger than the window: the window."""
     max_tool_output_tokens: int | None = Field(None, ge=8)
     """Tokens of one tool result the model sees: a longer one keeps its first third and last two thirds around
     a visible "[... N tokens of output cut ...]" marker (after `max_output_chars`). Unset: no token cap."""
@@ -173,8 +176,9 @@ class TrainConfig(Section):
     batch_size: int = Field(16, ge=1)
     """Tasks per step (each sampled `rollout.group_size` times)."""
     lr: float = Field(3e-4, gt=0)
-    """AdamW peak learning rate (reached after warm-up, then shaped by `lr_decay`; the quickstart's 0.8M-parameter
-    model learns fastest at 3e-4 and loses ground at 5e-4 — larger models want far less, e.g. 1e-6)."""
+    """AdamW peak learning rate (reached after warm-up, then shaped by `lr_decay`; the quickstart's
+    0.8M-parameter model learns fastest at 3e-4 and loses ground at 5e-4 — larger models want far less, e.g.
+    1e-6)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up steps."""
     lr_decay: Literal["constant", "linear", "cosine"] = "cosine"
@@ -189,9 +193,9 @@ class TrainConfig(Section):
     """Advantage estimator: grpo, dr_grpo or rloo."""
     loss: str = "ppo_clip"
     """Policy loss from the loss table: ppo_clip (PPO's clipped token ratio), pg (importance-weighted policy
-    gradient, no clipping), gspo (GSPO: one ratio per sequence, the geometric mean of its token ratios, clipped
-    per sequence; the paper clips at clip_low 3e-4, clip_high 4e-4) or cispo (CISPO: the clipped token ratio,
-    gradient stopped, times the log-prob; every token keeps its gradient)."""
+    gradient, no clipping), gspo (GSPO: one ratio per sequence, the geometric mean of its token ratios,
+    clipped per sequence; the paper clips at clip_low 3e-4, clip_high 4e-4) or cispo (CISPO: the clipped token
+    ratio, gradient stopped, times the log-prob; every token keeps its gradient)."""
     aggregation: Literal["token", "sequence", "constant"] = "token"
     """Average the loss over all tokens of the batch (token), per sequence then over sequences (sequence), or
     sum it over tokens and divide by sequences x `norm_length` (constant: Dr. GRPO, no length bias)."""
@@ -211,14 +215,14 @@ class TrainConfig(Section):
     """Sequences per forward/backward; gradients accumulate over the batch."""
     micro_batch_tokens: int | None = Field(None, ge=1)
     """Cut micro-batches by tokens instead of `micro_batch_size`: each forward/backward computes at most this
-    many tokens, episodes packed into one row (position ids restarting, no attention across episodes) where the
-    model's attention allows, else grouped by length with at most 10 % padding (`train/padding_fraction`). It
-    must hold the longest episode. The gradient is the same: loss normalisers are the batch's."""
+    many tokens, episodes packed into one row (position ids restarting, no attention across episodes) where
+    the model's attention allows, else grouped by length with at most 10 % padding (`train/padding_fraction`).
+    It must hold the longest episode. The gradient is the same: loss normalisers are the batch's."""
     threads: int | None = Field(None, ge=1)
     """torch CPU threads while the trainer computes alone: the SFT warm start and, in a synchronous run, each
     update (the sandboxes and the sampler are idle then). Unset: every CPU this process may use on one rank,
-    `policy.threads` on several (each rank has its share) and in asynchronous mode (the next rollout runs beside
-    the update; SFT still gets every CPU). Rollouts always run with `policy.threads`."""
+    `policy.threads` on several (each rank has its share) and in asynchronous mode (the next rollout runs
+    beside the update; SFT still gets every CPU). Rollouts always run with `policy.threads`."""
     activation_checkpointing: bool = False
     """Keep only each transformer block's input for the backward pass and recompute the block then (about a
     third more compute, activations of one block instead of all): for long episodes. Also in SFT, under LoRA,
@@ -227,8 +231,8 @@ class TrainConfig(Section):
     """Gradient clipping norm."""
     max_staleness: int = Field(0, ge=0)
     """Asynchronous mode when >= 1: the rollouts of the next steps are generated (from a separate copy of the
-    weights, synced after each update) while this step's update runs, and no episode trains more than this many
-    policy versions after the one that sampled it. 0: synchronous, every episode on-policy."""
+    weights, synced after each update) while this step's update runs, and no episode trains more than this
+    many policy versions after the one that sampled it. 0: synchronous, every episode on-policy."""
     off_policy: Literal["behaviour", "decoupled"] = "behaviour"
     """Importance ratio of the loss: against the stored behaviour log-probs (behaviour: plain PPO, stale
     tokens clipped at 1 +- clip), or decoupled PPO: the ratio is taken against the weights at the start of the
@@ -239,14 +243,14 @@ class TrainConfig(Section):
     """Truncation of the behaviour importance weight in the decoupled correction."""
     is_correction: str = "tis"
     """The decoupled correction's weight on rho = pi_trainer / pi_behaviour, the ratio of the trainer's
-    recomputed log-probs to the sampler's (it corrects the sampler/trainer mismatch, and the lag in asynchronous
-    mode): tis (truncated importance sampling, min(rho, `is_cap`)), mis (masked importance sampling: rho inside
-    [`is_mask_low`, `is_mask_high`], 0 outside: the token or sequence is dropped) or none (no weight). Other
-    than tis it needs `off_policy = "decoupled"`."""
+    recomputed log-probs to the sampler's (it corrects the sampler/trainer mismatch, and the lag in
+    asynchronous mode): tis (truncated importance sampling, min(rho, `is_cap`)), mis (masked importance
+    sampling: rho inside [`is_mask_low`, `is_mask_high`], 0 outside: the token or sequence is dropped) or none
+    (no weight). Other than tis it needs `off_policy = "decoupled"`."""
     is_level: str = "token"
     """Level of rho in the decoupled correction: token (each token's own), sequence (the product over the
-    sequence's generated tokens, one weight per sequence) or geometric (their geometric mean: length-normalised,
-    for mis with a tight band). Other than token it needs `off_policy = "decoupled"`."""
+    sequence's generated tokens, one weight per sequence) or geometric (their geometric mean:
+    length-normalised, for mis with a tight band). Other than token it needs `off_policy = "decoupled"`."""
     is_mask_low: float = Field(0.5, gt=0, le=1)
     """Masked importance sampling (`is_correction = "mis"`): ratios below this are dropped."""
     is_mask_high: float = Field(2.0, ge=1)
@@ -267,18 +271,18 @@ class TrainConfig(Section):
     """Also measure held-out pass@1 every this many steps, for the learning curve in summary.json (0: only
     before and after RL)."""
     world_size: int | None = Field(None, ge=1)
-    """Ranks of the torch.distributed job (docs/SCALING.md). Unset: as launched (torchrun's WORLD_SIZE), else 1;
-    set, it must match the launcher; with `--cluster` this many Ray workers are started. It must divide
+    """Ranks of the torch.distributed job (docs/SCALING.md). Unset: as launched (torchrun's WORLD_SIZE), else
+    1; set, it must match the launcher; with `--cluster` this many Ray workers are started. It must divide
     `batch_size` (a group never spans ranks)."""
     dist_backend: Literal["auto", "gloo", "nccl"] = "auto"
     """torch.distributed backend: auto picks nccl when the policy runs on CUDA, gloo on CPU."""
     sharding: Literal["fsdp", "ddp"] = "fsdp"
-    """How several ranks hold the policy: fsdp (FSDP2 per transformer block: each rank about 1/N of parameters,
-    gradients and optimizer state) or ddp (a full replica per rank, gradients all-reduced)."""
+    """How several ranks hold the policy: fsdp (FSDP2 per transformer block: each rank about 1/N of
+    parameters, gradients and optimizer state) or ddp (a full replica per rank, gradients all-reduced)."""
     mixed_precision: Literal["no", "bf16"] = "no"
-    """bf16: the update's forward and backward passes compute in bfloat16 while the weights, the optimizer state
-    and the gradient reduction stay float32 (FSDP2's MixedPrecisionPolicy; one rank or DDP: autocast). Needs
-    `policy.dtype = "float32"`."""
+    """bf16: the update's forward and backward passes compute in bfloat16 while the weights, the optimizer
+    state and the gradient reduction stay float32 (FSDP2's MixedPrecisionPolicy; one rank or DDP: autocast).
+    Needs `policy.dtype = "float32"`."""
 
 
 class SFTConfig(Section):
@@ -287,10 +291,11 @@ class SFTConfig(Section):
     enabled: bool = True
     """Run SFT before RL (the quickstart's warm start: a brief constant-rate SFT on reference answers)."""
     source: str = "reference"
-    """`reference`: the training domains' reference answers (single-turn tasks); `gold`: gold tool trajectories,
-    each training task's reference played through the env as a multi-turn tool episode (look, run the failing
-    tests, write the fix, run them again, submit) and trained on as its token record (`rlvr.rollout.policies.gold`); or a
-    JSONL file of {prompt, completion} records. Held-out tasks are never used."""
+    """`reference`: the training domains' reference answers (single-turn tasks); `gold`: gold tool
+    trajectories, each training task's reference played through the env as a multi-turn tool episode (look,
+    run the failing tests, write the fix, run them again, submit) and trained on as its token record
+    (`rlvr.rollout.policies.gold`); or a JSONL file of {prompt, completion} records. Held-out tasks are never
+    used."""
     examples: int = Field(6400, ge=1)
     """Examples drawn from the reference solutions (the quickstart sees each once: steps x batch_size); with
     `gold`, the number of training tasks whose trajectories are played (each one a sandboxed episode)."""
@@ -360,8 +365,8 @@ class StoreConfig(Section):
     url: str | None = None
     """fsspec URL of the run's storage (default: the run directory). `s3://bucket/run` works."""
     storage_options: dict[str, Any] = Field(default_factory=dict)
-    """Options of the fsspec filesystem, e.g. `{ endpoint_url = "http://127.0.0.1:9000" }` for an S3-compatible
-    server (credentials come from the usual environment variables, never from this file)."""
+    """Options of the fsspec filesystem, e.g. `{ endpoint_url = "http://127.0.0.1:9000" }` for an
+    S3-compatible server (credentials come from the usual environment variables, never from this file)."""
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
     """Parquet compression of stored episodes."""
 
@@ -412,7 +417,8 @@ class MonitorConfig(Section):
     """Entropy collapse: `policy/entropy` at or below this share of its early level."""
     mismatch_kl: float = Field(0.01, gt=0)
     """Sampler/trainer mismatch: `mismatch/kl` (k3 estimate of KL(sampler || trainer), nats per generated
-    token) above this for `patience` steps raises an alert (in asynchronous mode it includes the policy's lag)."""
+    token) above this for `patience` steps raises an alert (in asynchronous mode it includes the policy's
+    lag)."""
     mismatch_ratio_low: float = Field(0.8, gt=0, lt=1)
     """Sampler/trainer mismatch: `mismatch/ratio_p5` (trainer / sampler probability) below this for `patience`
     steps raises an alert."""
@@ -429,7 +435,8 @@ class MonitorConfig(Section):
 
 
 class ClusterConfig(Section):
-    """Scale-out: the Ray cluster, and how the sandbox fleet on it grows, shrinks and drains (docs/SCALING.md)."""
+    """Scale-out: the Ray cluster, and how the sandbox fleet on it grows, shrinks and drains
+    (docs/SCALING.md)."""
 
     address: str | None = None
     """Ray address (`auto`, `ray://host:port`); None: run locally."""
@@ -437,33 +444,36 @@ class ClusterConfig(Section):
     """CPUs each node's sandbox worker reserves in Ray, so that an autoscaler counts a node doing sandbox work
     as busy (0: none; the node then looks idle to an autoscaler, which may remove it mid-episode)."""
     sandbox_workers_min: int = Field(1, ge=1)
-    """Fewest sandbox workers (one per node): the run waits for this many at start and never scales below it."""
+    """Fewest sandbox workers (one per node): the run waits for this many at start and never scales below
+    it."""
     sandbox_workers_max: int | None = Field(None, ge=1)
     """Most sandbox workers; None: one on every node that can hold one, joiners included."""
     scale_up_wait_s: float = Field(5.0, gt=0.0)
-    """A job that waited this long for a sandbox slot asks for one more worker (an idle node first, else a node
-    from the autoscaler through Ray's `request_resources`)."""
+    """A job that waited this long for a sandbox slot asks for one more worker (an idle node first, else a
+    node from the autoscaler through Ray's `request_resources`)."""
     scale_down_idle_s: float = Field(120.0, gt=0.0)
-    """A worker idle (no job, no open workspace) this long is stopped while more than `sandbox_workers_min` run."""
+    """A worker idle (no job, no open workspace) this long is stopped while more than `sandbox_workers_min`
+    run."""
     watch_interval_s: float = Field(2.0, gt=0.0)
     """How often the fleet looks for nodes that joined, left or are draining."""
     handback_s: float = Field(10.0, ge=0.0)
-    """A draining node's open workspaces are handed back (their episodes go on elsewhere, the changes they made
-    replayed) this many seconds before the node's deadline."""
+    """A draining node's open workspaces are handed back (their episodes go on elsewhere, the changes they
+    made replayed) this many seconds before the node's deadline."""
 
     @model_validator(mode="after")
     def _bounds(self) -> ClusterConfig:
         if self.sandbox_workers_max is not None and self.sandbox_workers_max < self.sandbox_workers_min:
-            raise UserError(f"sandbox_workers_max = {self.sandbox_workers_max} is below sandbox_workers_min = "
-                            f"{self.sandbox_workers_min}", field="cluster.sandbox_workers_max",
+            raise UserError(f"sandbox_workers_max = {self.sandbox_workers_max} is below "
+                            f"sandbox_workers_min = {self.sandbox_workers_min}",
+                            field="cluster.sandbox_workers_max",
                             fix="raise it to at least sandbox_workers_min, or leave it unset")
         return self
 
 
 class AgentConfig(Section):
-    """An agent from outside as the policy (`rlvr eval --agent`, and the rollouts of `rlvr train`): it runs in each
-    episode's sandbox and calls the gateway in front of the policy through OPENAI_BASE_URL (docs/INTEGRATIONS.md,
-    "Train your own agent")."""
+    """An agent from outside as the policy (`rlvr eval --agent`, and the rollouts of `rlvr train`): it runs in
+    each episode's sandbox and calls the gateway in front of the policy through OPENAI_BASE_URL
+    (docs/INTEGRATIONS.md, "Train your own agent")."""
 
     command: str = ""
     """Shell command that runs the agent in the task's workspace; empty: the built-in env plays the policy."""

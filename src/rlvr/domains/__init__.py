@@ -1,5 +1,5 @@
-"""The built-in domains, one package each: where its tasks come from, its settings, its verifier, its tools, its
-gold solutions and any harness that runs in the sandbox.
+"""The built-in domains, one package each: where its tasks come from, its settings, its verifier, its tools,
+its gold solutions and any harness that runs in the sandbox.
 
 Each package exposes one `rlvr.tasks.domain.Domain` record (`DOMAIN`, or a function returning several) and
 declares it in the `rlvr.domains` entry-point group of rlvr's pyproject.toml, exactly as a third-party domain

@@ -23,7 +23,8 @@ def _protected(messages: Sequence[Message]) -> tuple[int, int]:
     return head, last
 
 
-def elide(messages: Sequence[Message], fits: Callable[[list[Message]], bool]) -> tuple[list[Message], int, bool]:
+def elide(messages: Sequence[Message], fits: Callable[[list[Message]], bool]) -> tuple[list[Message], int,
+                                                                                       bool]:
     """Apply the rule: (messages, how many were elided, whether the result fits)."""
     out = list(messages)
     if fits(out):
@@ -42,7 +43,8 @@ def elide(messages: Sequence[Message], fits: Callable[[list[Message]], bool]) ->
 
 
 TOOL_CUT = "\n[... {n} tokens of output cut to fit rollout.max_tool_output_tokens ...]\n"
-"""What the model sees in place of the middle of a tool output longer than `rollout.max_tool_output_tokens`."""
+"""What the model sees in place of the middle of a tool output longer than
+`rollout.max_tool_output_tokens`."""
 
 
 def cap_tokens(text: str, limit: int, encode: Callable[[str], list[int]],

@@ -57,7 +57,8 @@ class StepResult:
 class Env:
     """One episode on one task. Multi-turn tasks lease a sandbox from the pool for the episode's lifetime."""
 
-    def __init__(self, pool: SandboxPool | None, *, max_turns: int | None = None, max_tokens: int | None = None,
+    def __init__(self, pool: SandboxPool | None, *, max_turns: int | None = None,
+                 max_tokens: int | None = None,
                  max_output_chars: int = 4000, infra_retries: int = 1, system_prompt: bool = True) -> None:
         self.pool = pool
         self.overrides = (max_turns, max_tokens)
@@ -71,8 +72,8 @@ class Env:
         self.reset_count = 0
         self.retries_used = 0
         self.nodes: list[str] = []
-        """The node of each sandbox this episode held, in order (a pool on Ray names them; a local one does not):
-        all but the last were lost under it."""
+        """The node of each sandbox this episode held, in order (a pool on Ray names them; a local one does
+        not): all but the last were lost under it."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def reset(self, task: Task, seed: int = 0) -> Observation:
@@ -94,7 +95,8 @@ class Env:
             tools = [t.spec() for t in table.values()]
             if self.system_prompt:
                 sig = ", ".join(f"{n}({', '.join(t.parameters['properties'])})" for n, t in table.items())
-                messages.append(Message(role="system", content=SYSTEM_PROMPT.format(hint=FORMAT_HINT, tools=sig)))
+                messages.append(Message(role="system",
+                                        content=SYSTEM_PROMPT.format(hint=FORMAT_HINT, tools=sig)))
         messages.append(Message(role="user", content=task.prompt))
         return Observation(messages, tools)
 
@@ -157,12 +159,14 @@ class Env:
         terminated = False
         for call in calls:
             result = self._run_call(call)
-            out.append(Message(role="tool", content=result.content, tool_call_id=call.id or None, name=call.name,
+            out.append(Message(role="tool", content=result.content, tool_call_id=call.id or None,
+                               name=call.name,
                                exec_status=result.exec_status))
             if result.submitted:
                 terminated, self.answer = True, result.answer
                 break
-        res = StepResult(out, terminated=terminated, info={"tool_calls": len(calls), "call_errors": len(errors)})
+        res = StepResult(out, terminated=terminated,
+                         info={"tool_calls": len(calls), "call_errors": len(errors)})
         if not terminated:
             res.truncated_by = self.exhausted()
             res.truncated = res.truncated_by is not None
@@ -180,7 +184,8 @@ class Env:
 
     def _ctx(self) -> ToolContext:
         assert self.task is not None and self.sandbox is not None
-        # the pool's [sandbox] defaults under the task's own limits (rlvr.sandbox.limits); a tool's request can
+        # the pool's [sandbox] defaults under the task's own limits (rlvr.sandbox.limits); a tool's request
+        # can
         # only tighten these
         return ToolContext(self.sandbox, self.task, for_task(self.pool, self.task), self.max_output_chars)
 

@@ -50,7 +50,8 @@ def parse_patch(text: str) -> list[FilePatch]:
         while i < len(lines) and lines[i].startswith("@@"):
             m = HUNK_RE.match(lines[i])
             if not m:
-                raise PatchError(f"line {i + 1}: malformed hunk header {lines[i]!r} (expected '@@ -L,N +L,N @@')")
+                raise PatchError(f"line {i + 1}: malformed hunk header {lines[i]!r} (expected '@@ "
+                                 f"-L,N +L,N @@')")
             old_n = int(m.group(2)) if m.group(2) is not None else 1
             new_n = int(m.group(4)) if m.group(4) is not None else 1
             start, body, i = int(m.group(1)), [], i + 1
@@ -62,7 +63,8 @@ def parse_patch(text: str) -> list[FilePatch]:
                     continue
                 tag = line[:1] if line else " "
                 if tag not in " -+":
-                    raise PatchError(f"line {i + 1}: hunk ended early (expected {old_n} old and {new_n} new lines)")
+                    raise PatchError(f"line {i + 1}: hunk ended early (expected {old_n} old and "
+                                     f"{new_n} new lines)")
                 body.append(tag + line[1:])
                 seen_old += tag in " -"
                 seen_new += tag in " +"
@@ -96,8 +98,8 @@ def _apply_file(path: str, text: str, fp: FilePatch) -> str:
         pos = _find(lines, old, guess) if old else min(guess, len(lines))
         if pos is None:
             first = old[0] if old else ""
-            raise PatchError(f"hunk {n} of {path} does not apply: its context starting {first!r} was not found "
-                             f"near line {start}; read the file again and rebuild the patch")
+            raise PatchError(f"hunk {n} of {path} does not apply: its context starting {first!r} "
+                             f"was not found near line {start}; read the file again and rebuild the patch")
         lines[pos:pos + len(old)] = new
         offset += len(new) - len(old)
     return "\n".join(lines) + ("\n" if lines else "")

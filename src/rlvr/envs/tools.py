@@ -98,7 +98,8 @@ def _exec(ctx: ToolContext, argv: list[str], request: Layer = None) -> ExecResul
     layer of `rlvr.sandbox.limits.resolve`), with the task's import roots on PYTHONPATH; an infra fault raises
     InfraError."""
     argv = with_import_roots(argv, import_roots(ctx.task))
-    res = ctx.sandbox.run(argv, limits=ctx.limits if request is None else resolve(ctx.limits, request=request))
+    res = ctx.sandbox.run(argv,
+                          limits=ctx.limits if request is None else resolve(ctx.limits, request=request))
     if res.infra_error:
         raise InfraError(res.error or "sandbox infra error")
     return res
@@ -156,7 +157,8 @@ def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 def patch_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     text = _str_arg(args, "patch")
     try:
-        touched = sorted({_safe_path(p) for fp in parse_patch(text) for p in (fp.old, fp.new) if p is not None})
+        touched = sorted({_safe_path(p) for fp in parse_patch(text) for p in (fp.old, fp.new)
+                          if p is not None})
         changes = apply_patch(ctx.sandbox.read_files(touched), text)  # only the files the patch names
     except (PatchError, ToolArgError) as exc:
         return ToolOutput(f"error: patch not applied: {exc}")
@@ -207,13 +209,15 @@ def run_tests(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     tests = visible_tests(ctx.task)
     if not tests:
         return ToolOutput("no visible tests in this workspace")
-    argv = ["python", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "--no-header", "-rN", *tests]
+    argv = ["python", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "--no-header", "-rN",
+            *tests]
     res = _exec(ctx, argv)
     out = res.stdout
     # the compact report: failures section and summary line, not the collection chatter
     if "= FAILURES =" in out:
         out = out[out.index("= FAILURES ="):]
-    text = f"$ {shlex.join(argv[1:])}\n" + _report(res.model_copy(update={"stdout": out}), ctx.max_output_chars)
+    text = f"$ {shlex.join(argv[1:])}\n" + _report(res.model_copy(update={"stdout": out}),
+                                                   ctx.max_output_chars)
     return ToolOutput(text, exec_status=res.status.value)
 
 
@@ -223,7 +227,8 @@ def submit(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 
 
 def _params(**props: str) -> dict[str, Any]:
-    return {"type": "object", "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
+    return {"type": "object",
+            "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
             "required": [k for k in props if k not in ("pattern", "answer")]}
 
 
@@ -231,7 +236,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("list_files", "List workspace files (optional glob pattern).", _params(pattern="glob, default *"),
          list_files, mutates=False),
     Tool("read_file", "Read a workspace file.", _params(path="relative path"), read_file, mutates=False),
-    Tool("write_file", "Create or overwrite a workspace file.", _params(path="relative path", content="file text"),
+    Tool("write_file", "Create or overwrite a workspace file.",
+         _params(path="relative path", content="file text"),
          write_file),
     Tool("apply_patch", "Apply a unified diff (--- a/F, +++ b/F, @@ hunks).", _params(patch="unified diff"),
          patch_tool),
@@ -241,7 +247,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
 )}
 """Every built-in tool by name."""
 
-BASH = Tool("bash", "Run one bash command in the workspace (the project's environment on PATH; output capped).",
+BASH = Tool("bash",
+            "Run one bash command in the workspace (the project's environment on PATH; output capped).",
             _params(command="bash command line"), bash)
 """A terminal, offered by the domains that list it in their `Domain.tools` (the repository domains)."""
 

@@ -3,27 +3,28 @@
     rlvr serve --tasks code:20 --port 8000 [--token-file F]
 
     async with RlvrClient("http://127.0.0.1:8000", token=...) as env:      # openenv-core's MCPToolClient
-        first = await env.reset(seed=0, task="code/easy-multi-s0-3")     # or task=INDEX, or no task: seed picks
-        tools = await env.list_tools()
+        first = await env.reset(seed=0, task="code/easy-multi-s0-3")     # or task=INDEX, or no task: seed
+        picks tools = await env.list_tools()
         await env.call_tool("write_file", path="solution.py", content="...")
         end = await env.step(CallToolAction(tool_name="submit", arguments={}))
         end.reward, end.observation.metadata["passed"], end.observation.metadata["checks"]
 
 A session is OpenEnv's stateful WebSocket route (`/ws`): each connection gets its own `RlvrEnvironment`, whose
 reset leases a fresh sandbox for the episode; rlvr's tools are OpenEnv MCP tool actions (`list_tools`,
-`call_tool`); the step that ends the episode (submit, or a budget running out) carries the reward and the verdict
-(score, passed, checks, flags) in the observation's metadata. The reward comes from the runtime's one Scorer.
+`call_tool`); the step that ends the episode (submit, or a budget running out) carries the reward and the
+verdict (score, passed, checks, flags) in the observation's metadata. The reward comes from the runtime's one
+Scorer.
 
 Leases never outlive their session: openenv-core's server closes a session's environment when the socket
 closes or drops, and its reaper closes sessions idle for `idle_timeout` seconds; a closed environment refuses
 to lease again. A malformed action is answered in the protocol's own error format (a `VALIDATION_ERROR`
 message, or a `ToolError` in the observation) and the session lives on.
 
-Two things differ from a plain `create_app`: openenv-core 0.3.0's `serialize_observation` leaves `metadata` out
-of the observation it sends while its client reads it from there, so rlvr's observations keep it (`_KeepsMetadata`);
-and the stateless HTTP `/reset` and `/step` routes are not registered (production mode): a sandboxed episode
-lives in a session. With a token every HTTP request and WebSocket upgrade must carry `Authorization: Bearer
-TOKEN`; openenv-core's client sends no headers, so `RlvrClient` adds it.
+Two things differ from a plain `create_app`: openenv-core 0.3.0's `serialize_observation` leaves `metadata`
+out of the observation it sends while its client reads it from there, so rlvr's observations keep it
+(`_KeepsMetadata`); and the stateless HTTP `/reset` and `/step` routes are not registered (production mode): a
+sandboxed episode lives in a session. With a token every HTTP request and WebSocket upgrade must carry
+`Authorization: Bearer TOKEN`; openenv-core's client sends no headers, so `RlvrClient` adds it.
 """
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ class _KeepsMetadata:
         out = super().model_dump(**kwargs)  # type: ignore[misc]
         exclude = kwargs.get("exclude")
         if exclude is not None and "metadata" in exclude:
-            out["metadata"] = super().model_dump(mode="json", include={"metadata"})["metadata"]  # type: ignore[misc]
+            metadata = super().model_dump(mode="json", include={"metadata"})  # type: ignore[misc]
+            out["metadata"] = metadata["metadata"]
         return out
 
 
@@ -98,7 +100,8 @@ def _tools(specs: list[dict[str, Any]]) -> list[Tool]:
 
 
 class RlvrEnvironment(Environment):
-    """One OpenEnv session over rlvr's Env: reset leases a sandbox; tool calls act in it; the end is scored."""
+    """One OpenEnv session over rlvr's Env: reset leases a sandbox; tool calls act in it; the end is
+    scored."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -133,19 +136,22 @@ class RlvrEnvironment(Environment):
         name = action.tool_name
         if self.closed or self.session.task is None:
             why = "this session has expired; open a new connection" if self.closed else "call reset first"
-            return RlvrToolObservation(tool_name=name, error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR,
+            return RlvrToolObservation(tool_name=name,
+                                       error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR,
                                                                         message=why))
         offered = {s["function"]["name"] for s in tool_specs(self.session.task)}
         if name not in offered:
             return RlvrToolObservation(tool_name=name, error=ToolError(
-                error_type=ToolErrorType.TOOL_NOT_FOUND, message=f"unknown tool {name!r}; tools: {', '.join(sorted(offered))}"))
+                error_type=ToolErrorType.TOOL_NOT_FOUND,
+                message=f"unknown tool {name!r}; tools: {', '.join(sorted(offered))}"))
         self._state.step_count += 1
         text, done = self.session.call(name, action.arguments)
         if not done:
             return RlvrToolObservation(tool_name=name, result=text)
         scored = self.session.finish()
         return RlvrToolObservation(tool_name=name, result=text, done=True, reward=scored.reward,
-                                   metadata={**verdict_metadata(scored), "truncated_by": self.session.truncated_by})
+                                   metadata={**verdict_metadata(scored),
+                                             "truncated_by": self.session.truncated_by})
 
     @property
     def state(self) -> State:
@@ -153,7 +159,8 @@ class RlvrEnvironment(Environment):
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(name="rlvr", version=_version(),
-                                   description=f"rlvr tasks ({len(self.runtime.tasks)}) in isolated sandboxes")
+                                   description=f"rlvr tasks ({len(self.runtime.tasks)}) in "
+                                               f"isolated sandboxes")
 
     def close(self) -> None:
         """Give the sandbox back; the session can no longer lease one (idempotent)."""
@@ -193,7 +200,8 @@ class Gate:
                     return
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": b'{"detail":"missing or wrong bearer token"}'})
+                await send({"type": "http.response.body",
+                            "body": b'{"detail":"missing or wrong bearer token"}'})
                 return
         if scope["type"] != "websocket":
             return await self.app(scope, receive, send)
@@ -229,9 +237,11 @@ def read_token(path: str | Path) -> str:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError("no such token file", file=p, fix="write the token into it (e.g. openssl rand -hex 32)") from None
+        raise UserError("no such token file", file=p,
+                        fix="write the token into it (e.g. openssl rand -hex 32)") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the token file: {exc}", file=p, fix="give a readable UTF-8 text file") from None
+        raise UserError(f"cannot read the token file: {exc}", file=p,
+                        fix="give a readable UTF-8 text file") from None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if len(lines) != 1 or any(c.isspace() for c in lines[0]):
         raise UserError("the token file must hold one token on one line", file=p, fix="write only the token")
@@ -256,9 +266,11 @@ def check_port(host: str, port: int) -> None:
 
 
 def serve(tasks: str, *, host: str = "127.0.0.1", port: int = 8000, token_file: str | None = None,
-          max_sessions: int = 64, idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S, config: RunConfig | None = None) -> None:
-    """`rlvr serve`: check every input, then serve until interrupted (the pool is closed on the way out). A run
-    `config` gives the tasks its `[tasks.domains]` settings and the sessions its sandbox, cluster and Scorer."""
+          max_sessions: int = 64, idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+          config: RunConfig | None = None) -> None:
+    """`rlvr serve`: check every input, then serve until interrupted (the pool is closed on the way out). A
+    run `config` gives the tasks its `[tasks.domains]` settings and the sessions its sandbox, cluster and
+    Scorer."""
     import uvicorn
 
     from rlvr.integrations.session import resolve_tasks
@@ -297,7 +309,8 @@ class RlvrClient(MCPToolClient):
 
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
         try:
-            self._ws = await ws_connect(self._ws_url, open_timeout=self._connect_timeout, max_size=self._max_message_size,
+            self._ws = await ws_connect(self._ws_url, open_timeout=self._connect_timeout,
+                                        max_size=self._max_message_size,
                                         additional_headers=headers, proxy=None)
         except Exception as exc:
             raise ConnectionError(f"Failed to connect to {self._ws_url}: {exc}") from exc
@@ -322,7 +335,8 @@ def launched(tasks: str, *args: str, port: int | None = None, token: str | None 
             port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "rlvr.cli", "serve", "--tasks", tasks, "--port", str(port), *args]
     out = log if log is not None else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:

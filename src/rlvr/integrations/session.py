@@ -7,10 +7,10 @@ tool calls, one episode at a time (`EnvSession`).
     text, done = session.call("write_file", {"path": "solution.py", "content": "..."})
     scored = session.finish()                       # the verdict and reward from rlvr.verify.scorer.Scorer
 
-Every adapter (the OpenEnv server, TRL's environment class, the verifiers taskset, the skyrl-gym env and the verl
-reward function) goes through these two classes, so a verdict means the same thing in every trainer. A multi-turn
-task acts through rlvr's tools in a leased sandbox; a single-turn task takes its answer through `submit(answer)`
-(or `session.answer(text)` for a trainer that hands over the completion itself).
+Every adapter (the OpenEnv server, TRL's environment class, the verifiers taskset, the skyrl-gym env and the
+verl reward function) goes through these two classes, so a verdict means the same thing in every trainer. A
+multi-turn task acts through rlvr's tools in a leased sandbox; a single-turn task takes its answer through
+`submit(answer)` (or `session.answer(text)` for a trainer that hands over the completion itself).
 
 A `EnvSession` is not an `rlvr.rollout.episode.Episode`: that is the record of an episode the rollout engine
 stores; a session is the live interface through which an adapter plays episodes, one after another.
@@ -42,7 +42,8 @@ TaskInput = str | TaskSource | Sequence[Task]
 
 SUBMIT_ONLY = {"type": "function", "function": {
     "name": "submit", "description": "Give the final answer; ends the task.",
-    "parameters": {"type": "object", "properties": {"answer": {"type": "string", "description": "the answer"}},
+    "parameters": {"type": "object",
+                   "properties": {"answer": {"type": "string", "description": "the answer"}},
                    "required": ["answer"]}}}
 """The one tool of a single-turn task."""
 
@@ -63,14 +64,16 @@ def resolve_tasks(tasks: TaskInput, *, n: int | None = None, seed: int = 0, offs
         resolved = tasks.sample(n, seed=seed, offset=offset)
     else:
         if n is not None or offset:
-            raise UserError("n and offset select from a SPEC or a source, not from a list of tasks", field="tasks",
+            raise UserError("n and offset select from a SPEC or a source, not from a list of tasks",
+                            field="tasks",
                             fix="slice the list instead")
         resolved = list(tasks)
         if not all(isinstance(t, Task) for t in resolved):
             raise UserError("expected a tasks SPEC, a TaskSource or a list of Task", field="tasks",
                             fix="e.g. load_tasks('code:50')")
     if not resolved:
-        raise UserError("no tasks selected", field="tasks", fix="name a domain or pack with at least one task")
+        raise UserError("no tasks selected", field="tasks",
+                        fix="name a domain or pack with at least one task")
     seen: set[str] = set()
     for task in resolved:
         if task.key in seen:
@@ -80,7 +83,8 @@ def resolve_tasks(tasks: TaskInput, *, n: int | None = None, seed: int = 0, offs
 
 
 def tool_specs(task: Task) -> list[dict[str, Any]]:
-    """The OpenAI `tools` entries a task's episode offers: rlvr's tools, or only submit for a single-turn task."""
+    """The OpenAI `tools` entries a task's episode offers: rlvr's tools, or only submit for a single-turn
+    task."""
     return [t.spec() for t in tools_for(task).values()] if task.multi_turn else [SUBMIT_ONLY]
 
 
@@ -102,19 +106,24 @@ class Runtime:
     The pool and the Scorer are the run's (`rlvr.run.build` on `config`, default a plain RunConfig: the local
     isolated pool, one infra retry), built on first need. `pool` is borrowed instead (the caller closes it);
     otherwise the runtime closes its own in `close()`. `flag_penalty` and `retries`, when given, replace the
-    config's `train.flag_penalty` (the reward of a verdict flagged as a reward hack) and `rollout.infra_retries`.
+    config's `train.flag_penalty` (the reward of a verdict flagged as a reward hack) and
+    `rollout.infra_retries`.
     """
 
-    def __init__(self, tasks: Sequence[Task], *, pool: SandboxPool | None = None, flag_penalty: float | None = None,
-                 retries: int | None = None, max_turns: int | None = None, config: RunConfig | None = None) -> None:
+    def __init__(self, tasks: Sequence[Task], *, pool: SandboxPool | None = None,
+                 flag_penalty: float | None = None,
+                 retries: int | None = None, max_turns: int | None = None,
+                 config: RunConfig | None = None) -> None:
         self.tasks = list(tasks)
         self.by_key = {t.key: t for t in self.tasks}
         self.max_turns = max_turns
         cfg = config or RunConfig()
         if flag_penalty is not None:
-            cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"flag_penalty": flag_penalty})})
+            train = cfg.train.model_copy(update={"flag_penalty": flag_penalty})
+            cfg = cfg.model_copy(update={"train": train})
         if retries is not None:
-            cfg = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"infra_retries": retries})})
+            rollout = cfg.rollout.model_copy(update={"infra_retries": retries})
+            cfg = cfg.model_copy(update={"rollout": rollout})
         self.cfg = cfg
         self._borrowed = pool
         self._lock = threading.Lock()
@@ -174,8 +183,8 @@ class Runtime:
 
     @classmethod
     def shared(cls, spec: str, **select: Any) -> Runtime:
-        """One runtime per (SPEC, selection) in this process, for adapters whose trainer builds environments by
-        name (skyrl-gym) or calls a bare function (verl): they share its pool and Scorer."""
+        """One runtime per (SPEC, selection) in this process, for adapters whose trainer builds environments
+        by name (skyrl-gym) or calls a bare function (verl): they share its pool and Scorer."""
         key = (spec, json.dumps(select, sort_keys=True, default=str))
         with _SHARED_LOCK:
             if key not in _SHARED:
@@ -196,8 +205,8 @@ class Runtime:
 
 
 class EnvSession:
-    """rlvr's Env driven by tool calls, one episode at a time: each `start` begins an episode, which holds a sandbox
-    lease until `finish` or `close`."""
+    """rlvr's Env driven by tool calls, one episode at a time: each `start` begins an episode, which holds a
+    sandbox lease until `finish` or `close`."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -229,8 +238,8 @@ class EnvSession:
         return self.task
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> tuple[str, bool]:
-        """Run one tool call; (the text the model reads, whether the episode is over). A bad name or argument is
-        an error the model reads, never an exception; calls after the end are refused the same way."""
+        """Run one tool call; (the text the model reads, whether the episode is over). A bad name or argument
+        is an error the model reads, never an exception; calls after the end are refused the same way."""
         task = self._need_task()
         assert self.env is not None
         if self.done:
@@ -244,7 +253,8 @@ class EnvSession:
 
     def act(self, text: str) -> tuple[str, bool]:
         """Take a model's whole reply: the answer of a single-turn task, or text tool calls (the Env's own
-        format, taught by its system message) for a multi-turn one; (feedback, whether the episode is over)."""
+        format, taught by its system message) for a multi-turn one; (feedback, whether the episode is
+        over)."""
         task = self._need_task()
         if self.done:
             return "error: the episode is over (reset to start another)", True

@@ -1,10 +1,11 @@
 """rlvr's tasks as a skyrl-gym `BaseTextEnv`, registered under an id.
 
     from rlvr.integrations.skyrl import register
-    register("rlvr-code", tasks="code:64")                 # skyrl_gym.make("rlvr-code", extras={...}) now works
-    env = skyrl_gym.make("rlvr-code", extras={"task": "code/easy-multi-s0-3"})
-    prompt, info = env.init([])                          # the Env's system message (tool-call format) + prompt
-    out = env.step(model_reply)                          # observations, reward (at the end), done, metadata
+    register("rlvr-code", tasks="code:64")                 # skyrl_gym.make("rlvr-code", extras={...}) now
+    works env = skyrl_gym.make("rlvr-code", extras={"task": "code/easy-multi-s0-3"})
+    prompt, info = env.init([])                          # the Env's system message (tool-call format) +
+    prompt out = env.step(model_reply)                          # observations, reward (at the end), done,
+    metadata
 
 SkyRL builds one env per trajectory from a dataset row: `extras` holds the row's fields, and the task ref is
 `extras["task"]` (or `extras["extra_info"]["task"]`), a key or an index into the tasks; `extras["seed"]` seeds
@@ -52,7 +53,8 @@ class RlvrTextEnv(BaseTextEnv):
         self.session = runtime.session()
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
-        """Lease the sandbox and give the opening messages: the row's prompt when it has one, else the Env's."""
+        """Lease the sandbox and give the opening messages: the row's prompt when it has one, else the
+        Env's."""
         messages = self.session.start(self.task, self.seed, system_prompt=self.task.multi_turn)
         opening = [{"role": m.role, "content": m.content} for m in messages]
         return (list(prompt) if prompt else opening), {"task": self.task.key, "tools": tool_specs(self.task)}
@@ -61,11 +63,13 @@ class RlvrTextEnv(BaseTextEnv):
         self.turns += 1
         feedback, done = self.session.act(action)
         if not done:
-            return BaseTextEnvStepOutput(observations=[{"role": "user", "content": feedback}], reward=0.0, done=False,
+            return BaseTextEnvStepOutput(observations=[{"role": "user", "content": feedback}], reward=0.0,
+                                         done=False,
                                          metadata={}, postprocessed_action=None)
         scored = self.session.finish()
         return BaseTextEnvStepOutput(observations=[], reward=scored.reward, done=True,
-                                     metadata={**verdict_metadata(scored), "truncated_by": self.session.truncated_by},
+                                     metadata={**verdict_metadata(scored),
+                                               "truncated_by": self.session.truncated_by},
                                      postprocessed_action=None)
 
     def get_metrics(self) -> dict[str, Any]:

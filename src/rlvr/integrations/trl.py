@@ -2,7 +2,8 @@
 and an `environment_factory` whose tools act in rlvr's sandbox for multi-turn (and single-turn) tasks.
 
     tasks = load_tasks("code:200", settings={"code": {"tier": "tiny"}})
-    trainer = GRPOTrainer(model=..., reward_funcs=reward_function(tasks), train_dataset=build_dataset(tasks), ...)
+    trainer = GRPOTrainer(model=..., reward_funcs=reward_function(tasks), train_dataset=build_dataset(tasks),
+    ...)
 
     Env = environment_factory("code:64")               # multi-turn: tools in the sandbox, reward at the end
     trainer = GRPOTrainer(model=..., environment_factory=Env, train_dataset=dataset(Env), ...)
@@ -12,7 +13,8 @@ the reward function, which rebuilds the final state from the completion and judg
 verifier. A verdict the verifier could not reach (`infra_error`) is returned as None, which TRL treats as
 unscorable (excluded from the baseline, advantage 0) rather than as a reward of 0. The reward function takes
 single-turn tasks only (one completion per prompt); tool-using tasks go through `environment_factory`, whose
-instances run each tool call in the rollout's own sandbox lease and score the final state with the same Scorer.
+instances run each tool call in the rollout's own sandbox lease and score the final state with the same
+Scorer.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ TASK_COLUMN = "task_id"
 
 def load_tasks(tasks: TaskInput, *, n: int | None = None, seed: int = 0, offset: int = 0,
                settings: Mapping[str, Mapping[str, Any]] | None = None) -> list[Task]:
-    """Resolve `tasks` to a list of single-turn tasks with unique keys (`rlvr.integrations.session.resolve_tasks`).
+    """Resolve `tasks` to a list of single-turn tasks with unique keys
+    (`rlvr.integrations.session.resolve_tasks`).
 
     `n`, `seed` and `offset` sample a task source (a procedural one needs `n`); `settings` holds per-domain
     settings for a SPEC, like `[tasks.domains]` of a run config.
@@ -43,9 +46,10 @@ def load_tasks(tasks: TaskInput, *, n: int | None = None, seed: int = 0, offset:
     resolved = resolve_tasks(tasks, n=n, seed=seed, offset=offset, settings=settings)
     for task in resolved:
         if task.multi_turn:
-            raise UserError(f"task {task.key} is multi-turn (max_turns={task.limits.max_turns})", field="tasks",
-                            fix="a reward function scores one completion per prompt: use single-turn tasks, or "
-                                "environment_factory(tasks) for tool-using ones")
+            raise UserError(f"task {task.key} is multi-turn (max_turns={task.limits.max_turns})",
+                            field="tasks",
+                            fix="a reward function scores one completion per prompt: use "
+                                "single-turn tasks, or environment_factory(tasks) for tool-using ones")
     return resolved
 
 
@@ -60,7 +64,8 @@ def build_dataset(tasks: TaskInput, *, conversational: bool = True, system_promp
     try:
         from datasets import Dataset
     except ModuleNotFoundError:
-        raise UserError("building a TRL dataset needs the datasets package", fix="pip install 'rlvr[trl]'") from None
+        raise UserError("building a TRL dataset needs the datasets package",
+                        fix="pip install 'rlvr[trl]'") from None
 
     resolved = load_tasks(tasks, **select)
     rows: dict[str, list[Any]] = {"prompt": [], TASK_COLUMN: []}
@@ -87,14 +92,16 @@ def completion_text(completion: Any) -> str:
         return ""
     if isinstance(completion, Sequence) and not completion:
         return ""
-    raise TypeError(f"unsupported completion type {type(completion).__name__}: expected str or a message list")
+    raise TypeError(f"unsupported completion type {type(completion).__name__}: expected str or a "
+                    f"message list")
 
 
 class RlvrReward:
     """TRL reward function: `(prompts, completions, task_id=[...], **kwargs) -> list[float | None]`.
 
     Verification runs on `workers` threads (verifiers spend their time in sandboxed subprocesses). When the
-    trainer passes `log_metric`, the batch's pass rate, flagged share and infra errors are logged under `rlvr/`.
+    trainer passes `log_metric`, the batch's pass rate, flagged share and infra errors are logged under
+    `rlvr/`.
     """
 
     __name__ = "rlvr"
@@ -116,11 +123,13 @@ class RlvrReward:
         return task
 
     def verdict(self, task: Task, completion: Any) -> Verdict:
-        """Judge one completion of `task` (a single-turn final state: the answer over the untouched workspace)."""
+        """Judge one completion of `task` (a single-turn final state: the answer over the untouched
+        workspace)."""
         final = FinalState(files=dict(task.workspace), answer=completion_text(completion))
         return self.scorer.score(task, final, self.seed).verdict
 
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
+                 **kwargs: Any) -> list[float | None]:
         ids = kwargs.get(TASK_COLUMN)
         if ids is None:
             raise UserError(f"the dataset has no {TASK_COLUMN!r} column", field=TASK_COLUMN,
@@ -169,8 +178,9 @@ class RlvrToolEnv:
     `reset(**row)` before generation (the return value, the task's prompt, is appended to the row's last user
     message), exposes every public method as a tool, and calls `get_reward()` once the rollout ends. The tool
     methods are made by `environment_factory` from rlvr's tool table (`rlvr.envs.tools.tools_for`): one typed,
-    documented method per tool the tasks offer (`write_file(path, content)`, `run_tests()`, ...). A multi-turn task holds a sandbox lease from `reset` to `get_reward`; a single-turn task answers through
-    `submit`. A verdict the verifier could not reach gives None (TRL ignores it) rather than 0.
+    documented method per tool the tasks offer (`write_file(path, content)`, `run_tests()`, ...). A multi-turn
+    task holds a sandbox lease from `reset` to `get_reward`; a single-turn task answers through `submit`. A
+    verdict the verifier could not reach gives None (TRL ignores it) rather than 0.
     """
 
     runtime: Runtime
@@ -223,9 +233,11 @@ def _tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
     signature = inspect.Signature(sig_params, return_annotation=str)
 
     def method(*args: Any, **kwargs: Any) -> str:
-        bound = signature.bind(*args, **kwargs)  # a missing or unknown argument is a TypeError, as for any method
+        # a missing or unknown argument is a TypeError, as for any method
+        bound = signature.bind(*args, **kwargs)
         self = bound.arguments.pop("self")
-        given = {k: v for k, v in bound.arguments.items() if not (v is None or (v == "" and k not in required))}
+        given = {k: v for k,
+                 v in bound.arguments.items() if not (v is None or (v == "" and k not in required))}
         return self._call(name, **given)
 
     method.__name__ = method.__qualname__ = name
@@ -243,20 +255,23 @@ def environment_factory(tasks: TaskInput, *, pool: SandboxPool | None = None, fl
     Every instance shares one sandbox pool (`pool`, or one started on first use) and one Scorer. `max_turns`
     overrides the tasks' turn budgets (set it to GRPOConfig's `max_tool_calling_iterations` + 1).
     """
-    runtime = Runtime(resolve_tasks(tasks, **select), pool=pool, flag_penalty=flag_penalty, max_turns=max_turns)
+    runtime = Runtime(resolve_tasks(tasks, **select), pool=pool, flag_penalty=flag_penalty,
+                      max_turns=max_turns)
     specs = {s["function"]["name"]: s for t in runtime.tasks for s in tool_specs(t)}  # every task's tools
     methods = {name: _tool_method(spec) for name, spec in specs.items()}
     return type("RlvrEnv", (RlvrToolEnv,), {"runtime": runtime, "__doc__": RlvrToolEnv.__doc__, **methods})
 
 
-def dataset(tasks: TaskInput | type[RlvrToolEnv], *, system_prompt: str | None = None, **select: Any) -> Dataset:
+def dataset(tasks: TaskInput | type[RlvrToolEnv], *, system_prompt: str | None = None,
+            **select: Any) -> Dataset:
     """The `datasets.Dataset` matching an environment factory: one row per task, a `task_id` column (the key)
     and a `prompt` whose last user message is empty, since `reset` appends the task's prompt to it. Pass the
     class from `environment_factory` (its tasks) or the same tasks and `select`."""
     try:
         from datasets import Dataset
     except ModuleNotFoundError:
-        raise UserError("building a TRL dataset needs the datasets package", fix="pip install 'rlvr[trl]'") from None
+        raise UserError("building a TRL dataset needs the datasets package",
+                        fix="pip install 'rlvr[trl]'") from None
 
     if isinstance(tasks, type) and issubclass(tasks, RlvrToolEnv):
         resolved = tasks.runtime.tasks

@@ -39,7 +39,8 @@ TASKSET_ID = "rlvr-tasks"
 
 
 class RlvrData(vf.TaskData):
-    """One rlvr task as verifiers sees it: its key, prompt and how to rebuild it (never its hidden material)."""
+    """One rlvr task as verifiers sees it: its key, prompt and how to rebuild it (never its hidden
+    material)."""
 
     spec: str
     """The tasks SPEC the task comes from (`code:20`, a pack directory, ...)."""
@@ -108,7 +109,8 @@ class RlvrTask(vf.Task[RlvrData, RlvrState]):
         state = _state(trace)
         ep = state._session
         if ep is None:
-            raise RuntimeError(f"no rlvr episode ran for {self.data.task}: it is played by the rlvr-tasks harness "
+            raise RuntimeError(f"no rlvr episode ran for {self.data.task}: it is played by the "
+                               f"rlvr-tasks harness "
                                "(leave --env.agent.harness unset)")
         scored = await asyncio.to_thread(ep.finish)
         state._session = None
@@ -127,7 +129,8 @@ class RlvrTaskset(vf.Taskset[RlvrTask, RlvrTasksetConfig]):
         c = self.config
         select = c.selection
         for task in Runtime.shared(c.tasks, **select).tasks:
-            yield RlvrTask(RlvrData(id=task.key, name=task.key, prompt=task.prompt, spec=c.tasks, select=select,
+            yield RlvrTask(RlvrData(id=task.key, name=task.key, prompt=task.prompt, spec=c.tasks,
+                                    select=select,
                                     task=task.key, seed=c.seed), c.task)
 
 
@@ -143,15 +146,16 @@ class RlvrHarnessConfig(vf.HarnessConfig):
 
 
 class RlvrHarness(vf.Harness[RlvrHarnessConfig]):
-    """An in-process tool-calling loop: chat completions through the rollout's endpoint, rlvr's tools executed in
-    an rlvr sandbox lease, until the episode ends (submit, a budget, or a reply without tool calls on a
+    """An in-process tool-calling loop: chat completions through the rollout's endpoint, rlvr's tools executed
+    in an rlvr sandbox lease, until the episode ends (submit, a budget, or a reply without tool calls on a
     single-turn task, which is its answer)."""
 
     EXECUTES_CODE = False  # the model's code runs in rlvr's sandbox, never in the verifiers runtime
     NEEDS_CONTAINER = False
     APPENDS_SYSTEM_PROMPT = True
 
-    async def launch(self, ctx: vf.ModelContext, trace: vf.Trace, runtime: vf.Runtime, endpoint: str, secret: str,
+    async def launch(self, ctx: vf.ModelContext, trace: vf.Trace, runtime: vf.Runtime, endpoint: str,
+                     secret: str,
                      mcp_urls: dict[str, str], data: vf.TaskData) -> vf.ProgramResult:
         import openai
 
@@ -169,7 +173,8 @@ class RlvrHarness(vf.Harness[RlvrHarnessConfig]):
                 if ep.done:
                     break
                 reply = (await client.chat.completions.create(
-                    model=ctx.model, messages=messages, tools=tools)).choices[0].message  # type: ignore[arg-type]
+                    model=ctx.model, messages=messages, tools=tools,  # type: ignore[arg-type]
+                )).choices[0].message
                 messages.append(reply.model_dump(exclude_none=True))
                 if not reply.tool_calls:
                     feedback, _ = await asyncio.to_thread(ep.act, reply.content or "")

@@ -2,15 +2,16 @@
 
     rlvr tasks export --tasks math:500 --format verl -o train.parquet
     python -m verl.trainer.main_ppo data.train_files=train.parquet \\
-        reward.custom_reward_function.path=$(python -c "import rlvr.integrations.verl as m; print(m.__file__)") \\
-        reward.custom_reward_function.name=compute_score ...
+        reward.custom_reward_function.path=$(python -c "import rlvr.integrations.verl as m;
+        print(m.__file__)") \\ reward.custom_reward_function.name=compute_score ...
 
 verl reads `prompt` (chat messages), `data_source`, `ability`, `reward_model` ({style, ground_truth}) and
 `extra_info` from each row, and calls `compute_score(data_source=, solution_str=, ground_truth=, extra_info=)`
-with the decoded response. Each row's `extra_info` carries the task ref (`rlvr_task`, the key) and how to rebuild
-it (`rlvr_spec` and `rlvr_select`: seed, domain settings, sample size), so the reward worker rebuilds the task, hidden material
-included, from rlvr itself: the dataset holds no hidden tests. The verdict comes from the same Scorer as
-everywhere else (one per rebuilt task set, per process); `score` is the reward, `acc` the pass bit.
+with the decoded response. Each row's `extra_info` carries the task ref (`rlvr_task`, the key) and how to
+rebuild it (`rlvr_spec` and `rlvr_select`: seed, domain settings, sample size), so the reward worker rebuilds
+the task, hidden material included, from rlvr itself: the dataset holds no hidden tests. The verdict comes
+from the same Scorer as everywhere else (one per rebuilt task set, per process); `score` is the reward, `acc`
+the pass bit.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ _lock = threading.Lock()
 
 
 def register_tasks(tasks: list[Task]) -> None:
-    """Make tasks known to `compute_score` in this process (for rows exported from a list rather than a SPEC)."""
+    """Make tasks known to `compute_score` in this process (for rows exported from a list rather than a
+    SPEC)."""
     with _lock:
         _registered.update({t.key: t for t in tasks})
 
@@ -116,4 +118,5 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any = None,
     runtime, task = _task_of(extra_info or {})
     scored = runtime.score_answer(task, solution_str or "")
     return {"score": float(scored.reward), "acc": float(scored.verdict.passed),
-            "flagged": float(bool(scored.verdict.flags)), "infra_error": float(scored.infra_error is not None)}
+            "flagged": float(bool(scored.verdict.flags)),
+            "infra_error": float(scored.infra_error is not None)}

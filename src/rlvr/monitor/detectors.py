@@ -47,7 +47,8 @@ class Alert:
     time: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "detector": self.detector, "severity": self.severity, "message": self.message,
+        return {"step": self.step, "detector": self.detector, "severity": self.severity,
+                "message": self.message,
                 "value": self.value, "threshold": self.threshold, "key": self.key,
                 "episode_ids": list(self.episode_ids), "time": self.time}
 
@@ -117,8 +118,10 @@ def reward_without_heldout(h: History, step: int, eps: list[Episode], cfg: Monit
     change = inside[-1] - before[-1]
     if change > cfg.heldout_tolerance:
         return []
-    return [Alert(step, "reward_without_heldout", f"reward-hacking onset: training reward rose {pair[0]:.3f} -> "
-                  f"{pair[1]:.3f} while held-out pass rate moved {change:+.3f}", pair[1] - pair[0], cfg.reward_rise,
+    return [Alert(step, "reward_without_heldout",
+                  f"reward-hacking onset: training reward rose {pair[0]:.3f} -> "
+                  f"{pair[1]:.3f} while held-out pass rate moved {change:+.3f}", pair[1] - pair[0],
+                  cfg.reward_rise,
                   severity="critical", episode_ids=_flagged_ids(eps))]
 
 
@@ -142,7 +145,8 @@ def task_reward_spike(h: History, step: int, eps: list[Episode], cfg: MonitorCon
         if now - base >= cfg.task_spike and z >= cfg.task_spike_z:
             flagged = sum(bool(e.verdict and e.verdict.flags) for e in group)
             ids = [e.episode_id for e in sorted(group, key=lambda e: -e.reward)][:MAX_LINKED_EPISODES]
-            alerts.append(Alert(step, "task_reward_spike", f"reward spike on task {task}: mean {base:.2f} over "
+            alerts.append(Alert(step, "task_reward_spike",
+                                f"reward spike on task {task}: mean {base:.2f} over "
                                 f"{seen} earlier steps -> {now:.2f}, {z:.1f} standard errors "
                                 f"({flagged}/{len(group)} flagged)", now - base, cfg.task_spike, key=task,
                                 episode_ids=ids))
@@ -158,7 +162,8 @@ def length_blowup(h: History, step: int, eps: list[Episode], cfg: MonitorConfig)
     if now < cfg.length_ratio * base or now - base < cfg.length_min_delta:
         return []
     ids = [e.episode_id for e in sorted(eps, key=lambda e: -e.num_generated_tokens)][:MAX_LINKED_EPISODES]
-    return [Alert(step, "length_blowup", f"response length blew up: {now:.0f} generated tokens per episode vs a "
+    return [Alert(step, "length_blowup",
+                  f"response length blew up: {now:.0f} generated tokens per episode vs a "
                   f"recent median of {base:.0f}", now / max(base, 1e-9), cfg.length_ratio, episode_ids=ids)]
 
 
@@ -189,13 +194,13 @@ def _held(values: list[float], patience: int, holds: Callable[[float], bool]) ->
     return len(values) >= patience and all(holds(v) for v in values[-patience:])
 
 
-MISMATCH_FIX = ('(sampler kernels or dtype, an engine out of sync, or the lag of asynchronous mode; train.off_policy = '
-                '"decoupled" with train.is_correction = "tis" or "mis" corrects for it)')
+MISMATCH_FIX = ('(sampler kernels or dtype, an engine out of sync, or the lag of asynchronous mode; '
+                'train.off_policy = "decoupled" with train.is_correction = "tis" or "mis" corrects for it)')
 
 
 def mismatch_kl(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
-    """The sampler's and the trainer's log-probs of the same tokens disagree: KL above its bound for `patience`
-    steps (the trainer logs `mismatch/kl`, rlvr.train.update)."""
+    """The sampler's and the trainer's log-probs of the same tokens disagree: KL above its bound for
+    `patience` steps (the trainer logs `mismatch/kl`, rlvr.train.update)."""
     kl = [v for _, v in h.series("mismatch/kl", step)]
     if not _held(kl, cfg.patience, lambda v: v > cfg.mismatch_kl):
         return []
@@ -204,14 +209,17 @@ def mismatch_kl(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -
 
 
 def mismatch_ratio(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
-    """The trainer / sampler probability ratio's tails leave the band [mismatch_ratio_low, mismatch_ratio_high]
-    for `patience` steps: its 5th percentile below the band (key `low`), its 95th above (key `high`)."""
+    """The trainer / sampler probability ratio's tails leave the band [mismatch_ratio_low,
+    mismatch_ratio_high] for `patience` steps: its 5th percentile below the band (key `low`), its 95th above
+    (key `high`)."""
     alerts = []
     for key, name, bound, out in (("low", "mismatch/ratio_p5", cfg.mismatch_ratio_low, lambda v, b: v < b),
-                                  ("high", "mismatch/ratio_p95", cfg.mismatch_ratio_high, lambda v, b: v > b)):
+                                  ("high", "mismatch/ratio_p95", cfg.mismatch_ratio_high, lambda v,
+                                   b: v > b)):
         values = [v for _, v in h.series(name, step)]
         if _held(values, cfg.patience, lambda v, b=bound, o=out: o(v, b)):
-            alerts.append(Alert(step, "mismatch_ratio", f"sampler/trainer mismatch: {name.split('_')[-1]} of the "
+            alerts.append(Alert(step, "mismatch_ratio",
+                                f"sampler/trainer mismatch: {name.split('_')[-1]} of the "
                                 f"token ratio {values[-1]:.3g} for {cfg.patience} steps, outside "
                                 f"[{cfg.mismatch_ratio_low:g}, {cfg.mismatch_ratio_high:g}] {MISMATCH_FIX}",
                                 values[-1], bound, key=key))
@@ -219,16 +227,18 @@ def mismatch_ratio(h: History, step: int, eps: list[Episode], cfg: MonitorConfig
 
 
 def no_tool_calls(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
-    """The policy stopped using its tools: `agent/no_tool_call_share` (rlvr.monitor.metrics.agent_metrics) at or
-    above `no_tool_call_share` for `patience` steps. Steps without multi-turn episodes log no share, so a run
-    without them never raises it."""
+    """The policy stopped using its tools: `agent/no_tool_call_share` (rlvr.monitor.metrics.agent_metrics) at
+    or above `no_tool_call_share` for `patience` steps. Steps without multi-turn episodes log no share, so a
+    run without them never raises it."""
     shares = [v for _, v in h.series("agent/no_tool_call_share", step)]
     if not _held(shares, cfg.patience, lambda v: v >= cfg.no_tool_call_share):
         return []
     ids = [e.episode_id for e in eps if not e.masked and is_multi_turn(e)][:MAX_LINKED_EPISODES]
-    return [Alert(step, "no_tool_calls", f"the policy stopped using its tools: {shares[-1]:.0%} of multi-turn "
-                  f"episodes made no tool call for {cfg.patience} steps (read one: does it answer in prose, or "
-                  f"write calls its chat template does not parse?)", shares[-1], cfg.no_tool_call_share,
+    return [Alert(step, "no_tool_calls",
+                  f"the policy stopped using its tools: {shares[-1]:.0%} of multi-turn "
+                  f"episodes made no tool call for {cfg.patience} steps (read one: does it answer "
+                  f"in prose, or write calls its chat template does not parse?)", shares[-1],
+                  cfg.no_tool_call_share,
                   episode_ids=ids)]
 
 

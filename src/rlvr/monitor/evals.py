@@ -1,5 +1,5 @@
-"""Eval reports: pass@1 and pass@k per domain with bootstrap confidence intervals, why episodes were masked, and
-comparisons of two runs.
+"""Eval reports: pass@1 and pass@k per domain with bootstrap confidence intervals, why episodes were masked,
+and comparisons of two runs.
 
 Every policy evaluated with the same tasks SPEC and seed sees the same tasks, initial states and per-episode
 sampling seeds, so two checkpoints or two models are compared on identical work. pass@k is the unbiased
@@ -76,8 +76,10 @@ def summarize(counts: dict[str, dict[str, list[int]]], k: int, *, seed: int = 0,
         pk = [pass_at_k(n, c, k) for n, c in judged if n >= k]
         result[domain] = {
             "n": len(judged), "samples": sum(n for n, _ in judged), "k": k,
-            "pass@1": float(np.mean(p1)) if p1 else None, "pass@1_ci": list(bootstrap_ci(p1, seed=seed)) if p1 else None,
-            "pass@k": float(np.mean(pk)) if pk else None, "pass@k_ci": list(bootstrap_ci(pk, seed=seed)) if pk else None,
+            "pass@1": float(np.mean(p1)) if p1 else None,
+            "pass@1_ci": list(bootstrap_ci(p1, seed=seed)) if p1 else None,
+            "pass@k": float(np.mean(pk)) if pk else None,
+            "pass@k_ci": list(bootstrap_ci(pk, seed=seed)) if pk else None,
             "tasks_short_of_k": len(judged) - len(pk), "unjudged_tasks": len(tasks) - len(judged),
             "masked_episodes": (masked or {}).get(domain, 0),
         }
@@ -85,7 +87,8 @@ def summarize(counts: dict[str, dict[str, list[int]]], k: int, *, seed: int = 0,
 
 
 def mask_error(ep: Episode) -> str | None:
-    """Why an episode was masked (the verifier's infra error, or the fault that stopped its rollout), or None."""
+    """Why an episode was masked (the verifier's infra error, or the fault that stopped its rollout), or
+    None."""
     if ep.verdict is not None and ep.verdict.infra_error is not None:
         return f"verifier: {ep.verdict.infra_error}"
     if ep.masked:
@@ -154,7 +157,8 @@ def report(episodes: Sequence[Episode], *, k: int, seed: int, policy: str, tasks
     return {"schema_version": EVAL_SCHEMA_VERSION, "policy": policy, "tasks": tasks, "k": k, "seed": seed,
             "episodes": len(episodes), "masked_episodes": sum(masked.values()),
             "mask_reasons": mask_reasons(episodes), "first_mask_error": first_mask_error(episodes),
-            "nodes": node_counts(episodes), "domains": summarize(counts, k, seed=seed, masked=masked), "per_task": counts, **(extra or {})}
+            "nodes": node_counts(episodes), "domains": summarize(counts, k, seed=seed, masked=masked),
+            "per_task": counts, **(extra or {})}
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
@@ -163,13 +167,16 @@ def load_report(path: str | Path) -> dict[str, Any]:
     if p.is_dir():
         p = p / EVAL_FILE
     if not p.is_file():
-        raise UserError("no eval report here", file=p, fix=f"give an {EVAL_FILE} written by `rlvr eval` or its directory")
+        raise UserError("no eval report here", file=p,
+                        fix=f"give an {EVAL_FILE} written by `rlvr eval` or its directory")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"not a JSON eval report ({exc})", file=p, fix="give an eval.json written by `rlvr eval`") from None
+        raise UserError(f"not a JSON eval report ({exc})", file=p,
+                        fix="give an eval.json written by `rlvr eval`") from None
     if not isinstance(data, dict) or not isinstance(data.get("domains"), dict):
-        raise UserError("not an eval report (no `domains` object)", file=p, fix="give an eval.json written by `rlvr eval`")
+        raise UserError("not an eval report (no `domains` object)", file=p,
+                        fix="give an eval.json written by `rlvr eval`")
     return data
 
 
@@ -193,8 +200,10 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         dk, cik, _ = _paired(ta, tb, k, lambda n, c: pass_at_k(n, c, k))
         ra, rb = a["domains"].get(domain, {}), b["domains"].get(domain, {})
         out["domains"][domain] = {
-            "a_pass@1": ra.get("pass@1"), "b_pass@1": rb.get("pass@1"), "delta_pass@1": d1, "delta_pass@1_ci": ci1,
-            "a_pass@k": ra.get("pass@k"), "b_pass@k": rb.get("pass@k"), "delta_pass@k": dk, "delta_pass@k_ci": cik,
+            "a_pass@1": ra.get("pass@1"), "b_pass@1": rb.get("pass@1"), "delta_pass@1": d1,
+            "delta_pass@1_ci": ci1,
+            "a_pass@k": ra.get("pass@k"), "b_pass@k": rb.get("pass@k"), "delta_pass@k": dk,
+            "delta_pass@k_ci": cik,
             "shared_tasks": shared,
         }
     return out
@@ -215,7 +224,8 @@ def new_eval_dir(root: str | Path = "runs/eval") -> Path:
             run_dir = base.with_name(f"{base.name}-{n}")
 
 
-def write_report(rep: dict[str, Any], root: str | Path = "runs/eval", *, run_dir: str | Path | None = None) -> Path:
+def write_report(rep: dict[str, Any], root: str | Path = "runs/eval", *,
+                 run_dir: str | Path | None = None) -> Path:
     """Write a report to `<run_dir>/eval.json` (default: a fresh `<root>/<UTC time>/`), atomically."""
     target = Path(run_dir) if run_dir is not None else new_eval_dir(root)
     return atomic_write(target / EVAL_FILE, json.dumps(rep, indent=2) + "\n")

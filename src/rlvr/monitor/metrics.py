@@ -2,12 +2,12 @@
 
 Masked episodes (infra faults) are left out of reward and pass-rate figures: they are infra's fault, not the
 policy's, and `infra/rate` counts them. Run-level figures the episodes cannot show (phase timings
-`time/<phase>`, `policy/idle_fraction`, `policy/entropy`, the sampler/trainer mismatch `mismatch/*`, the held-out
-pass rate) come from the trainer as extras.
+`time/<phase>`, `policy/idle_fraction`, `policy/entropy`, the sampler/trainer mismatch `mismatch/*`, the
+held-out pass rate) come from the trainer as extras.
 
-The `agent/*` family reads tool use from the transcript, as the Env recorded it (rlvr.envs.env): every executed
-call is answered by a `tool` message, whose content starts with `error:` for an unknown tool or bad arguments
-and whose `exec_status` says how a command ended; a malformed call is answered by a `user` message
+The `agent/*` family reads tool use from the transcript, as the Env recorded it (rlvr.envs.env): every
+executed call is answered by a `tool` message, whose content starts with `error:` for an unknown tool or bad
+arguments and whose `exec_status` says how a command ended; a malformed call is answered by a `user` message
 `error: ...` instead, and is not a tool call.
 """
 from __future__ import annotations
@@ -129,7 +129,8 @@ def timing_metrics(eps: list[Episode]) -> Metrics:
 
 
 def group_metrics(eps: list[Episode]) -> Metrics:
-    """Groups of two or more judged episodes, and the share of them with zero variance (rlvr.rollout.core.groups).
+    """Groups of two or more judged episodes, and the share of them with zero variance
+    (rlvr.rollout.core.groups).
 
     Smaller groups are left out of this metric: a lone sample (a held-out probe, a group the infra thinned)
     says nothing about whether the policy's groups have collapsed."""
@@ -148,9 +149,9 @@ NOT_TOOL_ERRORS = frozenset({None, "ok", "infra_error"})
 
 def is_multi_turn(ep: Episode) -> bool:
     """Whether the episode acted through tools (a multi-turn task): `metadata["multi_turn"]` when the rollout
-    recorded it, else the transcript says so. A multi-turn Env answers every action (a tool result, a call error
-    or "No tool call found"); a single-turn one never answers, so its transcript ends on the answer (native
-    tool calls in it included: they were not run)."""
+    recorded it, else the transcript says so. A multi-turn Env answers every action (a tool result, a call
+    error or "No tool call found"); a single-turn one never answers, so its transcript ends on the answer
+    (native tool calls in it included: they were not run)."""
     flag = ep.metadata.get("multi_turn")
     if isinstance(flag, bool):
         return flag
@@ -183,8 +184,9 @@ def malformed_calls(ep: Episode) -> int:
 
 
 def agent_metrics(eps: list[Episode]) -> Metrics:
-    """Tool use of the step's multi-turn episodes (masked ones left out): calls per episode, the share of calls
-    whose result was an error, the share of episodes with no tool call, turns and `run_tests` calls to a pass."""
+    """Tool use of the step's multi-turn episodes (masked ones left out): calls per episode, the share of
+    calls whose result was an error, the share of episodes with no tool call, turns and `run_tests` calls to a
+    pass."""
     agents = [e for e in eps if not e.masked and is_multi_turn(e)]
     if not agents:
         return {}
@@ -200,7 +202,8 @@ def agent_metrics(eps: list[Episode]) -> Metrics:
     passed = [(e, r) for e, r in zip(agents, results) if e.passed]
     if passed:
         out["agent/turns_to_pass"] = float(np.mean([e.num_turns for e, _ in passed]))
-        out["agent/run_tests_before_pass"] = float(np.mean([sum(m.name == RUN_TESTS for m in r) for _, r in passed]))
+        out["agent/run_tests_before_pass"] = float(np.mean([sum(m.name == RUN_TESTS for m in r) for _,
+                                                            r in passed]))
     return out
 
 

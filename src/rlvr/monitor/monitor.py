@@ -1,4 +1,5 @@
-"""Monitor: per-step metrics to every configured sink, and anomaly detection into alerts.jsonl and the run log."""
+"""Monitor: per-step metrics to every configured sink, and anomaly detection into alerts.jsonl and the run
+log."""
 from __future__ import annotations
 
 import json
@@ -64,7 +65,8 @@ class Monitor:
         self._alerts_f = open_append(layout.alerts)
         self._closed = False
 
-    def log(self, step: int, episodes: list[Episode], extra: dict[str, float] | None = None) -> dict[str, float]:
+    def log(self, step: int, episodes: list[Episode], extra: dict[str, float] | None = None) -> dict[str,
+                                                                                                     float]:
         """Compute this step's metrics, write them to every sink, run the detectors; returns the metrics."""
         if self._closed:
             raise RuntimeError("Monitor.log after close()")

@@ -1,11 +1,12 @@
-"""The run report: one self-contained HTML file (inline CSS, JS and SVG plots; nothing fetched from a network).
+"""The run report: one self-contained HTML file (inline CSS, JS and SVG plots; nothing fetched from a
+network).
 
-It shows pass-rate curves per domain, reward distributions over time, tool use, flags and alerts linked to their
-episodes, failure clusters, sandbox health, and an episode viewer whose transcript shows every turn with its tool
-calls and their results, as the model saw them. An eval directory (`rlvr eval`: an `eval.json` beside the
-episodes) gets an eval's report instead of learning curves: pass@1 and pass@k per domain with their intervals,
-per-task outcomes, masked episodes per reason, tool use per domain, the transcripts, and optionally a second
-eval side by side (`rlvr.monitor.evals.compare`). The page is a template shipped with the
+It shows pass-rate curves per domain, reward distributions over time, tool use, flags and alerts linked to
+their episodes, failure clusters, sandbox health, and an episode viewer whose transcript shows every turn with
+its tool calls and their results, as the model saw them. An eval directory (`rlvr eval`: an `eval.json` beside
+the episodes) gets an eval's report instead of learning curves: pass@1 and pass@k per domain with their
+intervals, per-task outcomes, masked episodes per reason, tool use per domain, the transcripts, and optionally
+a second eval side by side (`rlvr.monitor.evals.compare`). The page is a template shipped with the
 package (`report.html`) plus the run's data as one inline JSON document; every text from a run is inserted
 as text by the page's script, never as markup.
 """
@@ -36,7 +37,8 @@ from rlvr.store.query import connect
 from rlvr.store.schema import row_to_episode
 
 MAX_VIEWER_EPISODES = 400
-"""Episodes embedded for the viewer: every one linked from an alert or cluster first, then a sample per step."""
+"""Episodes embedded for the viewer: every one linked from an alert or cluster first, then a sample per
+step."""
 MAX_TEXT = 6000
 """Characters kept of each message or file in the viewer (the store keeps them whole)."""
 MAX_FRAMES = 4
@@ -84,21 +86,25 @@ def _store_charts(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
              "SELECT step, quantile_cont(reward, 0.1), quantile_cont(reward, 0.25), median(reward), "
              "quantile_cont(reward, 0.75), quantile_cont(reward, 0.9), avg(reward) FROM episodes "
              "WHERE NOT masked GROUP BY 1 ORDER BY 1")]},
-        {"id": "flags", "section": "Integrity", "title": "Flagged share of episodes, by kind", "yrange": [0, None],
+        {"id": "flags", "section": "Integrity", "title": "Flagged share of episodes, by kind",
+         "yrange": [0, None],
          "series": _series(q(
              "WITH t AS (SELECT step, count(*) AS n FROM episodes GROUP BY 1), "
              "k AS (SELECT step, unnest(flag_kinds) AS kind FROM episodes) "
-             "SELECT k.step, k.kind, count(*) / any_value(t.n) FROM k JOIN t USING (step) GROUP BY ALL ORDER BY 1"))
+             "SELECT k.step, k.kind, count(*) / any_value(t.n) FROM k JOIN t USING (step) GROUP BY "
+             "ALL ORDER BY 1"))
          + [{"name": "any flag", "dash": True, "points": [list(r) for r in q(
              "SELECT step, avg((num_flags > 0)::DOUBLE) FROM episodes GROUP BY 1 ORDER BY 1")]}]},
         {"id": "length", "section": "Episodes", "title": "Generated tokens per episode (mean and max)",
-         "series": _series(q("SELECT step, 'mean', avg(num_generated_tokens) FROM episodes GROUP BY 1 UNION ALL "
-                             "SELECT step, 'max', max(num_generated_tokens) FROM episodes GROUP BY 1 ORDER BY 1"))},
+         "series": _series(q("SELECT step, 'mean', avg(num_generated_tokens) FROM episodes GROUP BY "
+                             "1 UNION ALL SELECT step, 'max', max(num_generated_tokens) FROM episodes GROUP "
+                             "BY 1 ORDER BY 1"))},
         {"id": "sandbox", "section": "Sandbox health", "title": "Tool executions by status (share)",
          "yrange": [0, 1], "series": _series(q(
              "WITH s AS (SELECT step, unnest(exec_statuses) AS st FROM episodes), "
              "t AS (SELECT step, count(*) AS n FROM s GROUP BY 1) "
-             "SELECT s.step, s.st, count(*) / any_value(t.n) FROM s JOIN t USING (step) GROUP BY ALL ORDER BY 1"))
+             "SELECT s.step, s.st, count(*) / any_value(t.n) FROM s JOIN t USING (step) GROUP BY "
+             "ALL ORDER BY 1"))
          + [{"name": "masked episodes (infra)", "dash": True, "points": [list(r) for r in q(
              "SELECT step, avg(masked::DOUBLE) FROM episodes GROUP BY 1 ORDER BY 1")]}]},
     ]
@@ -126,8 +132,8 @@ def _clip(text: str | None) -> str | None:
 
 
 def _calls(m: Any) -> list[dict[str, Any]]:
-    """The calls of an assistant message: its native `tool_calls`, else those its text holds (the Env parses the
-    same text format, rlvr.envs.parse)."""
+    """The calls of an assistant message: its native `tool_calls`, else those its text holds (the Env parses
+    the same text format, rlvr.envs.parse)."""
     if m.role != "assistant":
         return []
     if m.tool_calls:
@@ -148,11 +154,13 @@ def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
         "mask_error": mask_error(ep),
         "checks": [c.model_dump(mode="json") for c in (v.checks if v else [])],
         "flags": [f.model_dump(mode="json") for f in (v.flags if v else [])],
-        "messages": [{"role": m.role, "content": _clip(m.content), "name": m.name, "exec_status": m.exec_status,
+        "messages": [{"role": m.role, "content": _clip(m.content), "name": m.name,
+                      "exec_status": m.exec_status,
                       "error": is_tool_error(m), "elided": m.elided, "calls": _calls(m),
                       "tool_calls": [c.model_dump(mode="json") for c in m.tool_calls]} for m in ep.messages],
         "agent": {"multi_turn": is_multi_turn(ep), "tool_calls": len(results),
-                  "tool_errors": sum(is_tool_error(m) for m in results), "malformed_calls": malformed_calls(ep),
+                  "tool_errors": sum(is_tool_error(m) for m in results),
+                  "malformed_calls": malformed_calls(ep),
                   "run_tests": sum(m.name == "run_tests" for m in results)},
         "final_answer": _clip(ep.final_state.answer),
         "files": {k: _clip(t) for k, t in list(ep.final_state.files.items())[:20]},
@@ -162,8 +170,8 @@ def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
 
 
 def _frames(details: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rendered frames a verifier kept (`details["frames"]`: camera, candidate and reference PNG paths, e.g. the
-    blender verifier's), inlined as data URIs; files missing here or over MAX_FRAME_BYTES are left out."""
+    """Rendered frames a verifier kept (`details["frames"]`: camera, candidate and reference PNG paths, e.g.
+    the blender verifier's), inlined as data URIs; files missing here or over MAX_FRAME_BYTES are left out."""
     out = []
     for frame in list(details.get("frames") or [])[:MAX_FRAMES]:
         row: dict[str, Any] = {"camera": frame.get("camera")} if isinstance(frame, dict) else {}
@@ -180,11 +188,13 @@ def _viewer_ids(con: duckdb.DuckDBPyConnection, linked: list[str]) -> list[str]:
     """Linked episodes first, then flagged ones, then an even sample over steps, up to the cap."""
     ids = list(dict.fromkeys(linked))[:MAX_VIEWER_EPISODES]
     seen = set(ids)
-    flagged = [r[0] for r in con.execute("SELECT episode_id FROM episodes WHERE num_flags > 0 ORDER BY step").fetchall()]
+    flagged = [r[0] for r in con.execute("SELECT episode_id FROM episodes WHERE num_flags > 0 ORDER BY step")
+               .fetchall()]
     steps = con.execute("SELECT count(DISTINCT step) FROM episodes").fetchone()[0] or 1
     per_step = max(2, (MAX_VIEWER_EPISODES - len(ids)) // steps)
     sample = [r[0] for r in con.execute(
-        "SELECT episode_id FROM (SELECT episode_id, step, row_number() OVER (PARTITION BY step ORDER BY passed, "
+        "SELECT episode_id FROM (SELECT episode_id, step, row_number() OVER (PARTITION BY step ORDER "
+        "BY passed, "
         f"task_id, sample_index) AS i FROM episodes) WHERE i <= {int(per_step)} ORDER BY step, i").fetchall()]
     for eid in flagged + sample:
         if len(ids) >= MAX_VIEWER_EPISODES:
@@ -197,8 +207,8 @@ def _viewer_ids(con: duckdb.DuckDBPyConnection, linked: list[str]) -> list[str]:
 
 def build_report_data(run_dir: str | Path, store: EpisodeStore | None = None,
                       compare_with: str | Path | None = None) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-serialisable document: a training run's, or an eval's (a directory
-    holding `eval.json`), with `compare_with` a second eval shown beside it."""
+    """Everything the page shows, as one JSON-serialisable document: a training run's, or an eval's (a
+    directory holding `eval.json`), with `compare_with` a second eval shown beside it."""
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
     if (run_dir / EVAL_FILE).is_file():
@@ -214,20 +224,24 @@ def build_report_data(run_dir: str | Path, store: EpisodeStore | None = None,
     try:
         n, passed, masked = con.execute(
             "SELECT count(*), sum(passed::INT), sum(masked::INT) FROM episodes").fetchone()
-        linked = [e for a in alerts for e in a.get("episode_ids", [])] + [e for c in clusters for e in c["examples"]]
+        linked = [e for a in alerts for e in a.get("episode_ids", [])] + [e for c in clusters
+                                                                          for e in c["examples"]]
         ids = _viewer_ids(con, [str(e) for e in linked])
         rows = con.sql("SELECT * FROM episodes WHERE episode_id IN (SELECT unnest($ids::VARCHAR[])) "
-                       "ORDER BY step, task_id, sample_index", params={"ids": ids}).to_arrow_table().to_pylist()
+                       "ORDER BY step, task_id, sample_index",
+                       params={"ids": ids}).to_arrow_table().to_pylist()
         charts = _store_charts(con) + _metric_charts(metrics)
     finally:
         con.close()
     return {
-        "kind": "train", "run": _run_header(run_dir, store, n, passed, masked), "charts": charts, "alerts": alerts,
+        "kind": "train", "run": _run_header(run_dir, store, n, passed, masked), "charts": charts,
+        "alerts": alerts,
         "clusters": clusters, "episodes": [_viewer_episode(row_to_episode(r)) for r in rows],
     }
 
 
-def _run_header(run_dir: Path, store: EpisodeStore, n: int, passed: int | None, masked: int | None) -> dict[str, Any]:
+def _run_header(run_dir: Path, store: EpisodeStore, n: int, passed: int | None,
+                masked: int | None) -> dict[str, Any]:
     config = RunLayout(run_dir).config
     return {"name": run_dir.resolve().name, "dir": str(run_dir), "store": store.url,
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "steps": store.steps(),
@@ -235,7 +249,8 @@ def _run_header(run_dir: Path, store: EpisodeStore, n: int, passed: int | None, 
             "config": config.read_text(encoding="utf-8", errors="replace") if config.is_file() else None}
 
 
-def _eval_report_data(run_dir: Path, store: EpisodeStore | None, compare_with: str | Path | None) -> dict[str, Any]:
+def _eval_report_data(run_dir: Path, store: EpisodeStore | None,
+                      compare_with: str | Path | None) -> dict[str, Any]:
     """An eval's report: its figures from `eval.json`, its episodes from the store beside it."""
     rep = load_report(run_dir)
     store = store or open_run(run_dir)
@@ -263,14 +278,16 @@ def _eval_report_data(run_dir: Path, store: EpisodeStore | None, compare_with: s
 
 def _pick(eps: list[Episode], ids: list[str]) -> list[Episode]:
     chosen = set(ids)
-    return sorted((e for e in eps if e.episode_id in chosen), key=lambda e: (e.domain, e.task_id, e.sample_index))
+    return sorted((e for e in eps if e.episode_id in chosen),
+                  key=lambda e: (e.domain, e.task_id, e.sample_index))
 
 
 def _capped_ids(ids: list[str], cap: int) -> list[str]:
     return list(dict.fromkeys(ids))[:cap]
 
 
-def _eval_section(run_dir: Path, rep: dict[str, Any], eps: list[Episode], cap: int) -> tuple[dict[str, Any], list[str]]:
+def _eval_section(run_dir: Path, rep: dict[str, Any], eps: list[Episode], cap: int) -> tuple[dict[str, Any],
+                                                                                             list[str]]:
     """What the page shows of one eval, and the episodes to embed: a few per mask reason, then every task's
     samples in turn (its first sample of every task, then the second, ...) up to `cap`."""
     k = int(rep.get("k") or 1)
@@ -283,7 +300,8 @@ def _eval_section(run_dir: Path, rep: dict[str, Any], eps: list[Episode], cap: i
         n, c = counts.get((d, t)) or (0, 0)
         group = by_task.get((d, t), [])
         tasks.append({"domain": d, "task_id": t, "samples": n, "passes": c, "pass@1": c / n if n else None,
-                      "pass@k": pass_at_k(n, c, k) if n >= k else None, "masked": sum(e.masked for e in group),
+                      "pass@k": pass_at_k(n, c, k) if n >= k else None,
+                      "masked": sum(e.masked for e in group),
                       "episode_ids": [e.episode_id for e in group]})
     examples: dict[str, list[str]] = defaultdict(list)
     for e in eps:

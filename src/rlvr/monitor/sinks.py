@@ -1,4 +1,5 @@
-"""Metric sinks: TensorBoard (default), MLflow and Weights & Biases (lazily imported), and the JSONL record."""
+"""Metric sinks: TensorBoard (default), MLflow and Weights & Biases (lazily imported), and the JSONL
+record."""
 from __future__ import annotations
 
 import importlib
@@ -44,7 +45,8 @@ def open_append(path: Path) -> Any:
 
 
 class JsonlSink:
-    """Appends each step's metrics to `<run_dir>/metrics.jsonl`, flushed per line (a crash loses at most one)."""
+    """Appends each step's metrics to `<run_dir>/metrics.jsonl`, flushed per line (a crash loses at most
+    one)."""
 
     def __init__(self, run_dir: Path) -> None:
         self._f = open_append(RunLayout(run_dir).metrics)

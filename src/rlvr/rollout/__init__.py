@@ -8,7 +8,8 @@ from typing import Any
 
 _EXPORTS = {
     "Episode": "episode",
-    "Policy": "policy", "SamplingParams": "policy", "Completion": "policy", "make_policy": "policies.backends",
+    "Policy": "policy", "SamplingParams": "policy", "Completion": "policy",
+    "make_policy": "policies.backends",
     "Rollouts": "core.rollouts", "RolloutStats": "core.rollouts", "EnvRollouts": "core.runner",
 }
 """Public names, imported on first use (backends such as `hf` pull in torch only when asked for)."""

@@ -1,7 +1,7 @@
 """Episode records: everything training and analysis need about one attempt at one task.
 
-The conversation records an Episode holds (Message, ToolCall) live in `rlvr.envs.messages`, beside their lowest
-user, the Env.
+The conversation records an Episode holds (Message, ToolCall) live in `rlvr.envs.messages`, beside their
+lowest user, the Env.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ EPISODE_SCHEMA_VERSION = 1
 class Episode(BaseModel):
     """One attempt at one task by one policy version.
 
-    Token layout for training: `token_ids` is the whole conversation as the model saw it, `loss_mask` marks the
-    tokens the model generated (1) versus prompt and tool output (0), and `logprobs` holds the behaviour
+    Token layout for training: `token_ids` is the whole conversation as the model saw it, `loss_mask` marks
+    the tokens the model generated (1) versus prompt and tool output (0), and `logprobs` holds the behaviour
     policy's log-probability of each generated token (0.0 elsewhere). All three have the same length.
     """
 
@@ -59,8 +59,8 @@ class Episode(BaseModel):
     num_generated_tokens: int = 0
     infra_retries: int = 0
     node: str | None = None
-    """The Ray node its sandbox work ran on (its workspace's, else its verification's; the last one when a node
-    was lost mid-episode), as `rlvr.scale.cluster.short` names it; None: on this machine."""
+    """The Ray node its sandbox work ran on (its workspace's, else its verification's; the last one when a
+    node was lost mid-episode), as `rlvr.scale.cluster.short` names it; None: on this machine."""
     lost_nodes: list[str] = Field(default_factory=list)
     """Nodes that held its workspace and were lost (or drained) under it, in order: what those nodes cost."""
     """How many times an infra fault was retried within this episode."""
@@ -72,7 +72,8 @@ class Episode(BaseModel):
     @property
     def masked(self) -> bool:
         """Infra faults are masked from training, never scored 0."""
-        return self.status == "infra_error" or (self.verdict is not None and self.verdict.infra_error is not None)
+        return self.status == "infra_error" or (self.verdict is not None
+                                                and self.verdict.infra_error is not None)
 
     @property
     def passed(self) -> bool:
@@ -82,8 +83,8 @@ class Episode(BaseModel):
 def split_segments(episodes: Sequence[Episode]) -> list[Episode]:
     """One training record per segment of each episode (the same episode_id, so an advantage keyed by episode
     reaches each of them). An episode whose token record had to start over (older output elided to fit the
-    context, a template that rewrote earlier text; or a gateway caller that edited its history) keeps its earlier
-    records in `metadata["segments"]`, each exactly what the model saw when it sampled its tokens:
+    context, a template that rewrote earlier text; or a gateway caller that edited its history) keeps its
+    earlier records in `metadata["segments"]`, each exactly what the model saw when it sampled its tokens:
     `rlvr.train.update.samples_from(split_segments(eps), advantages)` trains every one on its own tokens."""
     out: list[Episode] = []
     for ep in episodes:

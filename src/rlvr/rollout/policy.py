@@ -63,7 +63,8 @@ class Completion:
     finish_reason: str = "stop"
     """stop (eos/end or a stop string), length (max_new_tokens), error (an infra fault of the backend)."""
     tool_calls: list[ToolCall] = field(default_factory=list)
-    """Calls returned natively by the backend (OpenAI `tool_calls`); text-format calls are parsed by the env."""
+    """Calls returned natively by the backend (OpenAI `tool_calls`); text-format calls are parsed by the
+    env."""
     error: str | None = None
     """For finish_reason "error": what went wrong (the engine retries, then masks the episode)."""
     call_errors: list[str] = field(default_factory=list)
@@ -74,7 +75,8 @@ class Completion:
 
     @property
     def num_tokens(self) -> int:
-        """Generated tokens: the ids, else the log-probs the server sent, else about four characters a token."""
+        """Generated tokens: the ids, else the log-probs the server sent, else about four characters a
+        token."""
         return len(self.token_ids) or len(self.logprobs) or -(-len(self.text) // 4)
 
 

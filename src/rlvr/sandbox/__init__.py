@@ -15,7 +15,8 @@ __all__ = ["ExecLimits", "ExecResult", "ExecStatus", "FileMap", "Sandbox", "Sand
 
 
 def limits_from(config: SandboxConfig) -> ExecLimits:
-    """The default ExecLimits of a sandbox config section: the first layer of `rlvr.sandbox.limits.resolve`."""
+    """The default ExecLimits of a sandbox config section: the first layer of
+    `rlvr.sandbox.limits.resolve`."""
     return ExecLimits(timeout_s=config.timeout_s, memory_mb=config.memory_mb, processes=config.processes,
                       output_bytes=config.output_bytes)
 
@@ -43,7 +44,8 @@ POOL_OPTIONS = ("python", "warm", "spares")
 
 
 def make_pool(config: SandboxConfig | None = None, **overrides: Any) -> SandboxPool:
-    """The sandbox pool a config asks for: `bwrap` (isolated warm pool) or `none` (no isolation, warns loudly).
+    """The sandbox pool a config asks for: `bwrap` (isolated warm pool) or `none` (no isolation, warns
+    loudly).
 
     `overrides` replace SandboxConfig fields (`make_pool(isolation="none", workers=1)`); `python`, `warm`
     (modules the warm workers import, default pytest) and `spares` (pre-started standby workers) tune the

@@ -4,8 +4,8 @@ Backends implement these two small protocols (a local isolated backend, an uniso
 `isolation = "none"`, an in-process double for tests, Ray actors). Callers always acquire through the
 context manager `pool.lease()`, which tears the workspace down whatever happens.
 
-Limits: a pool holds the sandbox defaults (`limits`, from `[sandbox]`); the `limits` a caller passes to `run` are
-laid over them per field (the fields it set win, the rest keep the defaults; see `rlvr.sandbox.limits`).
+Limits: a pool holds the sandbox defaults (`limits`, from `[sandbox]`); the `limits` a caller passes to `run`
+are laid over them per field (the fields it set win, the rest keep the defaults; see `rlvr.sandbox.limits`).
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ class SandboxPool(Protocol):
     """A pool of sandboxes. `lease` yields a fresh workspace; `run` is a one-shot lease."""
 
     limits: ExecLimits
-    """The sandbox defaults: what a command runs under where no layer of `rlvr.sandbox.limits` sets a field."""
+    """The sandbox defaults: what a command runs under where no layer of `rlvr.sandbox.limits` sets a
+    field."""
 
     def lease(self, files: FileMap | None = None) -> AbstractContextManager[Sandbox]:
         ...

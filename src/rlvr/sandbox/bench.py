@@ -139,7 +139,8 @@ HOSTILE = {
     "crash": ["python", "-c", "import os; os.abort()"],
     "fail": ["python", "-c", "raise SystemExit(3)"],
     "timeout": ["python", "-c", "import time; time.sleep(5)"],
-    "fork_bomb": ["python", "-c", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"],
+    "fork_bomb": ["python", "-c",
+                  "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"],
     "daemon": ["python", "-c", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)"],
     "shell": ["sh", "-c", "sleep 30 & echo started"],
 }
@@ -163,7 +164,8 @@ def host_state(pool_id: str) -> dict[str, int]:
     roots += [cgroups.CGROUP_ROOT, cgroups.CGROUP_ROOT / "unified"]
     cg = sum(1 for r in roots if r.is_dir() for d in r.iterdir() if pool_id in d.name)
     mounts = sum(pool_id in line for line in Path("/proc/self/mountinfo").read_text().splitlines())
-    temp = sum(1 for root in {scratch_dir(), tempfile.gettempdir()} for _ in Path(root).glob(f"rlvr-sbx-{pool_id}-*"))
+    temp = sum(1 for root in {scratch_dir(), tempfile.gettempdir()}
+               for _ in Path(root).glob(f"rlvr-sbx-{pool_id}-*"))
     return {"sandbox_processes": procs, "mounts": mounts, "cgroups": cg, "temp_dirs": temp}
 
 
@@ -186,7 +188,8 @@ def run_hygiene(jobs: int, progress: Callable[[], None] | None = None) -> dict[s
 FIGURE_ROWS = (("trivial job p50 (ms)", "warm_p50_ms", "subprocess_p50_ms", "warm_speedup"),
                ("trivial job p99 (ms)", "warm_p99_ms", None, None),
                ("worker CPU per trivial job (ms)", "warm_job_cpu_ms", None, None),
-               ("pytest, 5 tests (ms per run)", "pytest_sandbox_ms", "pytest_subprocess_ms", "pytest_speedup"),
+               ("pytest, 5 tests (ms per run)", "pytest_sandbox_ms", "pytest_subprocess_ms",
+                "pytest_speedup"),
                ("trivial jobs/s, 2 workers", "jobs_per_s", "subprocess_jobs_per_s", "throughput_speedup"),
                ("recovery after SIGKILL (ms)", "recovery_ms", "cold_worker_ms", None))
 """(label, figure, baseline figure, ratio figure) of the benchmark's table."""

@@ -1,10 +1,10 @@
 """Per-worker cgroups on the host (v1 or v2): memory and process limits, peak memory, CPU time, OOM kills.
 
 The pool creates one cgroup per worker under `rlvr/<pool-id>/` and bind-mounts it into that worker; the
-worker's zygote joins it once by writing 0 to `cgroup.procs`, and every job inherits it by fork. Limits are set
-and counters read here, on the host, by trusted code (through descriptors kept open, rewriting a limit only
-when it changes); the sandbox only ever joins. Jobs of one worker run one at a time, so per-job figures are
-deltas of the worker's counters (with the peak-memory counter reset before each job).
+worker's zygote joins it once by writing 0 to `cgroup.procs`, and every job inherits it by fork. Limits are
+set and counters read here, on the host, by trusted code (through descriptors kept open, rewriting a limit
+only when it changes); the sandbox only ever joins. Jobs of one worker run one at a time, so per-job figures
+are deltas of the worker's counters (with the peak-memory counter reset before each job).
 """
 from __future__ import annotations
 
@@ -103,7 +103,8 @@ class WorkerCgroup:
         os.pwrite(fd, value, 0)
 
     def read(self, p: Path) -> str:
-        """Read a control file through a descriptor kept open (a job reads several: opening each costs more)."""
+        """Read a control file through a descriptor kept open (a job reads several: opening each costs
+        more)."""
         fd = self._fds.get(p)
         if fd is None:
             try:
@@ -243,9 +244,11 @@ class CgroupV1(CgroupBackend):
     def usage(self, cg: WorkerCgroup, before: dict[str, int]) -> JobUsage:
         cpu = "cpuacct" in cg.dirs
         return JobUsage(
-            peak_memory_mb=max(int(cg.read(cg.file("memory", "memory.max_usage_in_bytes")) or 0) - before["mem"],
+            peak_memory_mb=max(int(cg.read(cg.file("memory", "memory.max_usage_in_bytes"))
+                                   or 0) - before["mem"],
                                0) / 2**20,
-            cpu_s=(int(cg.read(cg.file("cpuacct", "cpuacct.usage")) or 0) - before["cpu"]) / 1e9 if cpu else 0.0,
+            cpu_s=(int(cg.read(cg.file("cpuacct", "cpuacct.usage")) or 0) - before["cpu"]) / 1e9 if cpu
+            else 0.0,
             oom_killed=_field(cg.read(cg.file("memory", "memory.oom_control")), "oom_kill") > before["oom"],
             pids_hit=_field(cg.read(cg.file("pids", "pids.events")), "max") > before["pids"],
         )
@@ -327,7 +330,8 @@ def _v2_root() -> Path | None:
 def detect(pool_id: str) -> CgroupBackend:
     """The usable cgroup backend, or SandboxUnavailable with the reason and the fix."""
     if os.geteuid() != 0:
-        raise SandboxUnavailable("the isolated sandbox needs root (cgroups, mounts, an unprivileged job user)",
+        raise SandboxUnavailable("the isolated sandbox needs root (cgroups, mounts, an "
+                                 "unprivileged job user)",
                                  fix="run as root, or set sandbox.isolation = 'none' for trusted code only")
     if (CGROUP_ROOT / "memory" / "tasks").exists() and (CGROUP_ROOT / "pids" / "tasks").exists():
         return CgroupV1(pool_id)
@@ -335,7 +339,8 @@ def detect(pool_id: str) -> CgroupBackend:
     if root is not None:
         return CgroupV2(pool_id, root)
     raise SandboxUnavailable("no usable cgroup memory and pids controllers under /sys/fs/cgroup (v1 or v2)",
-                             fix="mount the cgroup v1 memory and pids hierarchies or enable them in cgroup v2")
+                             fix="mount the cgroup v1 memory and pids hierarchies or enable them "
+                                 "in cgroup v2")
 
 
 def sweep_stale(alive: set[str]) -> None:

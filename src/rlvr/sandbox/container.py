@@ -1,4 +1,5 @@
-"""What one worker's bubblewrap container holds, built on the host: its filesystem, environment and command line.
+"""What one worker's bubblewrap container holds, built on the host: its filesystem, environment and command
+line.
 
 The root holds only read-only system directories, the Python installation (relocated when the sandbox's own
 tmpfs would hide it), a fixed /etc, the zygote and `wire.py` at /opt/rlvr, and the pool's control directory at
@@ -145,7 +146,8 @@ class Container:
         a: list[str] = []
         made: set[str] = set()
         own_prefix = os.path.dirname(os.path.dirname(os.path.abspath(self.python)))
-        prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, Path(self.python).parent, own_prefix)}
+        prefixes = {os.path.realpath(p)
+                    for p in (sys.base_prefix, sys.prefix, Path(self.python).parent, own_prefix)}
         prefixes.add(sys.prefix)
         if self.relocated is not None:
             prefixes.discard(self.relocated[0])

@@ -1,4 +1,5 @@
-"""An in-process double of the sandbox pool for the tests of other layers: a Python callable answers commands."""
+"""An in-process double of the sandbox pool for the tests of other layers: a Python callable answers
+commands."""
 from __future__ import annotations
 
 import time
@@ -22,7 +23,8 @@ class FakeCall:
     stdin: bytes
     """Its standard input."""
     limits: ExecLimits
-    """The limits it would have run under: the fields the caller set over the pool's defaults (`limits.merged`)."""
+    """The limits it would have run under: the fields the caller set over the pool's defaults
+    (`limits.merged`)."""
     files: dict[str, bytes]
     """The whole workspace; the handler may change it (writes persist within the lease)."""
     mounts: dict[str, dict[str, bytes]] = field(default_factory=dict)
@@ -70,7 +72,8 @@ class FakeSandbox:
             result = ExecResult(status=ExecStatus.ok, exit_code=0, stdout=answer)
         else:
             code = int(answer)
-            result = ExecResult(status=ExecStatus.ok if code == 0 else ExecStatus.exit_nonzero, exit_code=code)
+            result = ExecResult(status=ExecStatus.ok if code == 0 else ExecStatus.exit_nonzero,
+                                exit_code=code)
         update: dict[str, object] = {"wall_s": result.wall_s or time.perf_counter() - t0}
         if read:
             update["files"] = self.read_files(read)
@@ -104,7 +107,8 @@ class FakePool:
             sb.files = {}
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = (), mounts: dict[str, FileMap] | None = None,
+            limits: ExecLimits | None = None, read: Sequence[str] = (),
+            mounts: dict[str, FileMap] | None = None,
             channel: bool = False) -> ExecResult:
         with self.lease(mounts=mounts) as sb:
             return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read, channel=channel)

@@ -1,25 +1,27 @@
-"""The one place where the limits of a sandboxed command are decided: layers of partial limits merged per field.
+"""The one place where the limits of a sandboxed command are decided: layers of partial limits merged per
+field.
 
 The layers, in order (each one per field, over the ones before it):
 
 1. **sandbox defaults**: the `[sandbox]` section of the run config (`timeout_s`, `memory_mb`, `processes`,
-   `output_bytes`; the other fields keep ExecLimits' own defaults), built by `rlvr.sandbox.limits_from` and held
-   by the pool as `pool.limits`;
+   `output_bytes`; the other fields keep ExecLimits' own defaults), built by `rlvr.sandbox.limits_from` and
+   held by the pool as `pool.limits`;
 2. **task limits**: what the task itself asks for, `task_layer(task)`: the `TaskLimits` fields the task sets
    (not None: `exec_timeout_s` as `timeout_s`, and `memory_mb`; None survives a JSON round trip, so a task
-   sent to another node or restored from a checkpoint asks for the same) and what its verifier derives from the task's settings
-   (a `[verifier] timeout_s`, the grace a trusted harness needs). A task may raise or lower any default;
+   sent to another node or restored from a checkpoint asks for the same) and what its verifier derives from
+   the task's settings (a `[verifier] timeout_s`, the grace a trusted harness needs). A task may raise or
+   lower any default;
 3. **scheduler budget**: may only lower what 1 and 2 allow;
 4. **request**: a tool call's (or one verifier step's) own ask; may only lower what 1 to 3 allow.
 
 A layer sets only some fields: an `ExecLimits` counts the fields given when it was built (its
 `model_fields_set`: `ExecLimits(timeout_s=5)` sets the timeout alone), a mapping counts its non-None values. A
-field no layer sets keeps the sandbox default. `cpu_s = None` (bounded by the wall timeout) counts as no CPU cap
-of its own, so a later layer's `cpu_s` applies.
+field no layer sets keeps the sandbox default. `cpu_s = None` (bounded by the wall timeout) counts as no CPU
+cap of its own, so a later layer's `cpu_s` applies.
 
-Pools merge what a caller passes to `run(limits=...)` the same way (`merged`): the fields the caller set replace
-the pool's defaults, the others keep them, so partial limits never wipe the `[sandbox]` defaults. A resolved
-ExecLimits (what `resolve` returns) sets every field and runs as it is.
+Pools merge what a caller passes to `run(limits=...)` the same way (`merged`): the fields the caller set
+replace the pool's defaults, the others keep them, so partial limits never wipe the `[sandbox]` defaults. A
+resolved ExecLimits (what `resolve` returns) sets every field and runs as it is.
 """
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ from rlvr.sandbox.result import ExecLimits
 
 
 class TaskExecFields(Protocol):
-    """What the sandbox reads of a task's limits (`rlvr.tasks.spec.TaskLimits` has these fields; the sandbox, the
-    bottom layer, knows no task record)."""
+    """What the sandbox reads of a task's limits (`rlvr.tasks.spec.TaskLimits` has these fields; the sandbox,
+    the bottom layer, knows no task record)."""
 
     @property
     def exec_timeout_s(self) -> float | None: ...
@@ -53,7 +55,8 @@ TASK_FIELDS = {"exec_timeout_s": "timeout_s", "memory_mb": "memory_mb"}
 
 
 def fields_of(layer: Layer) -> dict[str, Any]:
-    """The fields a layer sets, validated as ExecLimits fields (a bad value raises pydantic's ValidationError)."""
+    """The fields a layer sets, validated as ExecLimits fields (a bad value raises pydantic's
+    ValidationError)."""
     if layer is None:
         return {}
     if not isinstance(layer, ExecLimits):
@@ -61,7 +64,8 @@ def fields_of(layer: Layer) -> dict[str, Any]:
     return {name: getattr(layer, name) for name in layer.model_fields_set}
 
 
-def resolve(defaults: ExecLimits, *, task: Layer = None, budget: Layer = None, request: Layer = None) -> ExecLimits:
+def resolve(defaults: ExecLimits, *, task: Layer = None, budget: Layer = None,
+            request: Layer = None) -> ExecLimits:
     """The limits a command runs under: `defaults` < `task` (may raise or lower) < `budget` < `request` (may
     only lower), per field, as the module docstring says."""
     values = defaults.model_dump()

@@ -5,8 +5,9 @@ IPC and UTS namespaces whose root holds only read-only system directories and th
 zygotes (`zygote.py`; a warm one with pytest imported, a lean one for other jobs) each keep job processes
 forked ahead of the next jobs, each in fresh PID, mount, IPC and network namespaces with fresh tmpfs at
 /workspace, /tmp and /dev/shm, waiting, already unprivileged with no_new_privs and a seccomp filter, to set
-rlimits and run its job; the zygote supervises the job itself. Per-worker cgroups bound memory and processes. A crashed or hung worker is replaced
-by a pre-started spare and its job retried once, then reported as `infra_error`.
+rlimits and run its job; the zygote supervises the job itself. Per-worker cgroups bound memory and processes.
+A crashed or hung worker is replaced by a pre-started spare and its job retried once, then reported as
+`infra_error`.
 
 The container each worker runs is laid out in `container.py`; one worker's process, job frames and results
 are `worker.py`; this module keeps the pool: leases, workers acquired and replaced, spares refilled, teardown.
@@ -53,7 +54,10 @@ def scratch_dir() -> str:
     """Where pools keep leases: /dev/shm when it is a writable tmpfs (no disk I/O, and removing a lease
     costs microseconds instead of a journalled, discarded ext4 rmdir), else the system temp dir."""
     shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK) and os.statvfs(shm).f_bavail * os.statvfs(shm).f_frsize > 1 << 30:
+    if not (os.path.isdir(shm) and os.access(shm, os.W_OK)):
+        return tempfile.gettempdir()
+    free = os.statvfs(shm)
+    if free.f_bavail * free.f_frsize > 1 << 30:
         return shm
     return tempfile.gettempdir()
 
@@ -95,7 +99,8 @@ class IsolatedSandbox:
         with self._lock:
             if files:
                 self.write_files(files)
-            result = self.pool.execute(self, [str(a) for a in argv], data, merged(self.pool.limits, limits), channel)
+            result = self.pool.execute(self, [str(a) for a in argv], data, merged(self.pool.limits, limits),
+                                       channel)
             if read:
                 result = result.model_copy(update={"files": self.read_files(read)})
         return result
@@ -127,7 +132,8 @@ class BwrapPool(RequirementsPools):
         for name in self.cgroups.bind_names():
             (self.base / "cg" / name).mkdir(parents=True, exist_ok=True)
         self.container = Container(self.bwrap, self.python, self.inner_python, self._relocated, self.base,
-                                   write_etc(self.base), self.env, self.limits.workspace_mb, self.limits.memory_mb,
+                                   write_etc(self.base), self.env, self.limits.workspace_mb,
+                                   self.limits.memory_mb,
                                    tuple(self.warm))
         self._ids = iter(range(10**9))
         self._idle: queue.Queue[Worker] = queue.Queue()
@@ -216,7 +222,8 @@ class BwrapPool(RequirementsPools):
             for attempt in (1, 2):
                 before = w.cg.prepare(limits.memory_mb, limits.processes + self._supervisors)
                 try:
-                    reply, blobs = w.request(header, stdin, time.monotonic() + limits.timeout_s + JOB_GRACE_S, warm)
+                    reply, blobs = w.request(header, stdin, time.monotonic() + limits.timeout_s + JOB_GRACE_S,
+                                             warm)
                 except WorkerLost as exc:
                     error = f"sandbox worker lost (attempt {attempt}): {exc}"
                     self._busy.discard(w)
@@ -227,7 +234,8 @@ class BwrapPool(RequirementsPools):
         finally:
             self._busy.discard(w)
             self._idle.put(w)
-        return ExecResult(status=ExecStatus.infra_error, error=error, attempts=2, wall_s=time.perf_counter() - t0)
+        return ExecResult(status=ExecStatus.infra_error, error=error, attempts=2,
+                          wall_s=time.perf_counter() - t0)
 
     def wants_warm(self, argv: Sequence[str]) -> bool:
         """Whether a job goes to the warm template (pytest imported) rather than the lean one.
@@ -280,7 +288,8 @@ class BwrapPool(RequirementsPools):
         return BwrapPool(self.limits, workers=self.workers, python=python, warm=self.warm, spares=0)
 
     def worker_pids(self) -> list[int]:
-        """Host PIDs of the bubblewrap processes of the serving workers (for recovery tests and benchmarks)."""
+        """Host PIDs of the bubblewrap processes of the serving workers (for recovery tests and
+        benchmarks)."""
         return [w.proc.pid for w in list(self._idle.queue)]
 
     def close(self) -> None:

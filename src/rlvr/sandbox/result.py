@@ -22,8 +22,8 @@ class ExecStatus(str, Enum):
 class ExecLimits(BaseModel):
     """Kernel-enforced limits of one sandboxed command.
 
-    Built with only some fields it is also a layer of partial limits: the fields given (`model_fields_set`) go over
-    the pool's `[sandbox]` defaults and the other layers, per field (`rlvr.sandbox.limits.resolve`)."""
+    Built with only some fields it is also a layer of partial limits: the fields given (`model_fields_set`) go
+    over the pool's `[sandbox]` defaults and the other layers, per field (`rlvr.sandbox.limits.resolve`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from rlvr.sandbox.base import SandboxPool
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
-TIGHT = ExecLimits(timeout_s=1.5, memory_mb=128, processes=32, output_bytes=4096, workspace_mb=16, file_size_mb=8)
+TIGHT = ExecLimits(timeout_s=1.5, memory_mb=128, processes=32, output_bytes=4096, workspace_mb=16,
+                   file_size_mb=8)
 """Limits the hostile programs run under."""
 
 
@@ -92,7 +93,8 @@ def processes_named(name: str) -> list[int]:
 
 
 def _loopback(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
-    r = _py(pool, f"import socket\nsocket.create_connection(('127.0.0.1', {p.port}), timeout=1)\nprint('CONNECTED')")
+    r = _py(pool, f"import socket\nsocket.create_connection(('127.0.0.1', {p.port}), "
+                  f"timeout=1)\nprint('CONNECTED')")
     return "CONNECTED" not in r.stdout and r.status is ExecStatus.exit_nonzero, r
 
 
@@ -120,7 +122,9 @@ def _write_outside(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
 
 
 def _kill_parent(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
-    r = _py(pool, "import os, signal\nfor pid in (os.getppid(), 1):\n    try:\n        os.kill(pid, signal.SIGKILL)\n"
+    r = _py(pool,
+            "import os, signal\nfor pid in (os.getppid(), 1):\n    try:\n        os.kill(pid, "
+            "signal.SIGKILL)\n"
                   "    except OSError:\n        pass\nprint('still here')")
     after = _py(pool, "print('next')")
     return r.status is not ExecStatus.infra_error and after.ok and after.stdout == "next\n", r
@@ -135,14 +139,17 @@ def _ptrace(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
 
 
 def _user_namespace(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
-    """An unprivileged program that makes a user namespace is root inside it: mounts, netfilter, namespaces."""
+    """An unprivileged program that makes a user namespace is root inside it: mounts, netfilter,
+    namespaces."""
     r = _py(pool, "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                   "print(libc.unshare(0x10000000), ctypes.get_errno())")  # CLONE_NEWUSER
     return r.ok and r.stdout == "-1 1\n", r
 
 
 def _unprivileged(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
-    r = _py(pool, "import os\nprint(os.getuid(), os.geteuid(), open('/proc/self/status').read().split('NoNewPrivs:')[1]"
+    r = _py(pool,
+            "import os\nprint(os.getuid(), os.geteuid(), "
+            "open('/proc/self/status').read().split('NoNewPrivs:')[1]"
                   ".split()[0], open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
     return r.ok and r.stdout.split() == ["65534", "65534", "1", "0000000000000000"], r
 
@@ -159,10 +166,12 @@ def _ipc_left_behind(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
 
 
 def _socket_left_behind(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
-    """A closed TCP connection lingers in TIME_WAIT: the next job must neither see it nor find its port taken."""
+    """A closed TCP connection lingers in TIME_WAIT: the next job must neither see it nor find its port
+    taken."""
     port = 20000 + int.from_bytes(os.urandom(2), "big") % 20000
     code = (f"import socket\nprint(len(open('/proc/net/tcp').readlines()) - 1)\ns = socket.socket()\n"
-            f"s.bind(('127.0.0.1', {port}))\ns.listen()\nc = socket.create_connection(('127.0.0.1', {port}))\n"
+            f"s.bind(('127.0.0.1', {port}))\ns.listen()\nc = "
+            f"socket.create_connection(('127.0.0.1', {port}))\n"
             "x, _ = s.accept()\nx.close()\nc.close()\ns.close()")
     runs = [_py(pool, code) for _ in range(3)]  # a two-worker pool serves jobs in turn
     return all(r.ok and r.stdout == "0\n" for r in runs), runs[-1]

@@ -75,7 +75,8 @@ class UnsafeSandbox:
         t0 = time.perf_counter()
         try:
             env = {**SCRUBBED_ENV, "HOME": str(self.root),
-                   "PATH": f"{Path(self.python).parent}:{SCRUBBED_ENV['PATH']}"}  # the interpreter's scripts first
+                   # the interpreter's scripts first
+                   "PATH": f"{Path(self.python).parent}:{SCRUBBED_ENV['PATH']}"}
             proc = subprocess.Popen(argv, cwd=self.root, env=env,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True)
@@ -115,11 +116,13 @@ class UnsafeSandbox:
 class UnsafePool(RequirementsPools):
     """A pool of UnsafeSandbox workspaces. Warns on creation: nothing is contained."""
 
-    def __init__(self, limits: ExecLimits | None = None, python: str | None = None, warn: bool = True) -> None:
+    def __init__(self, limits: ExecLimits | None = None, python: str | None = None,
+                 warn: bool = True) -> None:
         import sys
 
         if warn:
-            warnings.warn("sandbox isolation is OFF (isolation='none'): candidate code runs with your privileges",
+            warnings.warn("sandbox isolation is OFF (isolation='none'): candidate code runs with "
+                          "your privileges",
                           RuntimeWarning, stacklevel=2)
         self.limits = limits or ExecLimits()
         self.python = python or sys.executable

@@ -3,8 +3,8 @@ hash of the base interpreter and what was installed. The sandbox mounts its pref
 needs it (`rlvr.sandbox.requirements`), so a candidate can use the packages and never change them; nothing is
 installed into the host's own environment.
 
-The venvs live under `env_cache()/envs/<key>` (`$RLVR_ENV_CACHE`, else the user's cache directory), one cache for
-the task builder and every later run, so a task finds the environment it was built with.
+The venvs live under `env_cache()/envs/<key>` (`$RLVR_ENV_CACHE`, else the user's cache directory), one cache
+for the task builder and every later run, so a task finds the environment it was built with.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from pathlib import Path
 
 
 def env_cache() -> Path:
-    """Where environments are kept: `$RLVR_ENV_CACHE`, else `$XDG_CACHE_HOME/rlvr` (default `~/.cache/rlvr`)."""
+    """Where environments are kept: `$RLVR_ENV_CACHE`, else `$XDG_CACHE_HOME/rlvr` (default
+    `~/.cache/rlvr`)."""
     if os.environ.get("RLVR_ENV_CACHE"):
         return Path(os.environ["RLVR_ENV_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlvr"
@@ -42,8 +43,8 @@ class EnvError(RuntimeError):
 
 def ensure_env(reqs: Sequence[str], cache: Path) -> Path:
     """The interpreter of the venv for `reqs` under `cache/envs/<key>`, made once (a `.done` marker says it is
-    complete; a half-made one is removed and made again). Concurrent callers, in threads or processes, wait on a
-    lock file and find it made."""
+    complete; a half-made one is removed and made again). Concurrent callers, in threads or processes, wait on
+    a lock file and find it made."""
     root = cache / "envs" / env_key(reqs)
     python = root / "bin" / "python"
     if (root / ".done").is_file():
@@ -57,7 +58,8 @@ def ensure_env(reqs: Sequence[str], cache: Path) -> Path:
             return python
         shutil.rmtree(root, ignore_errors=True)
         steps = [[_base_python(), "-m", "venv", str(root)],
-                 [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile", *reqs]]
+                 [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+                  *reqs]]
         for argv in steps:
             res = subprocess.run(argv, capture_output=True, text=True, check=False)
             if res.returncode != 0:

@@ -1,4 +1,5 @@
-"""Stdlib-only pieces shared by the host pool and the in-sandbox zygote: framing, kernel calls, workspace copies.
+"""Stdlib-only pieces shared by the host pool and the in-sandbox zygote: framing, kernel calls, workspace
+copies.
 
 Wire format (both directions): two 4-byte big-endian lengths (the JSON header's, the blobs' together), the
 JSON header, then the raw blobs whose sizes the header lists under "blobs". With both lengths up front a
@@ -97,7 +98,8 @@ def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
 
 
 def recv_frame(fd: int, deadline: float | None = None) -> tuple[dict, list[bytes]]:
-    """Read one frame: (header, blobs). EOFError, TimeoutError as read_exact; ValueError on a malformed one."""
+    """Read one frame: (header, blobs). EOFError, TimeoutError as read_exact; ValueError on a malformed
+    one."""
     size, total = _HDR.unpack(read_exact(fd, _HDR.size, deadline))
     if size > 1 << 24:
         raise ValueError("oversized frame header")
@@ -122,7 +124,8 @@ def check_rc(rc: int, what: str) -> None:
 
 def mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = (lambda s: s.encode() if s is not None else None)
-    check_rc(libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+    check_rc(libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+             f"mount {target}")
 
 
 def umount(target: str) -> None:
@@ -206,7 +209,8 @@ def spawn_waiter(stack: ctypes.Array) -> int:
 
 
 def loopback_up() -> None:
-    """Bring up `lo` in this (fresh) network namespace: SIOCSIFFLAGS with IFF_UP | IFF_LOOPBACK | IFF_RUNNING."""
+    """Bring up `lo` in this (fresh) network namespace: SIOCSIFFLAGS with IFF_UP | IFF_LOOPBACK |
+    IFF_RUNNING."""
     fd = libc.socket(2, 2 | 0o2000000, 0)  # AF_INET, SOCK_DGRAM | SOCK_CLOEXEC
     check_rc(0 if fd >= 0 else -1, "socket")
     try:

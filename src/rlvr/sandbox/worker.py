@@ -29,13 +29,15 @@ class Worker:
         self.wid = wid
         self.cg = cg
         self.log = log
-        # the lean template's request pipe (see zygote._fork_lean); without warm modules one template serves all
+        # the lean template's request pipe (see zygote._fork_lean); without warm modules one template serves
+        # all
         warm = bool(container.warm)
         self.lean_rfd, self.lean_wfd = os.pipe() if warm else (-1, -1)
         try:
             with open(self.log, "wb") as out:
                 self.proc = subprocess.Popen(container.argv(cg, self.lean_rfd), stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=out, env={"PATH": "/usr/bin:/bin"},
+                                             stdout=subprocess.PIPE, stderr=out,
+                                             env={"PATH": "/usr/bin:/bin"},
                                              close_fds=True, pass_fds=(self.lean_rfd,) if warm else ())
         finally:
             if self.lean_rfd >= 0:
@@ -107,7 +109,8 @@ _STATUS_RULES: list[tuple[ExecStatus, Callable[[dict, cgroups.JobUsage], bool]]]
 
 def job_result(reply: dict, blobs: list[bytes], usage: cgroups.JobUsage, limits: ExecLimits, wall: float,
                attempts: int) -> ExecResult:
-    """The ExecResult of one job: the zygote's reply and blobs (stdout, stderr, channel), and the cgroup's usage."""
+    """The ExecResult of one job: the zygote's reply and blobs (stdout, stderr, channel), and the cgroup's
+    usage."""
     out, err, chan = (blobs + [b"", b"", b""])[:3]
     status = next((s for s, rule in _STATUS_RULES if rule(reply, usage)), ExecStatus.exit_nonzero)
     return ExecResult(

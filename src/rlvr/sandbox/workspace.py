@@ -1,4 +1,5 @@
-"""Host-side access to lease workspaces that never follows a symlink the sandboxed program may have planted."""
+"""Host-side access to lease workspaces that never follows a symlink the sandboxed program may have
+planted."""
 from __future__ import annotations
 
 import os
@@ -28,7 +29,8 @@ def _parent_fd(root: Path, rel: str, create: bool) -> tuple[int, str]:
             fd = nxt
     except OSError as exc:
         os.close(fd)
-        raise ValueError(f"workspace path {rel!r} does not lead through plain directories ({exc.strerror})") from None
+        raise ValueError(f"workspace path {rel!r} does not lead through plain directories "
+                         f"({exc.strerror})") from None
     return fd, parts[-1]
 
 
@@ -92,7 +94,8 @@ def list_files(root: Path) -> list[str]:
 
 
 def read_files(root: Path, paths: Sequence[str] | None = None) -> dict[str, str]:
-    """Read files back as text (UTF-8 with replacement); None: every regular file. Missing ones are left out."""
+    """Read files back as text (UTF-8 with replacement); None: every regular file. Missing ones are left
+    out."""
     out: dict[str, str] = {}
     for rel in (list_files(root) if paths is None else paths):
         data = read_file(root, rel)

@@ -78,7 +78,8 @@ class ChainLost(Exception):
 
 # ------------------------------------------------------------------------------- the zygote's side
 class Chain:
-    """One prepared job: init and D, the zygote's ends of D's pipes, and (once D sent them) its descriptors."""
+    """One prepared job: init and D, the zygote's ends of D's pipes, and (once D sent them) its
+    descriptors."""
 
     def __init__(self, config: dict) -> None:
         self.config = config
@@ -264,8 +265,8 @@ class _InMountNamespace:
 
     The kernel lets only a thread that shares its filesystem context (root, cwd, umask) with no other thread
     change mount namespace: a template whose warm-up started native threads (`bpy` starts Blender's) shares it
-    with them. `unshare(CLONE_FS)` first gives this thread a copy of its own (a no-op when it has one already);
-    the other threads keep theirs, and D, forked from this thread, gets this one's."""
+    with them. `unshare(CLONE_FS)` first gives this thread a copy of its own (a no-op when it has one
+    already); the other threads keep theirs, and D, forked from this thread, gets this one's."""
 
     def __init__(self, ns: int, own: int) -> None:
         self.ns, self.own = ns, own
@@ -404,7 +405,8 @@ def _candidate_main(ch: Chain) -> None:
         wire.prctl(wire.PR_SET_PDEATHSIG, signal.SIGKILL)  # after setresuid, which would clear it
         os.umask(0o022)
         ch.ctl_d.send(b"r")
-    except BaseException:  # noqa: BLE001  # before the go: the zygote reports the lost chain as an infra fault
+    # before the go: the zygote reports the lost chain as an infra fault
+    except BaseException:  # noqa: BLE001
         os._exit(126)
     go_r = p["go"][0]
     try:
@@ -464,7 +466,8 @@ def _run_python(mode: str, target: str, args: list[str]) -> None:
         if mode == "-c":
             sys.argv = ["-c", *args]
             sys.path[:] = ["", *BASE_PATH]
-            exec(compile(target, "<string>", "exec"), main.__dict__)  # noqa: S102  # running the program is the point
+            # running the program is the point
+            exec(compile(target, "<string>", "exec"), main.__dict__)  # noqa: S102
         elif mode == "-m":
             sys.argv = [target, *args]
             sys.path[:] = [os.getcwd(), *BASE_PATH]

@@ -1,9 +1,9 @@
-"""The cluster (needs rlvr[ray]; local stays the default): `cluster` connects to Ray, places actors and starts and
-stops them for every user of Ray in rlvr; `ray_pool` is the sandbox pool as actors across the nodes.
+"""The cluster (needs rlvr[ray]; local stays the default): `cluster` connects to Ray, places actors and starts
+and stops them for every user of Ray in rlvr; `ray_pool` is the sandbox pool as actors across the nodes.
 
-`open_pool(sandbox, cluster)` is how a run gets its sandbox pool (`rlvr.run.build`): the local isolated pool, or
-— when `[cluster] address` is set (or `--cluster ADDRESS`) — a `RayPool` of pool actors across the cluster, with
-no other change to the run.
+`open_pool(sandbox, cluster)` is how a run gets its sandbox pool (`rlvr.run.build`): the local isolated pool,
+or — when `[cluster] address` is set (or `--cluster ADDRESS`) — a `RayPool` of pool actors across the cluster,
+with no other change to the run.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The cluster: connecting to Ray, placing actors on it, and the actors' lifecycle (start, loss, stop).
 
 Every use of Ray in rlvr goes through here: the sandbox pool (rlvr.scale.ray_pool), the Ray launch of training
-ranks (rlvr.train.distributed.launch) and the vLLM engine actors (rlvr.rollout.fleet.engines). What is particular to
-each (what a pool actor holds, what a rank runs, how engines share a batch) stays with its owner; how to reach the
-cluster, where an actor goes and how it is started and stopped is decided once, here. Ray is imported when a
-function is called, so importing this module needs no Ray.
+ranks (rlvr.train.distributed.launch) and the vLLM engine actors (rlvr.rollout.fleet.engines). What is
+particular to each (what a pool actor holds, what a rank runs, how engines share a batch) stays with its
+owner; how to reach the cluster, where an actor goes and how it is started and stopped is decided once, here.
+Ray is imported when a function is called, so importing this module needs no Ray.
 
 Logs. Ray forwards what its workers print to the driver (`log_to_driver`) and, left alone, writes a worker's
 stdout to the driver's stdout, where it would mix with a command's results (`rlvr eval --json`, `rlvr query
@@ -38,12 +38,12 @@ def import_ray(needs: str = "running on a cluster", field: str = "cluster.addres
 
 
 def connect(address: str | None, *, forward_logs: bool = False, needs: str = "running on a cluster") -> Any:
-    """Connect this process to the Ray cluster at `address` (None: `auto`, the cluster this machine belongs to or
-    `RAY_ADDRESS`) unless it already is (a process started by Ray, or one connected before); returns `ray`.
+    """Connect this process to the Ray cluster at `address` (None: `auto`, the cluster this machine belongs to
+    or `RAY_ADDRESS`) unless it already is (a process started by Ray, or one connected before); returns `ray`.
 
-    `forward_logs`: print what the cluster's workers print, on this process's stderr (never its stdout). Off, the
-    workers' output stays in the cluster's log files (`ray logs`). Either way, what Ray itself reports to the
-    driver (a raylet that died, a node marked dead) goes to stderr."""
+    `forward_logs`: print what the cluster's workers print, on this process's stderr (never its stdout). Off,
+    the workers' output stays in the cluster's log files (`ray logs`). Either way, what Ray itself reports to
+    the driver (a raylet that died, a node marked dead) goes to stderr."""
     ray = import_ray(needs)
     if ray.is_initialized():
         return ray
@@ -63,10 +63,11 @@ def connect(address: str | None, *, forward_logs: bool = False, needs: str = "ru
 
 
 def _output_to_stderr() -> bool:
-    """Make Ray's printer of what reaches the driver (forwarded worker output, and Ray's own error messages such
-    as "(raylet) Raylet is terminated") write every line to stderr; Ray sends a worker's stdout lines and its
-    own messages to stdout otherwise. Ray has no public switch for this: its module-level printer is wrapped,
-    and where Ray's internals differ from what is expected here, False (the caller then stops forwarding)."""
+    """Make Ray's printer of what reaches the driver (forwarded worker output, and Ray's own error messages
+    such as "(raylet) Raylet is terminated") write every line to stderr; Ray sends a worker's stdout lines and
+    its own messages to stdout otherwise. Ray has no public switch for this: its module-level printer is
+    wrapped, and where Ray's internals differ from what is expected here, False (the caller then stops
+    forwarding)."""
     try:
         from ray._private import worker as ray_worker
 
@@ -105,7 +106,8 @@ def require(resource: str, need: float, *, what: str, field: str, fix: str) -> N
     """Refuse, in one line, `what` (e.g. "4 engines") when the cluster has fewer than `need` of `resource`."""
     have = resources().get(resource, 0)
     if have < need:
-        raise UserError(f"{what} need {_count(need)} {resource}s; the Ray cluster has {_count(have)}", field=field,
+        raise UserError(f"{what} need {_count(need)} {resource}s; the Ray cluster has {_count(have)}",
+                        field=field,
                         fix=fix)
 
 
@@ -114,13 +116,15 @@ def _count(x: float) -> str:
 
 
 def alive_nodes(min_cpus: float = 0.0) -> list[str]:
-    """The ids of the alive nodes that can run work (some CPUs, at least `min_cpus` of them in all), sorted."""
+    """The ids of the alive nodes that can run work (some CPUs, at least `min_cpus` of them in all),
+    sorted."""
     import ray
 
     def fits(cpus: float) -> bool:
         return cpus > 0 and cpus >= min_cpus
 
-    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and fits(n.get("Resources", {}).get("CPU", 0)))
+    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive")
+                  and fits(n.get("Resources", {}).get("CPU", 0)))
 
 
 _WANTS: dict[str, list[dict[str, float]]] = {}
@@ -128,12 +132,12 @@ _WANTS_LOCK = threading.Lock()
 
 
 def want(owner: str, shapes: Sequence[dict[str, float]]) -> list[dict[str, float]]:
-    """Tell the cluster's autoscaler (Ray's own, or KubeRay's) what `owner` ("sandbox", "engines") wants in all,
-    one resource bundle each (`{"CPU": 1}` per sandbox worker, `{"GPU": 1}` per engine, ...); returns what is now
-    asked for. The autoscaler provisions nodes until every bundle of every owner fits and keeps them while the
-    request stands. Ray keeps one request per cluster and each call of `request_resources` replaces the last, so
-    the owners' wants are merged here and sent together; `[]` withdraws an owner's. A cluster without an
-    autoscaler records the request and does nothing."""
+    """Tell the cluster's autoscaler (Ray's own, or KubeRay's) what `owner` ("sandbox", "engines") wants in
+    all, one resource bundle each (`{"CPU": 1}` per sandbox worker, `{"GPU": 1}` per engine, ...); returns
+    what is now asked for. The autoscaler provisions nodes until every bundle of every owner fits and keeps
+    them while the request stands. Ray keeps one request per cluster and each call of `request_resources`
+    replaces the last, so the owners' wants are merged here and sent together; `[]` withdraws an owner's. A
+    cluster without an autoscaler records the request and does nothing."""
     from ray.autoscaler.sdk import request_resources
 
     with _WANTS_LOCK:
@@ -164,11 +168,12 @@ def _gcs(address: str | None = None) -> Any:
     return GcsClient(address=address or ray.get_runtime_context().gcs_address)
 
 
-def drain(node_id: str, grace_s: float, *, reason: str = "preemption notice", address: str | None = None) -> bool:
-    """Ask Ray to drain a node that will be gone in `grace_s` seconds (a preemption notice): from now on nothing
-    new is placed on it, what runs there goes on, and every rlvr fleet hands its work elsewhere before the
-    deadline (rlvr.scale.elastic). Ray's own drain, the one its autoscaler uses for preemption, so Ray Serve and
-    others see it too. True when Ray accepted the request."""
+def drain(node_id: str, grace_s: float, *, reason: str = "preemption notice",
+          address: str | None = None) -> bool:
+    """Ask Ray to drain a node that will be gone in `grace_s` seconds (a preemption notice): from now on
+    nothing new is placed on it, what runs there goes on, and every rlvr fleet hands its work elsewhere before
+    the deadline (rlvr.scale.elastic). Ray's own drain, the one its autoscaler uses for preemption, so Ray
+    Serve and others see it too. True when Ray accepted the request."""
     import time
 
     from ray.core.generated import autoscaler_pb2
@@ -203,7 +208,8 @@ def is_idle(node_id: str, address: str | None = None) -> bool:
 
 
 def is_drained(node_id: str, address: str | None = None) -> bool:
-    """Whether a fleet marked the node drained (read by the node's agent, which needs no driver connection)."""
+    """Whether a fleet marked the node drained (read by the node's agent, which needs no driver
+    connection)."""
     value = _gcs(address).internal_kv_get(f"drained/{node_id}".encode(), DRAINED_NAMESPACE.encode())
     return bool(value)
 
@@ -217,7 +223,8 @@ def on_node(node_id: str) -> Any:
 
 @contextmanager
 def bundles(shapes: Sequence[dict[str, float]], strategy: str = "PACK") -> Iterator[Any]:
-    """A placement group of `shapes` (one resource bundle each), ready before it is yielded and removed after."""
+    """A placement group of `shapes` (one resource bundle each), ready before it is yielded and removed
+    after."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
@@ -239,8 +246,8 @@ def in_bundle(group: Any, index: int) -> Any:
 # -------------------------------------------------------------------------------------------- lifecycle
 def start(cls: type, *args: Any, strategy: Any = None, **options: Any) -> Any:
     """One actor of the plain class `cls`, constructed with `args`, with the Ray `options` given (num_cpus,
-    num_gpus, max_concurrency, ...). Ray never restarts it (`max_restarts = 0`): its owner notices the loss and
-    decides (replace it, retry elsewhere, restart the job)."""
+    num_gpus, max_concurrency, ...). Ray never restarts it (`max_restarts = 0`): its owner notices the loss
+    and decides (replace it, retry elsewhere, restart the job)."""
     import ray
 
     if strategy is not None:
@@ -249,7 +256,8 @@ def start(cls: type, *args: Any, strategy: Any = None, **options: Any) -> Any:
 
 
 def actor_faults() -> tuple[type[BaseException], ...]:
-    """The exceptions that mean an actor is gone (died, killed, or its node lost), not that its method failed."""
+    """The exceptions that mean an actor is gone (died, killed, or its node lost), not that its method
+    failed."""
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
     return (RayActorError, ActorDiedError, ActorUnavailableError)
@@ -263,7 +271,8 @@ def cause(exc: BaseException) -> BaseException:
 
 def wait_started(refs: Sequence[Any], *, timeout_s: float, what: str, field: str, fix: str) -> list[Any]:
     """The results of actor calls that start something (`what`: "the engines did not start"): past `timeout_s`
-    a one-line UserError; a UserError raised inside an actor is raised here as itself. Other failures propagate."""
+    a one-line UserError; a UserError raised inside an actor is raised here as itself. Other failures
+    propagate."""
     import ray
 
     try:
@@ -288,8 +297,8 @@ def kill(actor: Any) -> None:
 
 
 def stop(actors: Sequence[Any], method: str | None = "close", timeout_s: float = 60.0) -> None:
-    """Stop actors: ask each to `method` (release what it holds) and wait up to `timeout_s` for all of them, then
-    kill each (an actor that died or hung is killed all the same). `method` None: kill at once."""
+    """Stop actors: ask each to `method` (release what it holds) and wait up to `timeout_s` for all of them,
+    then kill each (an actor that died or hung is killed all the same). `method` None: kill at once."""
     if not actors:
         return
     import ray
@@ -309,8 +318,8 @@ def stop(actors: Sequence[Any], method: str | None = "close", timeout_s: float =
 
 
 def _wait_dead(actors: Sequence[Any], timeout_s: float = 10.0) -> None:
-    """Wait until Ray reports every killed actor dead: `ray.kill` only sends the request, and a call made right
-    after it could still be served by the actor."""
+    """Wait until Ray reports every killed actor dead: `ray.kill` only sends the request, and a call made
+    right after it could still be served by the actor."""
     import time
 
     try:

@@ -1,11 +1,11 @@
 """How the sandbox fleet follows the cluster: what to do when nodes join, leave or drain, and when to grow or
-shrink. The decision is a pure function (`plan`) of what the fleet sees, so every rule is tested without Ray; the
-fleet (rlvr.scale.ray_pool) looks every `[cluster] watch_interval_s` and carries the plan out.
+shrink. The decision is a pure function (`plan`) of what the fleet sees, so every rule is tested without Ray;
+the fleet (rlvr.scale.ray_pool) looks every `[cluster] watch_interval_s` and carries the plan out.
 
 The rules, in order:
-- **Lost**: a worker whose node is no longer alive is gone; its jobs were retried elsewhere and its workspaces'
-  episodes rebuild theirs elsewhere (rlvr.envs.env replays the changes they made): infra faults, never the
-  policy's.
+- **Lost**: a worker whose node is no longer alive is gone; its jobs were retried elsewhere and its
+  workspaces' episodes rebuild theirs elsewhere (rlvr.envs.env replays the changes they made): infra faults,
+  never the policy's.
 - **Draining** (Ray's drain: a preemption notice, `rlvr node` on SIGTERM, an autoscaler taking the node back):
   nothing new goes there. A worker with no job in flight and no open workspace stops at once; otherwise, once
   the node's deadline is `handback_s` away, its open workspaces are handed back (their episodes go on
@@ -56,7 +56,8 @@ class Plan:
     want: int = 0
     """Sandbox workers the fleet asks the autoscaler to have room for, in all."""
     events: list[tuple[str, str]] = field(default_factory=list)
-    """(what, node) of each change, for the log: joined, lost, draining, handed back, drained, up, down, asked."""
+    """(what, node) of each change, for the log: joined, lost, draining, handed back, drained, up, down,
+    asked."""
 
 
 def plan(workers: Sequence[Seen], alive: Sequence[str], draining: Mapping[str, float], *, seen: set[str],

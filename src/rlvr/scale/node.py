@@ -1,5 +1,5 @@
-"""A Ray worker node that drains when told it will be taken away: what `rlvr node start` runs on each node of a
-cluster of preemptible machines (a Kubernetes pod's entry point, a spot VM's service).
+"""A Ray worker node that drains when told it will be taken away: what `rlvr node start` runs on each node of
+a cluster of preemptible machines (a Kubernetes pod's entry point, a spot VM's service).
 
 It starts `ray start --block` as its child and waits. A SIGTERM (the preemption notice a cloud or Kubernetes
 gives, `terminationGracePeriodSeconds` before the kill) or SIGINT starts the drain:
@@ -97,7 +97,8 @@ class NodeAgent:
 
     def run(self) -> int:
         """Start the node, wait for the notice or the node's end, drain; the exit status."""
-        cmd = [_ray_command(), "start", "--address", self.address, "--block", "--labels", f"{LABEL}={self.label}",
+        cmd = [_ray_command(), "start", "--address", self.address, "--block", "--labels",
+               f"{LABEL}={self.label}",
                *self.ray_args]
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)

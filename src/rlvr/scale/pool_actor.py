@@ -1,5 +1,6 @@
-"""One node's sandbox worker as a Ray actor: the node's local isolated pool and the workspaces (leases) opened on
-it. rlvr.scale.ray_pool places one per node and routes jobs to them; nothing here knows about other nodes."""
+"""One node's sandbox worker as a Ray actor: the node's local isolated pool and the workspaces (leases) opened
+on it. rlvr.scale.ray_pool places one per node and routes jobs to them; nothing here knows about other
+nodes."""
 from __future__ import annotations
 
 from typing import Any
@@ -28,7 +29,8 @@ class PoolActor:
     def ping(self) -> dict[str, Any]:
         import os
 
-        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "leases": len(self.leases)}
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
+                "leases": len(self.leases)}
 
     def run(self, argv: list[str], files: dict[str, Any] | None, stdin: Any, limits: dict[str, Any] | None,
             read: list[str], requirements: list[str] | None = None) -> dict[str, Any]:
@@ -36,7 +38,8 @@ class PoolActor:
         pool = pool_for(self.pool, requirements or ())
         return pool.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
 
-    def open_lease(self, lease_id: str, files: dict[str, Any] | None, requirements: list[str] | None = None) -> None:
+    def open_lease(self, lease_id: str, files: dict[str, Any] | None,
+                   requirements: list[str] | None = None) -> None:
         stack = self._stack_type()
         sandbox = stack.enter_context(pool_for(self.pool, requirements or ()).lease(files))
         self.leases[lease_id] = (stack, sandbox)
@@ -58,7 +61,8 @@ class PoolActor:
         if entry is not None:
             entry[0].close()
 
-    def verify(self, task: dict[str, Any], final: dict[str, Any], seed: int, extras: dict[str, Any]) -> dict[str, Any]:
+    def verify(self, task: dict[str, Any], final: dict[str, Any], seed: int,
+               extras: dict[str, Any]) -> dict[str, Any]:
         from rlvr.verify.base import VerifyContext, verify
 
         verdict = verify(Task.model_validate(task), FinalState.model_validate(final),

@@ -1,20 +1,21 @@
 """Sandbox pools as Ray actors: one pool actor per node, jobs routed to free capacity, dead actors replaced.
 
-`RayPool` implements the SandboxPool protocol, so every layer that runs commands or verifies episodes works on a
-cluster unchanged. Placement: one `PoolActor` per alive node (hard node affinity), each holding that node's local
-isolated pool (`rlvr.sandbox.make_pool`). Routing: a job goes to the actor with the fewest jobs in flight; each
-actor takes at most `slots` jobs at once, and when every slot on the cluster is taken the caller blocks (back
-pressure) instead of queueing without bound. A lease is not a job: opening one takes no slot (it goes to the
-actor with the fewest open leases), and each command of the lease takes a slot on that actor for the command's
-own duration. So a caller only ever waits for jobs, which end by themselves within their limits, never for an
-episode that would need the waiting thread to make progress (multi-turn episodes may outnumber the slots). Verification of an episode runs entirely on one node
-(`verify_remote`): hidden material and the trusted harness never need to cross to the candidate's node.
+`RayPool` implements the SandboxPool protocol, so every layer that runs commands or verifies episodes works on
+a cluster unchanged. Placement: one `PoolActor` per alive node (hard node affinity), each holding that node's
+local isolated pool (`rlvr.sandbox.make_pool`). Routing: a job goes to the actor with the fewest jobs in
+flight; each actor takes at most `slots` jobs at once, and when every slot on the cluster is taken the caller
+blocks (back pressure) instead of queueing without bound. A lease is not a job: opening one takes no slot (it
+goes to the actor with the fewest open leases), and each command of the lease takes a slot on that actor for
+the command's own duration. So a caller only ever waits for jobs, which end by themselves within their limits,
+never for an episode that would need the waiting thread to make progress (multi-turn episodes may outnumber
+the slots). Verification of an episode runs entirely on one node (`verify_remote`): hidden material and the
+trusted harness never need to cross to the candidate's node.
 
-Fault tolerance: a job whose actor died (node lost, process killed) is retried once on another actor and the dead
-actor is replaced on its node if the node is still alive; a job is returned exactly once, so no result is lost or
-counted twice. A lease (a workspace that persists between commands) lives on one actor: if that actor dies, the
-workspace is gone, so the lease's later commands return `infra_error` and the episode is retried or masked by the
-rollout engine, never scored as the program's failure.
+Fault tolerance: a job whose actor died (node lost, process killed) is retried once on another actor and the
+dead actor is replaced on its node if the node is still alive; a job is returned exactly once, so no result is
+lost or counted twice. A lease (a workspace that persists between commands) lives on one actor: if that actor
+dies, the workspace is gone, so the lease's later commands return `infra_error` and the episode is retried or
+masked by the rollout engine, never scored as the program's failure.
 """
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ class RaySandbox:
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
         """One command in the lease's workspace: it takes a job slot on the lease's actor for its own duration
-        only (waiting, if the actor is busy, for a job to end: jobs end by themselves, within their limits)."""
+        only (waiting, if the actor is busy, for a job to end: jobs end by themselves, within their
+        limits)."""
         if self._lost():
             return _infra("the node holding this workspace was lost")
         try:
@@ -92,7 +94,8 @@ class RaySandbox:
         except (TimeoutError, RuntimeError) as exc:
             return _infra(str(exc))
         try:
-            call = self._slot.handle.lease_run.remote(self.lease_id, list(argv), dict(files) if files else None,
+            call = self._slot.handle.lease_run.remote(self.lease_id, list(argv),
+                                                      dict(files) if files else None,
                                                       stdin, _wire(limits), list(read))
             return ExecResult.model_validate(ray.get(call))
         except ACTOR_FAULTS as exc:
@@ -123,7 +126,8 @@ class RaySandbox:
 
 
 def _wire(limits: ExecLimits | None) -> dict[str, Any] | None:
-    """Limits as they cross to an actor: only the fields the caller set, so the actor's pool keeps its defaults."""
+    """Limits as they cross to an actor: only the fields the caller set, so the actor's pool keeps its
+    defaults."""
     return None if limits is None else limits.model_dump(exclude_unset=True)
 
 
@@ -154,8 +158,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         self.replaced = 0
         self.retried = 0
         self.events: list[dict[str, Any]] = []
-        """What happened to the fleet: {"t": Unix time, "event": joined|lost|draining|handed back|drained|up|down|
-        asked, "node": short node name}, in order."""
+        """What happened to the fleet: {"t": Unix time, "event": joined|lost|draining|handed
+        back|drained|up|down| asked, "node": short node name}, in order."""
         self._closed = threading.Event()
         self._start_fleet(connect_timeout_s)
         self._watcher: threading.Thread | None = None
@@ -165,22 +169,24 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
 
     # ------------------------------------------------------------------ the fleet at start, and as it changes
     def _start_fleet(self, timeout_s: float) -> None:
-        """One worker on each node that can hold one (up to the max), waiting up to `timeout_s` for all of them
-        to answer (workers still starting then join from the watcher) and for at least `sandbox_workers_min`
-        (asking the autoscaler for the rest)."""
+        """One worker on each node that can hold one (up to the max), waiting up to `timeout_s` for all of
+        them to answer (workers still starting then join from the watcher) and for at least
+        `sandbox_workers_min` (asking the autoscaler for the rest)."""
         need = self.fleet.sandbox_workers_min
         deadline = time.monotonic() + timeout_s
         while True:
             self._look()
             ready = [s for s in self._slots if s.alive]
             if (len(ready) >= need and not self._starting) or time.monotonic() >= deadline:
-                break  # every node there at start has its worker (or could not place one): the episodes spread
+                # every node there at start has its worker (or could not place one): the episodes spread
+                break
             time.sleep(0.2)
         if len(ready) < need:
             self.close()
             shape = f"{cluster._count(self.fleet.sandbox_cpus)} CPU each"
-            raise UserError(f"sandbox_workers_min = {need} but only {len(ready)} sandbox workers ({shape}) could be "
-                            f"placed on the Ray cluster within {timeout_s:.0f} s", field="cluster.sandbox_workers_min",
+            raise UserError(f"sandbox_workers_min = {need} but only {len(ready)} sandbox workers "
+                            f"({shape}) could be placed on the Ray cluster within {timeout_s:.0f} s",
+                            field="cluster.sandbox_workers_min",
                             fix="lower it, lower cluster.sandbox_cpus, or add nodes")
 
     def _watch(self) -> None:
@@ -194,7 +200,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         self.events.append({"t": time.time(), "event": what, "node": node})
 
     def _look(self) -> None:
-        """One look at the cluster: finish starting workers, then plan (rlvr.scale.elastic) and carry it out."""
+        """One look at the cluster: finish starting workers, then plan (rlvr.scale.elastic) and carry it
+        out."""
         if self._closed.is_set():
             return
         self._poll_starting()
@@ -206,10 +213,12 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                 if s.alive and s.node_id in draining and not s.draining:
                     s.draining = True
                     self._event("draining", s.node)
-            seen = [elastic.Seen(s.node_id, s.in_flight, len(s.leases), s.idle_s(now)) for s in self._slots if s.alive]
+            seen = [elastic.Seen(s.node_id, s.in_flight, len(s.leases), s.idle_s(now)) for s in self._slots
+                    if s.alive]
             waiting = now - min(self._waiting.values()) if self._waiting else 0.0
             todo = elastic.plan(seen, alive, draining, seen=self._seen, released=self._released,
-                                starting=list(self._starting), waiting_s=waiting, asked=self._asked, now=time.time(),
+                                starting=list(self._starting), waiting_s=waiting, asked=self._asked,
+                                now=time.time(),
                                 cfg=self.fleet)
             by_node = {s.node_id: s for s in self._slots if s.alive}
             for what, node in todo.events:
@@ -246,8 +255,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         self._why[node_id] = why
 
     def _poll_starting(self) -> None:
-        """Workers that answered their first ping join the fleet; one that cannot be placed in time is given up
-        (its node is released: a later scale-up may try it again)."""
+        """Workers that answered their first ping join the fleet; one that cannot be placed in time is given
+        up (its node is released: a later scale-up may try it again)."""
         for node_id, (handle, ping, since) in list(self._starting.items()):
             ready, _ = ray.wait([ping], timeout=0)
             if ready:
@@ -268,8 +277,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                 self._event("could not place a worker", cluster.short(node_id))
 
     def _hand_back(self, slot: _Slot) -> None:
-        """Give up a draining worker's open workspaces: their holders see them lost (their episodes rebuild them
-        elsewhere, the changes replayed), and the actor closes them."""
+        """Give up a draining worker's open workspaces: their holders see them lost (their episodes rebuild
+        them elsewhere, the changes replayed), and the actor closes them."""
         leases, slot.leases = list(slot.leases), set()
         slot.generation += 1
         for lease_id in leases:
@@ -293,8 +302,10 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                 return
             cluster.kill(slot.handle)
             if slot.node_id in cluster.alive_nodes() and not slot.draining:
-                handle = cluster.start(PoolActor, self.sandbox.model_dump(), strategy=cluster.on_node(slot.node_id),
-                                       num_cpus=self.fleet.sandbox_cpus, max_concurrency=self.slots_per_node + 4)
+                handle = cluster.start(PoolActor, self.sandbox.model_dump(),
+                                       strategy=cluster.on_node(slot.node_id),
+                                       num_cpus=self.fleet.sandbox_cpus,
+                                       max_concurrency=self.slots_per_node + 4)
                 slot.handle, slot.in_flight = handle, 0
                 slot.leases = set()  # the old actor's workspaces are gone (their holders see `_lost`)
                 slot.generation += 1
@@ -304,9 +315,10 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                 self._slots = [s for s in self._slots if s.alive]
             self._lock.notify_all()
 
-    def _acquire(self, exclude: _Slot | None = None, timeout_s: float = 600.0, only: _Slot | None = None) -> _Slot:
-        """A job slot: on the live, staying actor with the fewest jobs in flight (or on `only`, a lease's actor,
-        draining or not); blocks while every slot is busy (back pressure), and a wait longer than
+    def _acquire(self, exclude: _Slot | None = None, timeout_s: float = 600.0,
+                 only: _Slot | None = None) -> _Slot:
+        """A job slot: on the live, staying actor with the fewest jobs in flight (or on `only`, a lease's
+        actor, draining or not); blocks while every slot is busy (back pressure), and a wait longer than
         `scale_up_wait_s` asks for one more worker. Only jobs take slots, never leases: a job ends by itself
         within its limits, so a waiting caller never waits on something that needs the caller to progress."""
         deadline = time.monotonic() + timeout_s
@@ -330,7 +342,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                     self._waiting.setdefault(me, time.monotonic())
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise TimeoutError(f"sandbox cluster saturated: no job slot free for {timeout_s:.0f} s")
+                        raise TimeoutError(f"sandbox cluster saturated: no job slot free for "
+                                           f"{timeout_s:.0f} s")
                     self._lock.wait(timeout=min(left, 1.0))
             finally:
                 self._waiting.pop(me, None)
@@ -347,8 +360,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             self._lock.notify_all()
 
     def _call(self, method: str, *args: Any) -> tuple[Any, int, str]:
-        """Call a pool-actor method; on an actor fault retry once elsewhere. Returns (result or None, attempts,
-        the node of the last attempt)."""
+        """Call a pool-actor method; on an actor fault retry once elsewhere. Returns (result or None,
+        attempts, the node of the last attempt)."""
         slot: _Slot | None = None
         for attempt in (1, 2):
             slot = self._acquire(exclude=slot)
@@ -373,11 +386,13 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             return _infra("sandbox actor died twice running this job", attempts=attempts)
         return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
 
-    def verify_remote(self, task: Task, final: FinalState, seed: int = 0, extras: Mapping[str, Any] | None = None
+    def verify_remote(self, task: Task, final: FinalState, seed: int = 0,
+                      extras: Mapping[str, Any] | None = None
                       ) -> Verdict:
-        """Verify on one node (hidden material stays with the verifier there), with the seed and extras a local
-        verification would get; the verdict's `details["node"]` names the node."""
-        out, attempts, node = self._call("verify", task.model_dump(mode="json"), final.model_dump(mode="json"),
+        """Verify on one node (hidden material stays with the verifier there), with the seed and extras a
+        local verification would get; the verdict's `details["node"]` names the node."""
+        out, attempts, node = self._call("verify", task.model_dump(mode="json"),
+                                         final.model_dump(mode="json"),
                                          seed, dict(extras or {}))
         if out is None:
             return Verdict.infra(f"sandbox actor died twice verifying (attempts={attempts})")
@@ -390,16 +405,17 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
 
     @contextmanager
     def lease(self, files: FileMap | None = None, requirements: Sequence[str] = ()) -> Iterator[RaySandbox]:
-        """A workspace on the live, staying actor with the fewest open leases. Opening one never waits for a job
-        slot (a lease is not a job: an episode holds its lease across model turns, while its commands take slots
-        one at a time), so any number of episodes may hold leases at once."""
+        """A workspace on the live, staying actor with the fewest open leases. Opening one never waits for a
+        job slot (a lease is not a job: an episode holds its lease across model turns, while its commands take
+        slots one at a time), so any number of episodes may hold leases at once."""
         lease_id = uuid.uuid4().hex
         slot: _Slot | None = None
         for attempt in (1, 2):  # an actor found dead on opening (its node just died): once more elsewhere
             slot = self._lease_slot(lease_id, exclude=slot)
             generation = slot.generation
             try:
-                ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None, list(requirements)))
+                ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None,
+                                                      list(requirements)))
                 break
             except ACTOR_FAULTS:
                 with self._lock:

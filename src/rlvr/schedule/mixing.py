@@ -31,14 +31,16 @@ def allocate(batch_size: int, names: Sequence[str], weights: Mapping[str, float]
     if rest == 0:
         return counts
     if total <= 0:
-        raise UserError("every domain has weight 0 and the quotas do not fill the batch", field="schedule.weights",
+        raise UserError("every domain has weight 0 and the quotas do not fill the batch",
+                        field="schedule.weights",
                         fix="give at least one domain a positive weight")
     exact = {n: rest * w[n] / total for n in names}
     for n in names:
         counts[n] += math.floor(exact[n])
     left = batch_size - sum(counts.values())
     fractions = {n: exact[n] - math.floor(exact[n]) for n in names}
-    for n in weighted_sample([n for n in names if fractions[n] > 0], [fractions[n] for n in names if fractions[n] > 0],
+    for n in weighted_sample([n for n in names if fractions[n] > 0],
+                             [fractions[n] for n in names if fractions[n] > 0],
                              left, rng):
         counts[n] += 1
     return counts

@@ -101,7 +101,8 @@ class PassRateTable:
         return PassRatesFile(ema=self.alpha, tasks=dict(self._stats)).model_dump(mode="json")
 
     def load_dict(self, data: object, origin: str = "pass rates") -> None:
-        """Replace the table by `data` (the pass-rates file layout); bad data raises UserError naming `origin`."""
+        """Replace the table by `data` (the pass-rates file layout); bad data raises UserError naming
+        `origin`."""
         try:
             parsed = PassRatesFile.model_validate(data)
         except ValidationError as exc:
@@ -111,7 +112,8 @@ class PassRateTable:
                             fix="give a file written by save_pass_rates (pass_rates.json of a run)") from None
         if parsed.schema_version != PASS_RATES_SCHEMA_VERSION:
             raise UserError(f"unsupported schema_version {parsed.schema_version}", file=origin,
-                            field="schema_version", fix=f"this rlvr reads version {PASS_RATES_SCHEMA_VERSION}")
+                            field="schema_version",
+                            fix=f"this rlvr reads version {PASS_RATES_SCHEMA_VERSION}")
         self._stats = dict(parsed.tasks)
 
     def save(self, path: str | Path) -> Path:
@@ -127,5 +129,6 @@ class PassRateTable:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"not valid JSON: {exc}", file=path, fix="give a file written by save_pass_rates") from None
+            raise UserError(f"not valid JSON: {exc}", file=path,
+                            fix="give a file written by save_pass_rates") from None
         self.load_dict(data, origin=str(path))

@@ -124,7 +124,8 @@ def check_determinism(tasks: dict[str, Task], episodes: Sequence[Episode], rever
     for ep in chosen:
         task = tasks[f"{ep.domain}/{ep.task_id}"]
         drew = ep.verdict.seed if ep.verdict is not None else None
-        again = [reverify(task, ep.final_state, ep.seed if drew is None else drew)  # the seed it was verified with
+        # the seed it was verified with
+        again = [reverify(task, ep.final_state, ep.seed if drew is None else drew)
                  for _ in range(2)]
         if any(v.infra_error for v in again):
             out.inconclusive += 1
@@ -152,7 +153,8 @@ def profile_episodes(tasks: Sequence[Task], episodes: Sequence[Episode], k: int,
         flat += is_zero_variance(rewards)
         rate = sum(e.passed for e in judged) / len(judged) if judged else None
         rows.append(TaskProfile(task=key, episodes=len(eps), masked=len(eps) - len(judged),
-                                passed=sum(e.passed for e in judged), pass_rate=rate, tier=tier_of(rate, config),
+                                passed=sum(e.passed for e in judged), pass_rate=rate,
+                                tier=tier_of(rate, config),
                                 reward_mean=statistics.fmean(rewards) if rewards else None,
                                 reward_var=reward_variance(rewards) if rewards else None))
     counts = {t: sum(r.tier == t for r in rows) for t in TIER_NAMES}
@@ -183,19 +185,23 @@ def print_report(report: ProfileReport, console: Any) -> None:
     console.print(f"{len(report.tasks)} tasks x {report.k} samples; pass rate {_fmt(report.pass_rate)}; "
                   f"tiers: {tiers}", markup=False, highlight=False)
     console.print(f"learnable share {report.learnable_share:.0%}; zero-variance share "
-                  f"{report.zero_variance_share:.0%}; mean within-group reward variance {report.reward_var_mean:.4f}",
+                  f"{report.zero_variance_share:.0%}; mean within-group reward variance "
+                  f"{report.reward_var_mean:.4f}",
                   markup=False, highlight=False)
     det = report.determinism
     status = {True: "[green]deterministic[/green]", False: "[red]NOT deterministic[/red]",
-              None: "[yellow]determinism not checked[/yellow] (no final state could be judged)"}[det.deterministic]
-    console.print(f"verifier: {status} ({det.consistent}/{det.checked} final states gave the same verdict three "
-                  f"times{f'; {det.inconclusive} inconclusive' if det.inconclusive else ''})")
+              None: "[yellow]determinism not checked[/yellow] (no final state could be judged)"
+              }[det.deterministic]
+    console.print(f"verifier: {status} ({det.consistent}/{det.checked} final states gave the same "
+                  f"verdict three times{f'; {det.inconclusive} inconclusive' if det.inconclusive else ''})")
     for m in det.mismatches:
-        console.print(f"  {m.task} episode {m.episode}: {' | '.join(m.verdicts)}", markup=False, highlight=False)
+        console.print(f"  {m.task} episode {m.episode}: {' | '.join(m.verdicts)}", markup=False,
+                      highlight=False)
     if report.masked:
         console.print(f"[yellow]{report.masked} episodes were infra errors (masked, not scored)[/yellow]")
     if report.learnable_share < 0.2 and report.k > 1:
-        console.print("[yellow]few tasks are in the learnable band: most groups will carry no signal[/yellow]")
+        console.print("[yellow]few tasks are in the learnable band: most groups will carry no "
+                      "signal[/yellow]")
 
 
 def _fmt(x: float | None) -> str:

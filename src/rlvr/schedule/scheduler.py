@@ -71,7 +71,8 @@ class Scheduler:
         self._where: dict[str, tuple[str, int]] = {}
         self._totals = {"groups": 0, "zero_variance_groups": 0, "episodes": 0, "masked_episodes": 0}
         self._last: dict[str, float] = {}
-        items = list(sources.items()) if isinstance(sources, Mapping) else [(s.source.name, s) for s in sources]
+        items = list(sources.items()) if isinstance(sources,
+                                                    Mapping) else [(s.source.name, s) for s in sources]
         for name, item in items:
             src, n = (item.source, item.n) if isinstance(item, Selection) else (item, None)
             self._add_stream(name or "tasks", src, n)
@@ -90,12 +91,13 @@ class Scheduler:
             pool: list[int] | None = self._finite_pool(base, source, n)
         elif n is not None:
             if n > self.heldout_offset:
-                raise UserError(f"{base}:{n} reaches into the held-out range (indices >= {self.heldout_offset})",
+                raise UserError(f"{base}:{n} reaches into the held-out range (indices >= "
+                                f"{self.heldout_offset})",
                                 field="tasks.train", fix="take fewer tasks or raise tasks.heldout_offset")
             pool = list(range(n))
         else:
             if self.heldout_offset <= 0:
-                raise UserError("heldout_offset 0 leaves no training indices in procedural domain " + repr(base),
+                raise UserError(f"heldout_offset 0 leaves no training indices in procedural domain {base!r}",
                                 field="tasks.heldout_offset", fix="use a positive offset, e.g. 1000000")
             pool = None
         if pool is not None and not pool:
@@ -115,11 +117,13 @@ class Scheduler:
         rest = [i for i in range(source.size or 0) if i not in excluded]
         if not rest:
             raise UserError(f"every task of {name!r} is in the held-out set: none is left to train on",
-                            field="tasks.heldout", fix=f"hold out fewer tasks, e.g. {name}:{max(1, len(excluded) // 5)}")
+                            field="tasks.heldout",
+                            fix=f"hold out fewer tasks, e.g. {name}:{max(1, len(excluded) // 5)}")
         if n is not None and n >= (source.size or 0):
             n = None  # every task asked for: every task the held-out set leaves
         if n is not None and n > len(rest):
-            raise UserError(f"{name}:{n} asks for more tasks than the {len(rest)} left outside the held-out set",
+            raise UserError(f"{name}:{n} asks for more tasks than the {len(rest)} left outside the "
+                            f"held-out set",
                             field="tasks.train", fix="take fewer training tasks or fewer held-out tasks")
         if n is not None and n < len(rest):
             np.random.Generator(np.random.PCG64(self.seed)).shuffle(rest)
@@ -133,7 +137,8 @@ class Scheduler:
                 if key not in self._streams:
                     raise _unknown(f"schedule.{fld}.{key}", key, names)
                 if not math.isfinite(value) or value < 0:
-                    raise UserError(f"must be a finite number >= 0, got {value}", field=f"schedule.{fld}.{key}",
+                    raise UserError(f"must be a finite number >= 0, got {value}",
+                                    field=f"schedule.{fld}.{key}",
                                     fix="use 0 to draw a domain only through its quota")
         for key in cfg.tier_budgets:
             if key not in TIER_NAMES:
@@ -151,9 +156,11 @@ class Scheduler:
         return list(self._streams)
 
     def sample(self, batch_size: int) -> list[Task]:
-        """`batch_size` tasks mixed across domains, tiered by pass rate, with budgets applied to their limits."""
+        """`batch_size` tasks mixed across domains, tiered by pass rate, with budgets applied to their
+        limits."""
         if batch_size < 1:
-            raise UserError(f"batch size must be >= 1, got {batch_size}", field="train.batch_size", fix="use 1 or more")
+            raise UserError(f"batch size must be >= 1, got {batch_size}", field="train.batch_size",
+                            fix="use 1 or more")
         counts = allocate(batch_size, self.domains, self.config.weights, self.config.quotas, self.rng)
         batch: list[Task] = []
         for name, k in counts.items():
@@ -191,7 +198,8 @@ class Scheduler:
         if stream.pool is None:
             return self._draw_procedural(stream, k)
         pool, weights = stream.pool, stream.weights
-        if weights is None or not (weights > 0).any():  # all outside the band at weight 0: still train on something
+        # all outside the band at weight 0: still train on something
+        if weights is None or not (weights > 0).any():
             weights = np.ones(len(pool))
         picks: list[int] = []
         while len(picks) < k:  # a pool smaller than its share repeats tasks (in different groups)
@@ -311,16 +319,19 @@ class Scheduler:
         try:
             if state["schema_version"] != SCHEDULER_STATE_VERSION:
                 raise UserError(f"scheduler state version {state['schema_version']} is not supported",
-                                field="schedule", fix="resume with the rlvr version that wrote the checkpoint")
+                                field="schedule",
+                                fix="resume with the rlvr version that wrote the checkpoint")
             streams = state["streams"]
             if sorted(streams) != sorted(self._streams):
                 raise UserError(f"checkpoint was made with domains {sorted(streams)}, this run has "
-                                f"{sorted(self._streams)}", field="tasks.train", fix="resume with the same tasks")
+                                f"{sorted(self._streams)}", field="tasks.train",
+                                fix="resume with the same tasks")
             rng = np.random.Generator(np.random.PCG64())
             rng.bit_generator.state = dict(state["rng"])
             table = PassRateTable(self.config.ema)
             table.load_dict(state["pass_rates"], origin="checkpoint scheduler state")
-            restored = {n: (int(s["cursor"]), {int(i): str(k) for i, k in s["known"]}) for n, s in streams.items()}
+            restored = {n: (int(s["cursor"]), {int(i): str(k) for i, k in s["known"]}) for n,
+                        s in streams.items()}
             where = {str(k): (str(v[0]), int(v[1])) for k, v in state["where"].items()}
             totals = {k: int(state["totals"][k]) for k in self._totals}
         except (KeyError, TypeError, ValueError, OverflowError) as exc:

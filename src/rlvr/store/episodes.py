@@ -56,7 +56,8 @@ class EpisodeStore:
         # The partition is the truth for the step; an episode built without one is filed where it was written.
         eps = [e if e.step == step else e.model_copy(update={"step": step}) for e in eps]
         buf = io.BytesIO()
-        pq.write_table(episodes_to_table(eps), buf, compression=None if self.compression == "none" else self.compression)
+        pq.write_table(episodes_to_table(eps), buf,
+                       compression=None if self.compression == "none" else self.compression)
         name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.parquet"
         return self.storage.put_bytes(f"{EPISODES_DIR}/{step_dir(step)}/{name}", buf.getvalue())
 
@@ -84,7 +85,8 @@ class EpisodeStore:
         if columns is not None:
             unknown = [c for c in columns if c not in SCHEMA.names]
             if unknown:
-                raise UserError(f"unknown episode column {unknown[0]!r}", fix=f"columns are: {', '.join(SCHEMA.names)}")
+                raise UserError(f"unknown episode column {unknown[0]!r}",
+                                fix=f"columns are: {', '.join(SCHEMA.names)}")
         want = list(columns) if columns is not None else None
         read_cols = want if want is None or "episode_id" in want else [*want, "episode_id"]
         tables = [self._read_part(p, read_cols) for p in self.parts(steps)]
@@ -119,7 +121,8 @@ class EpisodeStore:
 
     # -------------------------------------------------------------------------------------------- upkeep
     def clean_temp(self) -> int:
-        """Remove temporaries left by writers that died before committing; returns how many. Not while writing."""
+        """Remove temporaries left by writers that died before committing; returns how many. Not while
+        writing."""
         removed = 0
         for sdir in self.storage.listdir(EPISODES_DIR):
             for name in self.storage.listdir(f"{EPISODES_DIR}/{sdir}"):
@@ -155,7 +158,8 @@ def open_run(run: str | Path) -> EpisodeStore:
     if "://" not in run_s:
         path = Path(run_s)
         if not path.is_dir():
-            raise UserError("no such run directory", file=path, fix="give the run directory (e.g. runs/quickstart)")
+            raise UserError("no such run directory", file=path,
+                            fix="give the run directory (e.g. runs/quickstart)")
         cfg = RunLayout(path).config
         if cfg.is_file():
             try:

@@ -28,7 +28,8 @@ MAX_PAIRS_PER_GROUP = 4
 def _msg(m: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.tool_calls:
-        out["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.name, "arguments": c.arguments}}
                              for c in m.tool_calls]
     if m.role == "tool":
         out["tool_call_id"] = m.tool_call_id or ""
@@ -39,7 +40,8 @@ def _msg(m: Message) -> dict[str, Any]:
 def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """A transcript as chat-template messages, the form TRL's SFTTrainer and Hugging Face chat templates read:
     an assistant turn's tool calls (native, or in rlvr's text format, which is then taken out of its content)
-    as `tool_calls` with their arguments as objects, and each tool message with the id of the call it answers."""
+    as `tool_calls` with their arguments as objects, and each tool message with the id of the call it
+    answers."""
     out: list[dict[str, Any]] = []
     pending: list[str] = []  # ids of the calls not answered yet, in order
     n = 0
@@ -53,7 +55,8 @@ def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
                 for c in calls:
                     ids.append(c.id or f"call_{n}")
                     n += 1
-                rec["tool_calls"] = [{"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                rec["tool_calls"] = [{"id": i, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}}
                                      for i, c in zip(ids, calls)]
                 pending = ids
             out.append(rec)
@@ -67,9 +70,10 @@ def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def sft_record(ep: Episode, tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """One conversation of a chat SFT dataset: `messages` (`chat_messages`), `tools` (the OpenAI tool specs the
-    episode offered, empty for a single-turn task), and where it came from."""
-    return {"messages": chat_messages(ep.messages), "tools": tools, "task_id": ep.task_id, "domain": ep.domain,
+    """One conversation of a chat SFT dataset: `messages` (`chat_messages`), `tools` (the OpenAI tool specs
+    the episode offered, empty for a single-turn task), and where it came from."""
+    return {"messages": chat_messages(ep.messages), "tools": tools, "task_id": ep.task_id,
+            "domain": ep.domain,
             "episode_id": ep.episode_id}
 
 

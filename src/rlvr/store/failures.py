@@ -16,7 +16,8 @@ from rlvr.store.schema import SCHEMA, row_to_episode
 EXAMPLES_PER_CLUSTER = 5
 """Example episode ids kept per cluster."""
 
-_EXC = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout))\b:?[ \t]*(.*)$",
+_EXC = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*"  # a dotted module path, then the exception class and message
+                  r"([A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout))\b:?[ \t]*(.*)$",
                   re.MULTILINE)
 # Order matters: quoted text first (it may hold numbers or paths), then addresses, paths, numbers.
 _NORMALISERS: list[tuple[re.Pattern[str], str]] = [
@@ -64,8 +65,10 @@ class Cluster:
     def to_json(self) -> dict:
         return {"signature": self.signature.key, "kind": self.signature.kind,
                 "error_type": self.signature.error_type, "message": self.signature.message,
-                "check": self.signature.check, "count": self.count, "domains": dict(self.domains.most_common()),
-                "tasks": len(self.tasks), "top_tasks": dict(self.tasks.most_common(5)), "examples": self.examples}
+                "check": self.signature.check, "count": self.count,
+                "domains": dict(self.domains.most_common()),
+                "tasks": len(self.tasks), "top_tasks": dict(self.tasks.most_common(5)),
+                "examples": self.examples}
 
 
 def normalise(text: str) -> str:
@@ -137,7 +140,8 @@ TOKEN_COLUMNS = ("token_ids", "loss_mask", "logprobs")
 """Left out when mining failures: they are the bulk of a run and say nothing about how an attempt failed."""
 
 
-def load_episodes(store: EpisodeStore, *, failed_only: bool = False, with_tokens: bool = False) -> list[Episode]:
+def load_episodes(store: EpisodeStore, *, failed_only: bool = False,
+                  with_tokens: bool = False) -> list[Episode]:
     """A store's episodes for analysis: tokens left empty unless asked for, failures filtered in Arrow."""
     columns = None if with_tokens else [c for c in SCHEMA.names if c not in TOKEN_COLUMNS]
     table = store.read(columns=columns)

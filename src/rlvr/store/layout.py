@@ -9,8 +9,9 @@
         episodes/step=00000012/part-<unix-ns>-<random>.parquet
         heldout/<label>/episodes/step=00000000/...      label: before, step-<n>, after
 
-Step numbers count steps done: the checkpoint `step-000012.pt` (or `.dcp`) and the held-out label `step-12` are
-taken after 12 steps, while the episode partition `step=00000012` holds the episodes of the 13th (index 12).
+Step numbers count steps done: the checkpoint `step-000012.pt` (or `.dcp`) and the held-out label `step-12`
+are taken after 12 steps, while the episode partition `step=00000012` holds the episodes of the 13th (index
+12).
 """
 from __future__ import annotations
 
@@ -81,8 +82,8 @@ def parse_step_dir(name: str) -> int | None:
 
 
 def parse_checkpoint_name(name: str) -> int | None:
-    """The step of a checkpoint's name (file or sharded folder); None for any other name (the `latest` pointer,
-    temporaries)."""
+    """The step of a checkpoint's name (file or sharded folder); None for any other name (the `latest`
+    pointer, temporaries)."""
     return _parse(_CHECKPOINT, name)
 
 
@@ -204,7 +205,8 @@ class RunLayout:
         return dict(sorted(found.items()))
 
     def checkpoint_steps(self) -> list[int]:
-        """Steps with a checkpoint file or folder, ascending (complete or not: `latest` says which is whole)."""
+        """Steps with a checkpoint file or folder, ascending (complete or not: `latest` says which is
+        whole)."""
         return list(self._names(CHECKPOINTS_DIR, parse_checkpoint_name))
 
     def episode_steps(self) -> list[int]:
@@ -224,7 +226,8 @@ class RunLayout:
 
     def drop_after(self, step: int) -> None:
         """Delete what the run recorded after its checkpoint at `step`, which a resumed run records again:
-        checkpoints of later steps, episode partitions from index `step` on, later and final held-out stores."""
+        checkpoints of later steps, episode partitions from index `step` on, later and final held-out
+        stores."""
         for later, name in self._names(CHECKPOINTS_DIR, parse_checkpoint_name).items():
             if later > step:
                 objects.delete(self.join(CHECKPOINTS_DIR, name), self.options)

@@ -68,7 +68,8 @@ def delete(url: str | Path, options: Options = None) -> None:
 
 def list_names(url: str | Path, options: Options = None) -> list[str]:
     """Names directly under a folder URL (empty when it does not exist)."""
-    return [n for n in Storage(str(url), dict(options or {})).listdir() if n != TEMP_DIR and not is_temporary(n)]
+    return [n for n in Storage(str(url), dict(options or {})).listdir() if n != TEMP_DIR
+            and not is_temporary(n)]
 
 
 @contextlib.contextmanager

@@ -53,8 +53,9 @@ def query(store: EpisodeStore, sql: str) -> pa.Table:
 
 def rows(table: pa.Table) -> list[dict[str, Any]]:
     """A result's rows as JSON values: numbers stay numbers. DuckDB sums integers as HUGEINT and keeps DECIMAL
-    columns, which reach Python as `Decimal`; those become an int (no fractional digits) or a float. Timestamps,
-    dates and times become ISO 8601 strings; a NaN or infinite float, which JSON cannot hold, becomes null."""
+    columns, which reach Python as `Decimal`; those become an int (no fractional digits) or a float.
+    Timestamps, dates and times become ISO 8601 strings; a NaN or infinite float, which JSON cannot hold,
+    becomes null."""
     return [{k: _plain(v) for k, v in row.items()} for row in table.to_pylist()]
 
 

@@ -1,4 +1,5 @@
-"""Which episodes the store keeps: every passed and every masked one, failed ones at `schedule.failed_retention`.
+"""Which episodes the store keeps: every passed and every masked one, failed ones at
+`schedule.failed_retention`.
 
 The draw hashes the episode's identity (run, step, task, group, sample, seed) with the run seed, so a replay
 keeps the same episodes and it takes nothing from any sampling stream.

@@ -48,7 +48,8 @@ SCHEMA = pa.schema([
     # text
     ("prompt", pa.string()), ("response", pa.string()), ("final_answer", pa.string()),
     # tokens
-    ("token_ids", pa.list_(pa.int64())), ("loss_mask", pa.list_(pa.int8())), ("logprobs", pa.list_(pa.float64())),
+    ("token_ids", pa.list_(pa.int64())), ("loss_mask", pa.list_(pa.int8())),
+    ("logprobs", pa.list_(pa.float64())),
     # nested records, whole
     ("messages_json", pa.string()), ("verdict_json", pa.string()), ("final_files_json", pa.string()),
     ("metadata_json", pa.string()), ("schema_version", pa.int64()), ("store_schema_version", pa.int64()),
@@ -84,13 +85,16 @@ def episode_to_row(ep: Episode) -> dict[str, Any]:
         "num_flags": len(flags), "flag_kinds": sorted({f.kind for f in flags}),
         "flags": [{"kind": f.kind, "message": f.message,
                    "evidence": json.dumps([e.model_dump(mode="json") for e in f.evidence])} for f in flags],
-        "checks": [{"name": c.name, "score": c.score, "weight": c.weight, "passed": c.passed, "detail": c.detail}
+        "checks": [{"name": c.name, "score": c.score, "weight": c.weight, "passed": c.passed,
+                    "detail": c.detail}
                    for c in checks],
         "checks_passed": sum(c.passed for c in checks), "checks_total": len(checks),
         "failed_checks": [c.name for c in checks if not c.passed],
-        # every executed call is answered by one tool message, whether the model wrote it in the text format or
+        # every executed call is answered by one tool message, whether the model wrote it in the text format
+        # or
         # the backend parsed it natively (only the latter fills the assistant message's `tool_calls`)
-        "num_tool_calls": len(tool_msgs), "tool_names": [m.name or "" for m in tool_msgs], "exec_statuses": statuses,
+        "num_tool_calls": len(tool_msgs), "tool_names": [m.name or "" for m in tool_msgs],
+        "exec_statuses": statuses,
         "num_exec_errors": sum(s != "ok" for s in statuses),
         **{f"time_{k}_s": ep.timings.get(k) for k in TIMING_KEYS},
         "timings": list(ep.timings.items()), "verify_timings": list(v.timings.items()) if v else [],
@@ -126,7 +130,8 @@ def row_to_episode(row: dict[str, Any]) -> Episode:
         logprobs=list(row.get("logprobs") or []), final_state=final, verdict=verdict,
         reward=float(row.get("reward") or 0.0), status=row.get("status") or "pending",
         truncated_by=row.get("truncated_by"), context_elided=bool(row.get("context_elided")),
-        num_turns=int(row.get("num_turns") or 0), num_generated_tokens=int(row.get("num_generated_tokens") or 0),
+        num_turns=int(row.get("num_turns") or 0),
+        num_generated_tokens=int(row.get("num_generated_tokens") or 0),
         infra_retries=int(row.get("infra_retries") or 0), node=row.get("node"),
         lost_nodes=list(row.get("lost_nodes") or []),
         timings=dict(timings.items() if isinstance(timings, dict) else timings),

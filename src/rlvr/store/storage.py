@@ -1,4 +1,5 @@
-"""The storage layer under the store and checkpoints: fsspec URLs (local paths, `s3://`, ...) with atomic puts."""
+"""The storage layer under the store and checkpoints: fsspec URLs (local paths, `s3://`, ...) with atomic
+puts."""
 from __future__ import annotations
 
 import posixpath
@@ -24,7 +25,8 @@ def _fs_for(url: str, options: dict[str, Any]) -> tuple[fsspec.AbstractFileSyste
     except (ImportError, ValueError) as exc:
         # A missing protocol driver (s3fs, gcsfs) or an unknown protocol is a user-side fix.
         raise UserError(f"cannot open storage URL: {exc}", field=url,
-                        fix="use a local path or an fsspec URL whose driver is installed (s3:// needs s3fs)") from None
+                        fix="use a local path or an fsspec URL whose driver is installed (s3:// "
+                            "needs s3fs)") from None
     return fs, root.rstrip("/") or root
 
 
@@ -41,7 +43,8 @@ class Storage:
 
     def __post_init__(self) -> None:
         if not str(self.url).strip():
-            raise UserError("empty storage URL", fix="give a run directory or an fsspec URL such as s3://bucket/run")
+            raise UserError("empty storage URL",
+                            fix="give a run directory or an fsspec URL such as s3://bucket/run")
         self.url = str(self.url)
         self.fs, self.root = _fs_for(self.url, dict(self.options))
 
@@ -70,7 +73,8 @@ class Storage:
             return str(atomic_write(final, bytes(data)))
         tmp = self.path(f"{TEMP_DIR}/{uuid.uuid4().hex}.tmp")
         self.fs.pipe_file(tmp, data)
-        # On object stores a rename is a server-side copy (itself atomic: the key appears whole) then a delete.
+        # On object stores a rename is a server-side copy (itself atomic: the key appears whole) then a
+        # delete.
         self.fs.mv(tmp, final)
         return final
 

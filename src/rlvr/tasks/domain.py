@@ -1,10 +1,11 @@
-"""The `Domain` record: everything rlvr knows about one domain, declared once by the package that implements it.
+"""The `Domain` record: everything rlvr knows about one domain, declared once by the package that implements
+it.
 
 A domain package (`rlvr/domains/<name>/`, or any installed package) builds one `Domain` and exposes it through
 the `rlvr.domains` entry-point group; `rlvr.tasks.registry` loads it and every layer reads it from there: the
-loaders validate a task's `[verifier]` table against the settings model of its kind, the env offers the domain's
-tools, the verify layer builds the kind's verifier, `rlvr tasks list` shows the description. Nothing else about
-a domain is registered anywhere.
+loaders validate a task's `[verifier]` table against the settings model of its kind, the env offers the
+domain's tools, the verify layer builds the kind's verifier, `rlvr tasks list` shows the description. Nothing
+else about a domain is registered anywhere.
 
 The record sits at the bottom of the pipeline, so it names what the upper layers provide only by shape: a tool
 is an `rlvr.envs.tools.Tool`, a verifier factory takes an `rlvr.verify.base.VerifyContext` and returns an
@@ -57,7 +58,8 @@ class VerifierKind:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.settings, type) and issubclass(self.settings, VerifierSettings)):
-            raise TypeError(f"the settings of a verifier kind must subclass VerifierSettings, got {self.settings!r}")
+            raise TypeError(f"the settings of a verifier kind must subclass VerifierSettings, got "
+                            f"{self.settings!r}")
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,8 @@ class Domain:
     """Tools (`rlvr.envs.tools.Tool`) offered to its multi-turn tasks beside the built-in ones."""
     task_defaults: Callable[[dict[str, Any], Any], None] | None = None
     """`task_defaults(fields, file)`: fills in, in place, what a bare task directory of this domain leaves out
-    (the code domain: its hidden tests and protected files), before the Task is built; `file` is its task.toml,
-    named in a UserError."""
+    (the code domain: its hidden tests and protected files), before the Task is built; `file` is its
+    task.toml, named in a UserError."""
 
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() or c in ",:" for c in self.name):

@@ -42,7 +42,8 @@ def read_tree(root: Path) -> Files:
 
 
 def read_workspace(path: str | Path) -> Files:
-    """A final workspace directory as text files (caches skipped, symlinks left out, bytes decoded leniently)."""
+    """A final workspace directory as text files (caches skipped, symlinks left out, bytes decoded
+    leniently)."""
     root = Path(path)
     if not root.is_dir():
         raise UserError("no such workspace directory", file=root, fix="give the final state's directory")
@@ -107,7 +108,8 @@ class TaskDirPack(TaskSource):
         self.path = Path(path)
         if not self.path.is_dir():
             raise UserError("no such pack directory", file=self.path, fix="check the path")
-        self._names = sorted(e.name for e in os.scandir(self.path) if e.is_dir() and not e.name.startswith("."))
+        self._names = sorted(e.name for e in os.scandir(self.path) if e.is_dir()
+                             and not e.name.startswith("."))
         self.name = self.path.name
         self.description = f"task pack at {self.path}"
 
@@ -164,7 +166,8 @@ class JsonlPack(TaskSource):
             raise UserError(f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", file=self.path,
                             line=lineno, fix="each line must be one JSON object") from None
         if not isinstance(rec, dict):
-            raise UserError("a line must be a JSON object", file=self.path, line=lineno, fix="wrap it in {...}")
+            raise UserError("a line must be a JSON object", file=self.path, line=lineno,
+                            fix="wrap it in {...}")
         return rec, lineno
 
     def get(self, index: int) -> Task:
@@ -193,7 +196,8 @@ def open_path(path: str | Path) -> TaskSource:
         raise UserError("no such file or directory", file=p, fix="check the path")
     if p.is_file():
         if p.suffix != ".jsonl":
-            raise UserError("not a task pack", file=p, fix="give a task directory, a pack directory or a .jsonl file")
+            raise UserError("not a task pack", file=p,
+                            fix="give a task directory, a pack directory or a .jsonl file")
         return JsonlPack(p)
     if is_task_dir(p):
         task = load_task_dir(p)

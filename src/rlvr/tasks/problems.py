@@ -16,15 +16,16 @@ def validation_error(exc: ValidationError, file: str | Path, prefix: str = "", l
                      model: type[BaseModel] | None = None) -> UserError:
     """Pydantic's first error as the one-line UserError that every loader and `[verifier]` check raises: the
     file, the field (`prefix` + its location, list items as `[i]`), what is wrong and the fix; an unknown key
-    answers with the near misses among `model`'s fields at that level ("did you mean"), and is reported first: a
-    misspelt key is also a missing one, and the misspelling is what the author needs to see."""
+    answers with the near misses among `model`'s fields at that level ("did you mean"), and is reported first:
+    a misspelt key is also a missing one, and the misspelling is what the author needs to see."""
     errors = exc.errors()
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(record)"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
-        close = difflib.get_close_matches(str(err["loc"][-1]), _fields_at(model, err["loc"][:-1]), n=3, cutoff=0.75)
+        close = difflib.get_close_matches(str(err["loc"][-1]), _fields_at(model, err["loc"][:-1]), n=3,
+                                          cutoff=0.75)
         fix = f"did you mean {', '.join(map(repr, close))}?" if close else "remove it or check its spelling"
     elif err["type"] == "missing":
         fix = "add it"

@@ -1,12 +1,14 @@
 """Prompt conventions shared by the single-turn answer domains."""
 from __future__ import annotations
 
-ANSWER_INSTRUCTION = ("Think as long as you need (reasoning may go inside <think></think>), then give only the "
-                      "final answer inside <answer></answer> tags, for example <answer>42</answer>.")
-"""The sentence every answer-domain prompt ends with; `rlvr.verify.extract` reads answers by this convention."""
+ANSWER_INSTRUCTION = ("Think as long as you need (reasoning may go inside <think></think>), then "
+                      "give only the final answer inside <answer></answer> tags, for example "
+                      "<answer>42</answer>.")
+"""The sentence every answer-domain prompt ends with; `rlvr.verify.extract` reads answers by this
+convention."""
 
-JSON_INSTRUCTION = ("Answer with one JSON object inside <answer></answer> tags and nothing else inside the tags "
-                    "(reasoning may come before, inside <think></think>).")
+JSON_INSTRUCTION = ("Answer with one JSON object inside <answer></answer> tags and nothing else "
+                    "inside the tags (reasoning may come before, inside <think></think>).")
 """The closing sentence of domains whose answer is a JSON document."""
 
 

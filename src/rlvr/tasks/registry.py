@@ -1,14 +1,14 @@
 """The domain registry: `register(Domain(...))`, `make(name, **settings)`, and the lookups every layer shares.
 
 Domains arrive through the `rlvr.domains` entry-point group, the built-in ones (declared in rlvr's own
-pyproject.toml) exactly as third-party packages do (`rlvr domains new NAME` scaffolds one). An entry point names
-a `Domain`, an iterable of them, or a callable returning either (a family computed at load time, like the
-reasoning-gym domains). A plugin that fails to load is recorded as one line naming the package and its error
-(`unavailable()`, shown by `rlvr tasks list`); the other domains still load. Duplicates are refused, unknown
-names answered with "did you mean".
+pyproject.toml) exactly as third-party packages do (`rlvr domains new NAME` scaffolds one). An entry point
+names a `Domain`, an iterable of them, or a callable returning either (a family computed at load time, like
+the reasoning-gym domains). A plugin that fails to load is recorded as one line naming the package and its
+error (`unavailable()`, shown by `rlvr tasks list`); the other domains still load. Duplicates are refused,
+unknown names answered with "did you mean".
 
-Verifier kinds that belong to no domain (`answer`: an exact final answer, for tasks of any domain) arrive the same
-way, through the `rlvr.verifiers` group: an entry point named after the kind names its `VerifierKind`.
+Verifier kinds that belong to no domain (`answer`: an exact final answer, for tasks of any domain) arrive the
+same way, through the `rlvr.verifiers` group: an entry point named after the kind names its `VerifierKind`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from rlvr.tasks.domain import Domain, NoConfig, VerifierKind
 from rlvr.tasks.source import TaskSource
 
 __all__ = ["Domain", "NoConfig", "VerifierKind", "entry", "is_registered", "kinds", "load", "make", "names",
-           "register", "register_kind", "tools_of", "unavailable", "unregister", "verifier_kind", "verifier_of"]
+           "register", "register_kind", "tools_of", "unavailable", "unregister", "verifier_kind",
+           "verifier_of"]
 
 GROUP = "rlvr.domains"
 """The entry-point group domain packages declare themselves in."""
@@ -89,8 +90,8 @@ def unregister(name: str) -> None:
 
 
 def _domains_of(obj: Any) -> list[Domain]:
-    """What an entry point loaded, as Domains: a Domain, an iterable of them, or a callable returning either (or
-    None: a plugin of the older kind, which called `register` itself)."""
+    """What an entry point loaded, as Domains: a Domain, an iterable of them, or a callable returning either
+    (or None: a plugin of the older kind, which called `register` itself)."""
     if callable(obj) and not isinstance(obj, Domain):
         obj = obj()
         if obj is None:
@@ -127,7 +128,8 @@ def load() -> None:
                 for domain in _domains_of(ep.load()):
                     if _DOMAINS.get(domain.name) is not domain:
                         register(domain)
-            except Exception as exc:  # noqa: BLE001  (a broken plugin costs its own domains, never the others)
+            # a broken plugin costs its own domains, never the others
+            except Exception as exc:  # noqa: BLE001
                 _unavailable[ep.name] = _why(ep, exc)
         for ep in sorted(importlib.metadata.entry_points(group=KIND_GROUP), key=lambda e: e.name):
             try:

@@ -1,5 +1,5 @@
-"""Task SPEC strings: `code`, `code:50`, `path/to/pack`, `math:20,humaneval:10` — a domain name or a pack path,
-each with an optional `:N` sample size, several joined by commas."""
+"""Task SPEC strings: `code`, `code:50`, `path/to/pack`, `math:20,humaneval:10` — a domain name or a pack
+path, each with an optional `:N` sample size, several joined by commas."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,7 +38,8 @@ def open_source(name_or_path: str, **config: object) -> TaskSource:
 def parse(spec: str) -> list[Selection]:
     """Parse a tasks SPEC into selections."""
     if not spec or not spec.strip():
-        raise UserError("empty tasks spec", field="tasks", fix="give a domain name or a pack path, e.g. code:50")
+        raise UserError("empty tasks spec", field="tasks",
+                        fix="give a domain name or a pack path, e.g. code:50")
     out: list[Selection] = []
     for part in (p.strip() for p in spec.split(",")):
         if not part:
@@ -48,7 +49,8 @@ def parse(spec: str) -> list[Selection]:
         if sep and tail.isdigit() and head:
             part, n = head, int(tail)
             if n <= 0:
-                raise UserError(f"sample size must be positive in {part}:{tail}", field="tasks", fix="use :N with N >= 1")
+                raise UserError(f"sample size must be positive in {part}:{tail}", field="tasks",
+                                fix="use :N with N >= 1")
         out.append(Selection(open_source(part), n))
     return out
 

@@ -1,10 +1,10 @@
 """The typed view of `Task.verifier`: each verifier kind's settings model, validated once, when a task loads.
 
 A domain declares its verifier kinds, each with the model of its tasks' `[verifier]` tables, in its `Domain`
-record (`rlvr.tasks.domain`); the registry loads it, and this module reads it. The record lives at the bottom of
-the pipeline so that the loaders (validation when a task loads) and the env's tools (`visible_tests`) read the
-same typed settings the verifiers read. Kinds that belong to no domain (`answer`) are registered the same way
-(`rlvr.tasks.registry.register_kind`), so every kind is read through one path.
+record (`rlvr.tasks.domain`); the registry loads it, and this module reads it. The record lives at the bottom
+of the pipeline so that the loaders (validation when a task loads) and the env's tools (`visible_tests`) read
+the same typed settings the verifiers read. Kinds that belong to no domain (`answer`) are registered the same
+way (`rlvr.tasks.registry.register_kind`), so every kind is read through one path.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from rlvr.tasks.domain import VerifierSettings
 from rlvr.tasks.problems import validation_error
 from rlvr.tasks.spec import Task
 
-__all__ = ["VerifierSettings", "checked", "kind_of", "known_kinds", "known_settings", "model_of", "settings_of",
+__all__ = ["VerifierSettings", "checked", "kind_of", "known_kinds", "known_settings", "model_of",
+           "settings_of",
            "unknown_kind"]
 
 
@@ -44,8 +45,8 @@ def known_kinds() -> list[str]:
 
 
 def kind_of(task: Task) -> str:
-    """The verifier kind of a task: `[verifier] kind` in the task, else its domain's verifier (the one key read
-    before the kind's settings model is known)."""
+    """The verifier kind of a task: `[verifier] kind` in the task, else its domain's verifier (the one key
+    read before the kind's settings model is known)."""
     kind = task.verifier.get("kind")
     return str(kind) if kind else registry.verifier_kind(task.domain)
 
@@ -70,8 +71,8 @@ def settings_of(task: Task) -> VerifierSettings: ...
 def settings_of(task: Task, model: type[S]) -> S: ...
 def settings_of(task: Task, model: type[VerifierSettings] | None = None) -> VerifierSettings:
     """The task's `[verifier]` table as `model` (default: the settings model of the task's verifier kind),
-    validated once per task and model. A bad table is one UserError naming the task's file, the key and the fix
-    ("did you mean" for a near miss)."""
+    validated once per task and model. A bad table is one UserError naming the task's file, the key and the
+    fix ("did you mean" for a near miss)."""
     if model is None:
         kind = kind_of(task)
         declared = model_of(kind)
@@ -100,8 +101,9 @@ def known_settings(task: Task) -> VerifierSettings | None:
 
 
 def checked(task: Task, file: str | Path | None = None) -> Task:
-    """`task` once its `[verifier]` table has passed its kind's settings model: a bad key is one UserError naming
-    `file` (default the task's source), the key and the fix. Every loader returns its tasks through here."""
+    """`task` once its `[verifier]` table has passed its kind's settings model: a bad key is one UserError
+    naming `file` (default the task's source), the key and the fix. Every loader returns its tasks through
+    here."""
     try:
         settings_of(task)
     except UserError as exc:

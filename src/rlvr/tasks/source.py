@@ -52,10 +52,12 @@ class TaskSource(ABC):
         raise UserError(f"no task with id {task_id!r} in {self.name!r}", fix="see `rlvr tasks list`")
 
     def indices(self, n: int | None = None, seed: int = 0, offset: int = 0) -> list[int]:
-        """`n` indices: the first n (shuffled by seed) of a finite source; offset..offset+n for a procedural one."""
+        """`n` indices: the first n (shuffled by seed) of a finite source; offset..offset+n for a procedural
+        one."""
         if self.size is None:
             if n is None:
-                raise UserError(f"procedural domain {self.name!r} needs a sample size", fix=f"use {self.name}:N")
+                raise UserError(f"procedural domain {self.name!r} needs a sample size",
+                                fix=f"use {self.name}:N")
             return list(range(offset, offset + n))
         idx = list(range(self.size))
         if n is not None and n < self.size:

@@ -32,7 +32,8 @@ class TaskLimits(BaseModel):
 class Task(BaseModel):
     """One task: everything needed to rebuild its initial state and judge its final state.
 
-    Hidden material (`hidden`, `solution`, `answer`) never enters the agent's sandbox; only the verifier sees it.
+    Hidden material (`hidden`, `solution`, `answer`) never enters the agent's sandbox; only the verifier sees
+    it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -62,9 +63,9 @@ class Task(BaseModel):
     limits: TaskLimits = Field(default_factory=TaskLimits)
     """Episode budgets."""
     requirements: tuple[str, ...] = ()
-    """Python packages (pip requirement strings) the task's programs need: its tools and its verification run on
-    an interpreter that has them (the sandbox's own when it does, else a venv made once for them and mounted
-    read-only; `rlvr.sandbox.requirements`). Empty: the sandbox's interpreter as it is."""
+    """Python packages (pip requirement strings) the task's programs need: its tools and its verification run
+    on an interpreter that has them (the sandbox's own when it does, else a venv made once for them and
+    mounted read-only; `rlvr.sandbox.requirements`). Empty: the sandbox's interpreter as it is."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Free-form facts about the task (generator parameters, source package, ...)."""
     source: str | None = None

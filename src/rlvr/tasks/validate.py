@@ -1,4 +1,5 @@
-"""Format validation of tasks and packs (`rlvr tasks validate`). Verifier proofs are added by `rlvr.verify.proof`."""
+"""Format validation of tasks and packs (`rlvr tasks validate`). Verifier proofs are added by
+`rlvr.verify.proof`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,7 +25,8 @@ def format_problems(task: Task) -> list[str]:
     return problems
 
 
-def iter_tasks(path: Path | None, domain: str | None, n: int) -> tuple[TaskSource | None, list[tuple[str, Any]]]:
+def iter_tasks(path: Path | None, domain: str | None, n: int) -> tuple[TaskSource | None,
+                                                                       list[tuple[str, Any]]]:
     """(source, [(label, Task or UserError)]) for a path or a domain sample."""
     items: list[tuple[str, Any]] = []
     if domain is not None:

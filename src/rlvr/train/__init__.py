@@ -1,1 +1,2 @@
-"""The learning side: advantage estimators, losses, the loop, SFT warm start, checkpoints. Needs rlvr[train]."""
+"""The learning side: advantage estimators, losses, the loop, SFT warm start, checkpoints. Needs
+rlvr[train]."""

@@ -24,13 +24,14 @@ _WRAPPED = "_rlvr_checkpointed_forward"
 
 def enable_activation_checkpointing(model: nn.Module) -> int:
     """Checkpoint every transformer block of `model` (plain, peft, DDP or FSDP2-wrapped); idempotent.
-    Returns the number of blocks wrapped now. Without gradients (the proximal and reference passes, generation)
-    a block runs as before."""
+    Returns the number of blocks wrapped now. Without gradients (the proximal and reference passes,
+    generation) a block runs as before."""
     wrapped = 0
     for block in transformer_blocks(unwrapped(model)):
         if getattr(block, _WRAPPED, False):
             continue
-        # A method bound to the block (not a closure over it), so a deep copy of the model (the generation copy)
+        # A method bound to the block (not a closure over it), so a deep copy of the model (the generation
+        # copy)
         # rebinds it to the copied block.
         block.forward = types.MethodType(_checkpointed_forward, block)
         setattr(block, _WRAPPED, True)

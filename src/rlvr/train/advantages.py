@@ -60,7 +60,8 @@ def estimator(name: str) -> AdvantageFn:
 
 
 def episode_advantages(episodes: Sequence[Episode], name: str) -> dict[str, float]:
-    """Advantage per episode id, computed within each group (rlvr.rollout.core.groups) over its unmasked episodes.
+    """Advantage per episode id, computed within each group (rlvr.rollout.core.groups) over its unmasked
+    episodes.
 
     Masked episodes (infra faults) get no advantage: they are left out of the update, never scored 0.
     """

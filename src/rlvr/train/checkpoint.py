@@ -10,9 +10,9 @@ its last whole checkpoint, at the step after it. Tensors are keyed by parameter 
 resumes at any world size (a sharded checkpoint is resharded as it is read), and `export` turns the last one,
 of either form, into a plain Hugging Face directory.
 
-`Checkpoints` is the run's policy over all of it, behind one object the loop calls: start a run fresh or resume
-it (refusing a config that trains something else), save after a step, restore, and at the end export the model,
-the summary and the report.
+`Checkpoints` is the run's policy over all of it, behind one object the loop calls: start a run fresh or
+resume it (refusing a config that trains something else), save after a step, restore, and at the end export
+the model, the summary and the report.
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from rlvr.train.update import PolicyUpdater
 
 CHECKPOINT_SCHEMA_VERSION = 2
-"""2: a run on several ranks writes a sharded checkpoint, its `rng` a list of every rank's states; 1: one torch
-file only, as every run wrote it before (still read)."""
+"""2: a run on several ranks writes a sharded checkpoint, its `rng` a list of every rank's states; 1: one
+torch file only, as every run wrote it before (still read)."""
 READABLE_SCHEMAS = (1, 2)
 KEEP = 2
 """Checkpoints kept on storage (older ones are deleted once a newer one is complete)."""
@@ -64,12 +64,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save(run_url: str, step: int, state: dict[str, Any]) -> str:
-    """Write the state of the run after `step` as one file (the model, optimizer, ... are in `state`); its URL."""
+    """Write the state of the run after `step` as one file (the model, optimizer, ... are in `state`); its
+    URL."""
     layout = RunLayout(run_url)
     url = layout.checkpoint(step)
-    objects.delete(layout.checkpoint(step, sharded=True))  # one form a step: not also one a killed attempt left
+    # one form a step: not also one a killed attempt left
+    objects.delete(layout.checkpoint(step, sharded=True))
     with objects.open_atomic(url) as f:
-        torch.save({**state, "step": step, "rng": rng_state(), "schema_version": CHECKPOINT_SCHEMA_VERSION}, f)
+        torch.save({**state, "step": step, "rng": rng_state(), "schema_version": CHECKPOINT_SCHEMA_VERSION},
+                   f)
     _commit(layout, step)
     return url
 
@@ -115,7 +118,8 @@ def storage(url: str, *, write: bool) -> Any:
     except ImportError:
         raise UserError(f"this torch cannot write sharded checkpoints to {url.split('://')[0]}:// URLs (no "
                         "FsspecWriter)", field="store.url",
-                        fix="keep the run's records on a local or mounted path, or train on one rank") from None
+                        fix="keep the run's records on a local or mounted path, or train "
+                            "on one rank") from None
     return FsspecWriter(url) if write else FsspecReader(url)
 
 
@@ -198,7 +202,9 @@ def export(run_dir: str | Path, out: str | Path, *, adapter: bool = False) -> Pa
         load_shards(saved, policy.model)  # type: ignore[attr-defined]
     else:
         policy.model.load_state_dict(saved["model"])  # type: ignore[attr-defined]
-    model = policy.model if adapter or not cfg.train.lora else policy.model.merge_and_unload()  # type: ignore[attr-defined]
+    model = policy.model  # type: ignore[attr-defined]
+    if cfg.train.lora and not adapter:
+        model = model.merge_and_unload()
     with atomic_dir(out) as tmp:
         model.save_pretrained(tmp)
         policy.tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
@@ -206,7 +212,8 @@ def export(run_dir: str | Path, out: str | Path, *, adapter: bool = False) -> Pa
 
 
 RESUMABLE_CHANGES = ("train.steps", "train.checkpoint_every", "train.heldout_every", "sandbox.", "monitor.",
-                     "cluster.", "store.storage_options", "train.world_size", "train.dist_backend", "train.sharding",
+                     "cluster.", "store.storage_options", "train.world_size", "train.dist_backend",
+                     "train.sharding",
                      "train.threads", "train.activation_checkpointing", "train.micro_batch_size",
                      "train.micro_batch_tokens")
 """Config fields a resumed run may change: its length and how it runs (on how many ranks, threads, and in what
@@ -226,9 +233,9 @@ class Checkpoints:
         self.scheduler: Scheduler | None = None
 
     def start(self, resume: bool) -> int | None:
-        """The step to resume from (None: a fresh run). Rank 0 decides: an earlier run's checkpoints and records
-        under the same name are dropped for a fresh run, a resumed one must train the same thing; the resolved
-        config is written to the run directory. Every rank gets rank 0's answer."""
+        """The step to resume from (None: a fresh run). Rank 0 decides: an earlier run's checkpoints and
+        records under the same name are dropped for a fresh run, a resumed one must train the same thing; the
+        resolved config is written to the run directory. Every rank gets rank 0's answer."""
         start = None
         if self.dist.main:
             start = latest_step(self.run_url) if resume else None
@@ -240,7 +247,8 @@ class Checkpoints:
         return self.dist.broadcast(start)
 
     def attach(self, policy: TrainablePolicy, updater: PolicyUpdater, scheduler: Scheduler) -> None:
-        """What a checkpoint holds besides the run state: the trained weights, the optimizer and the scheduler."""
+        """What a checkpoint holds besides the run state: the trained weights, the optimizer and the
+        scheduler."""
         self.policy, self.updater, self.scheduler = policy, updater, scheduler
 
     def check_resumable(self) -> None:
@@ -251,20 +259,23 @@ class Checkpoints:
         try:
             old = load_config(saved)
         except UserError:
-            return  # a config this version cannot read: the checkpoint itself decides (it loads, or fails loudly)
+            # a config this version cannot read: the checkpoint itself decides (it loads, or fails loudly)
+            return
         before = _flat(old.model_dump(mode="json"))
         changed = [k for k, v in _flat(self.cfg.model_dump(mode="json")).items()
                    if before.get(k) != v and not k.startswith(RESUMABLE_CHANGES)]
         if changed:
-            raise UserError(f"the run to resume was trained with another config ({', '.join(changed[:3])} differ)",
+            raise UserError(f"the run to resume was trained with another config "
+                            f"({', '.join(changed[:3])} differ)",
                             file=saved, field=changed[0],
-                            fix="start over with --no-resume, choose another name, or restore the old setting")
+                            fix="start over with --no-resume, choose another name, or restore the "
+                                "old setting")
 
     def save(self, state: RunState, wall_s: float) -> None:
         """A checkpoint after `state.step` steps: weights, optimizer, scheduler and the run state. Alone: one
         record, one file. On several ranks: each rank writes its own shards of the weights and optimizer state
-        (nothing is gathered) and rank 0 the rest beside them. Both are keyed by parameter name, so a run resumes
-        at any world size."""
+        (nothing is gathered) and rank 0 the rest beside them. Both are keyed by parameter name, so a run
+        resumes at any world size."""
         policy, updater, scheduler = self._attached()
         model, optimizer = policy.model, updater.optimizer
         record: dict[str, Any] = {
@@ -281,9 +292,9 @@ class Checkpoints:
         self.dist.barrier()  # no rank runs ahead of a checkpoint it may have to resume from
 
     def restore(self, step: int) -> RunState:
-        """The run as the checkpoint after `step` left it: weights, optimizer, schedule, scheduler, RNG states and
-        the run state; records written after it are dropped (those steps are replayed, not stored twice). The
-        caller brings the generation weights up to the restored ones."""
+        """The run as the checkpoint after `step` left it: weights, optimizer, schedule, scheduler, RNG states
+        and the run state; records written after it are dropped (those steps are replayed, not stored twice).
+        The caller brings the generation weights up to the restored ones."""
         policy, updater, scheduler = self._attached()
         saved = load(self.run_url, step, self.dist.rank)  # every rank reads it: its RNG states come back
         source = saved.get("shards") or RunLayout(self.run_url).checkpoint(step)
@@ -314,7 +325,8 @@ class Checkpoints:
         if self.dist.active:
             model = distributed.unwrapped(policy.model)
             tied = ({n for n, _ in model.named_parameters(remove_duplicate=False)}
-                    - {n for n, _ in model.named_parameters()})  # second names of shared weights (a tied head)
+                    # second names of shared weights (a tied head)
+                    - {n for n, _ in model.named_parameters()})
             weights = {k: v for k, v in distributed.full_weights(model) if k not in tied}
             if not self.dist.main:
                 return
@@ -359,5 +371,6 @@ def load_summary(run_dir: str | Path) -> dict[str, Any]:
     """A finished run's summary.json."""
     path = Path(run_dir) / SUMMARY_FILE
     if not path.is_file():
-        raise UserError("no summary.json: the run has not finished", file=path, fix="run `rlvr train` to the end")
+        raise UserError("no summary.json: the run has not finished", file=path,
+                        fix="run `rlvr train` to the end")
     return json.loads(path.read_text())

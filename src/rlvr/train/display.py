@@ -51,7 +51,8 @@ class TrainDisplay:
     def rl_step(self, step: int, metrics: dict[str, float]) -> None:
         if self._rl is None:
             self._rl = self.bars.add_task("RL (GRPO)", total=self.cfg.train.steps, info="")
-        info = (f"reward {metrics.get('reward/mean', 0.0):.3f}  pass {metrics.get('reward/pass_rate', 0.0):.3f}  "
+        info = (f"reward {metrics.get('reward/mean', 0.0):.3f}  pass "
+                f"{metrics.get('reward/pass_rate', 0.0):.3f}  "
                 f"{metrics.get('time/rollout_s', 0.0) + metrics.get('time/update_s', 0.0):.1f}s/step")
         self.bars.update(self._rl, completed=step, info=info)
 
@@ -64,8 +65,8 @@ class TrainDisplay:
         before, after = summary.get("pass1_before"), summary.get("pass1_after")
         if before is not None and after is not None:
             n, k = summary["heldout_tasks"], summary.get("heldout_samples_per_task", 1)
-            out.print(f"held-out pass@1 ({n} tasks, {k} samples each): before RL {before:.1%}  after RL {after:.1%}  "
-                      f"({after - before:+.1%})", highlight=False)
+            out.print(f"held-out pass@1 ({n} tasks, {k} samples each): before RL {before:.1%}  after RL "
+                      f"{after:.1%}  ({after - before:+.1%})", highlight=False)
             gb, ga = summary.get("greedy_pass1_before"), summary.get("greedy_pass1_after")
             if gb is not None and ga is not None:
                 out.print(f"held-out greedy pass@1: before RL {gb:.1%}  after RL {ga:.1%}  ({ga - gb:+.1%})",

@@ -65,7 +65,8 @@ class SyncFeed(AbstractContextManager):
         gathered = dist.gather((episodes, rollouts.stats))
         if gathered is None:
             return episodes, {}
-        return [ep for eps, _ in gathered for ep in eps], RolloutStats.merged([st for _, st in gathered]).as_metrics()
+        return [ep for eps,
+                _ in gathered for ep in eps], RolloutStats.merged([st for _, st in gathered]).as_metrics()
 
     def publish(self, done: int) -> dict[str, float]:
         """After an update: hand changed weights to a generation copy (vllm; every rank's full copy)."""
@@ -129,7 +130,8 @@ class AheadFeed(AbstractContextManager):
         last = self.trainer.cfg.train.steps - 1
         for s in range(step, min(step + self.ahead, last) + 1):
             if s not in self.futures:
-                batch = self.batches.get(s) or self.trainer.scheduler.sample(self.trainer.cfg.train.batch_size)
+                batch = (self.batches.get(s)
+                         or self.trainer.scheduler.sample(self.trainer.cfg.train.batch_size))
                 self.batches[s] = batch
                 self.futures[s] = self.executor.submit(self._run, s, batch)
         return self.batches[step]
@@ -153,7 +155,8 @@ class AheadFeed(AbstractContextManager):
         with self.running:
             synced = self.trainer.policy.sync_weights(pairs, version)
             rollouts = self.trainer.rollouts
-            episodes = rollouts.run(batch, self.trainer.cfg.rollout.group_size, step=step, seed=self.seed_of(step))
+            episodes = rollouts.run(batch, self.trainer.cfg.rollout.group_size, step=step,
+                                    seed=self.seed_of(step))
             metrics = rollouts.stats.as_metrics()
         metrics["weight_sync/seconds"] = synced or 0.0
         return episodes, metrics
@@ -176,14 +179,16 @@ class AheadFeed(AbstractContextManager):
 
 
 class EngineFeed(SyncFeed):
-    """Synchronous rollouts of a run with engines on several ranks: rank 0 runs every group of the step through
-    the engines; the other ranks run none and get no episodes (rank 0 broadcasts the update's samples)."""
+    """Synchronous rollouts of a run with engines on several ranks: rank 0 runs every group of the step
+    through the engines; the other ranks run none and get no episodes (rank 0 broadcasts the update's
+    samples)."""
 
     def run(self, step: int, batch: list[Task]) -> tuple[list[Episode], dict[str, float]]:
         if not self.trainer.dist.main:
             return [], {}
         rollouts = self.trainer.rollouts
-        episodes = rollouts.run(batch, self.trainer.cfg.rollout.group_size, step=step, seed=self.seed_of(step),
+        episodes = rollouts.run(batch, self.trainer.cfg.rollout.group_size, step=step,
+                                seed=self.seed_of(step),
                                 repeats=batch_repeats(batch))
         return episodes, rollouts.stats.as_metrics()
 

@@ -35,9 +35,9 @@ def per_task_pass(episodes: Sequence[Episode]) -> list[float]:
 
 def evaluate(trainer: Trainer, label: str) -> HeldoutResult:
     """Sampled and greedy pass@1 of the trainer's policy on its held-out set; the episodes are stored under
-    heldout/<label>, and the sampled ones' eval report (`rlvr eval`'s eval.json) is written to heldout/<label>/
-    of the run directory, so that `rlvr eval --compare RUN/heldout/before RUN/heldout/after` compares two
-    points."""
+    heldout/<label>, and the sampled ones' eval report (`rlvr eval`'s eval.json) is written to
+    heldout/<label>/ of the run directory, so that `rlvr eval --compare RUN/heldout/before RUN/heldout/after`
+    compares two points."""
     cfg, tasks = trainer.cfg, trainer.heldout.tasks
     k = cfg.train.heldout_samples
     budget = cfg.policy.max_new_tokens
@@ -57,7 +57,8 @@ def evaluate(trainer: Trainer, label: str) -> HeldoutResult:
     sampled = per_task_pass(results["sampled"])
     greedy_tasks = per_task_pass(results["greedy"]) if "greedy" in results else None
     greedy = sum(greedy_tasks) / len(greedy_tasks) if greedy_tasks else None
-    # the measurement as `rlvr eval` reports one, in the run directory: `rlvr eval --compare` of any two points
+    # the measurement as `rlvr eval` reports one, in the run directory: `rlvr eval --compare` of any two
+    # points
     write_report(report(results["sampled"], k=k, seed=EVAL_SEED, policy=f"{cfg.policy.model} ({label})",
                         tasks=trainer.heldout.spec,
                         extra={"run": cfg.name, "label": label, "greedy_pass@1": greedy}),

@@ -4,9 +4,9 @@ The dense way, `log_softmax(model(ids).logits)`, holds the (B, T, V) logits in f
 logits, their log-softmax and its gradient): at V = 262k that is 3 GB per thousand tokens. Here the model's
 backbone runs as usual, but its LM head is swapped, for the one call, for a scorer that takes the final hidden
 states and applies the head and the log-softmax over chunks of `rows` positions, keeping per position only the
-target's log-prob and the log-sum-exp. The backward recomputes each chunk's logits from the saved hidden states
-and the head's weight (`_LinearLogProbs`), so no (B, T, V) tensor exists in the forward or the backward pass;
-the extra cost is one more head matmul per token.
+target's log-prob and the log-sum-exp. The backward recomputes each chunk's logits from the saved hidden
+states and the head's weight (`_LinearLogProbs`), so no (B, T, V) tensor exists in the forward or the backward
+pass; the extra cost is one more head matmul per token.
 
 The scorer runs inside the model's own forward, where the head is called, so whatever wraps the model sees
 an ordinary call: FSDP2 has gathered the root's weights (the head, or the embedding tied to it) when the head
@@ -29,13 +29,15 @@ from torch.utils.checkpoint import checkpoint
 from rlvr.train.distributed import unwrapped
 
 CHUNK_BYTES = {"cpu": 128 << 20, "cuda": 1 << 30}
-"""Float32 logits computed at once, per device type: big enough that each chunk's matmul reads the head's weight
-once for many positions (at V = 262k, 128 rows on a CPU), small enough to be a fixed cost beside the weights."""
+"""Float32 logits computed at once, per device type: big enough that each chunk's matmul reads the head's
+weight once for many positions (at V = 262k, 128 rows on a CPU), small enough to be a fixed cost beside the
+weights."""
 
 
 @dataclass(frozen=True)
 class TokenScores:
-    """What a forward pass gives the update, aligned with `input_ids`: position t scores token t given t' < t."""
+    """What a forward pass gives the update, aligned with `input_ids`: position t scores token t given t' <
+    t."""
 
     logp: Tensor
     """(B, T) log-prob of each token under the model at the sampling temperature; position 0 (no prefix): 0.
@@ -51,14 +53,16 @@ def chunk_rows(vocab: int, device: torch.device) -> int:
 
 
 def _compute_dtype(hidden: Tensor) -> torch.dtype:
-    """The dtype the head's matmul runs in: the caller's autocast dtype if it is on, else the hidden states'."""
+    """The dtype the head's matmul runs in: the caller's autocast dtype if it is on, else the hidden
+    states'."""
     dev = hidden.device.type
     if torch.is_autocast_enabled(dev):
         return torch.get_autocast_dtype(dev)
     return hidden.dtype
 
 
-def _chunk_logits(h: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype, temperature: float) -> Tensor:
+def _chunk_logits(h: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype,
+                  temperature: float) -> Tensor:
     """Float32 logits of one chunk, computed as the dense path computes them (matmul in `dtype`, then float32,
     then divided by the temperature)."""
     z = F.linear(h.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype)).float()
@@ -67,10 +71,12 @@ def _chunk_logits(h: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.d
 
 class _LinearLogProbs(torch.autograd.Function):
     """log_softmax(h W^T + b)[target] over chunks of rows, and the entropy where asked; the backward
-    recomputes each chunk's logits. Runs with autocast off and casts explicitly, in forward and backward alike."""
+    recomputes each chunk's logits. Runs with autocast off and casts explicitly, in forward and backward
+    alike."""
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, ent_mask: Tensor | None,
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor,
+                ent_mask: Tensor | None,
                 temperature: float, rows: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         n = hidden.shape[0]
         logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
@@ -135,7 +141,8 @@ class _Scorer(nn.Module):
 
     def __init__(self, head: nn.Module, targets: Tensor, temperature: float, ent_mask: Tensor | None) -> None:
         super().__init__()
-        self.__dict__["head"] = head  # not a submodule: the model's module tree and state dict stay as they are
+        # not a submodule: the model's module tree and state dict stay as they are
+        self.__dict__["head"] = head
         self.targets, self.temperature, self.ent_mask = targets, temperature, ent_mask
         self.entropy: Tensor | None = None
 
@@ -151,7 +158,8 @@ class _Scorer(nn.Module):
         head = self.head
         if isinstance(head, nn.Linear) and _plain_linear(head):
             rows = chunk_rows(head.out_features, hidden.device)
-            logp, entropy = _LinearLogProbs.apply(flat, head.weight, head.bias, targets, ent_mask, self.temperature,
+            logp, entropy = _LinearLogProbs.apply(flat, head.weight, head.bias, targets, ent_mask,
+                                                  self.temperature,
                                                   rows, _compute_dtype(hidden))
         else:
             logp, entropy = self._module_chunks(flat, targets, ent_mask)
@@ -172,7 +180,8 @@ class _Scorer(nn.Module):
         parts, ents = [], []
         for s in range(0, flat.shape[0], rows):
             h, tgt = flat[s:s + rows], targets[s:s + rows]
-            parts.append(checkpoint(piece, h, tgt, use_reentrant=False) if torch.is_grad_enabled() else piece(h, tgt))
+            parts.append(checkpoint(piece, h, tgt, use_reentrant=False) if torch.is_grad_enabled()
+                         else piece(h, tgt))
             if ent_mask is not None:
                 with torch.no_grad():
                     z = self.head(h).float()
@@ -222,17 +231,20 @@ def _scoring(model: nn.Module, scorer_args: tuple) -> Iterator[_Scorer]:
 
 def token_scores(model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, temperature: float, *,
                  position_ids: Tensor | None = None, entropy_mask: Tensor | None = None) -> TokenScores:
-    """Log-prob of each token given its prefix (and the entropy at `entropy_mask`'s positions) in bounded memory.
+    """Log-prob of each token given its prefix (and the entropy at `entropy_mask`'s positions) in bounded
+    memory.
 
-    `attention_mask` None with `position_ids` restarting inside a row: packed episodes (transformers builds the
-    block-diagonal causal mask). Calls the model itself, so it works under FSDP2, DDP, peft and autocast."""
+    `attention_mask` None with `position_ids` restarting inside a row: packed episodes (transformers builds
+    the block-diagonal causal mask). Calls the model itself, so it works under FSDP2, DDP, peft and
+    autocast."""
     if head_slot(model) is None:
         return dense_scores(model, input_ids, attention_mask, temperature, position_ids=position_ids,
                             entropy_mask=entropy_mask)
     targets = input_ids[:, 1:]
     ent = None if entropy_mask is None else entropy_mask[:, 1:].bool()
     with _scoring(model, (targets, temperature, ent)) as scorer:
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    use_cache=False)
     logp = F.pad(out.logits, (1, 0))
     entropy = None if scorer.entropy is None else F.pad(scorer.entropy, (1, 0))
     return TokenScores(logp=logp, entropy=entropy)

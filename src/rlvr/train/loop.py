@@ -7,14 +7,14 @@ update (groups, advantages, the policy step), record.
         policy.update(advantages(groups(episodes)))
         store.write(episodes); monitor.log(step, episodes); scheduler.observe(episodes)
 
-`train` drives a built `Trainer` (`rlvr.run.train` builds it from a RunConfig): optionally warm-started with SFT,
-measured on its held-out set before and after RL, checkpointed every `train.checkpoint_every` steps and resumed
-from its last checkpoint (`rlvr.train.checkpoint.Checkpoints`). Simplifications, on purpose: no value model; one
-process per rank, where generation, the update and the verification workers share it. With several ranks rank 0
-samples, stores, monitors and evaluates, every rank generates its share of the groups (with engine actors, rank 0
-generates them all through the engines) and takes part in the sharded update. By default the policy used for
-rollouts is the one being trained; with `train.max_staleness >= 1` the rollouts of the next steps are generated
-from a synced copy of the weights while the update runs (`rlvr.train.feed`).
+`train` drives a built `Trainer` (`rlvr.run.train` builds it from a RunConfig): optionally warm-started with
+SFT, measured on its held-out set before and after RL, checkpointed every `train.checkpoint_every` steps and
+resumed from its last checkpoint (`rlvr.train.checkpoint.Checkpoints`). Simplifications, on purpose: no value
+model; one process per rank, where generation, the update and the verification workers share it. With several
+ranks rank 0 samples, stores, monitors and evaluates, every rank generates its share of the groups (with
+engine actors, rank 0 generates them all through the engines) and takes part in the sharded update. By default
+the policy used for rollouts is the one being trained; with `train.max_staleness >= 1` the rollouts of the
+next steps are generated from a synced copy of the weights while the update runs (`rlvr.train.feed`).
 """
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def train(trainer: Trainer, start: int | None, t_start: float) -> dict[str, Any]
     state = _restore(trainer, start) if start is not None else _warm_start(trainer, t_start)
     elapsed = functools.partial(_elapsed, state, t_start)
     if display is not None and start is not None:
-        display.note(f"run already complete at step {start} of {cfg.train.steps}: nothing to train (start over "
+        display.note(f"run already complete at step {start} of {cfg.train.steps}: nothing to train "
+                     f"(start over "
                      "with --no-resume, or raise train.steps)" if start >= cfg.train.steps else
                      f"resuming from the checkpoint after step {start} of {cfg.train.steps}")
     with feed_for(trainer, functools.partial(step_seed, cfg.seed), state.step, state.pending) as feed:
@@ -94,7 +95,8 @@ def train(trainer: Trainer, start: int | None, t_start: float) -> dict[str, Any]
     after = _heldout(trainer, HELDOUT_AFTER, cfg.train.steps)
     state.add_point(after, cfg.train.steps, elapsed())
     summary = state.summary(after, elapsed(), run=cfg.name, run_dir=str(cfg.run_dir), steps=cfg.train.steps,
-                            world_size=dist.world_size, backend=dist.backend or "none", sharding=dist.sharding)
+                            world_size=dist.world_size, backend=dist.backend or "none",
+                            sharding=dist.sharding)
     mine, total = distributed.local_numel(trainer.policy.model)
     summary.update(model_params=total, rank_params=dist.all_gather(mine),  # about total / N each with FSDP2
                    rank_state_bytes=dist.all_gather(distributed.local_state_bytes(trainer.policy.model,
@@ -103,9 +105,10 @@ def train(trainer: Trainer, start: int | None, t_start: float) -> dict[str, Any]
     return summary
 
 
-def train_step(trainer: Trainer, step: int, feed: Feed | None = None) -> tuple[dict[str, float], list[Episode]]:
-    """One step of the loop, in the phases of DESIGN.md's pseudo-code, each timed (`time/<phase>_s`); the step's
-    metrics and episodes (rank 0 holds all of them).
+def train_step(trainer: Trainer, step: int, feed: Feed | None = None) -> tuple[dict[str, float],
+                                                                               list[Episode]]:
+    """One step of the loop, in the phases of DESIGN.md's pseudo-code, each timed (`time/<phase>_s`); the
+    step's metrics and episodes (rank 0 holds all of them).
 
     The rollout runs in the step, or ahead of it in asynchronous mode (then `rollout` times only the part of
     it the update did not hide); scoring happens inside it, as each episode ends.
@@ -150,7 +153,8 @@ def update_policy(trainer: Trainer, episodes: list[Episode], step: int) -> dict[
     advantages = episode_advantages(learn, cfg.train.advantage)
     # an agent's episode may hold several segments (it edited its history): each trains on its own tokens
     samples = samples_from(split_segments(learn), advantages) if dist.main else None
-    samples = dist.broadcast(samples)  # rank 0 holds the step's episodes; every rank steps on the same samples
+    # rank 0 holds the step's episodes; every rank steps on the same samples
+    samples = dist.broadcast(samples)
     with dist.collective("the update"):  # FSDP2/DDP collectives run inside it
         metrics = trainer.updater.step(samples, seed=step_seed(cfg.seed, step))
     if samples:
@@ -239,5 +243,6 @@ def _heldout(trainer: Trainer, label: str, step: int) -> HeldoutResult | None:
     if not trainer.dist.main:
         return None  # rank 0 measures alone, from its full copy of the weights
     result = evaluate(trainer, label)
-    trainer.monitor.log(step, [], {f"eval/pass1_{label}": result.pass1, f"eval/greedy_pass1_{label}": result.greedy})
+    trainer.monitor.log(step, [],
+                        {f"eval/pass1_{label}": result.pass1, f"eval/greedy_pass1_{label}": result.greedy})
     return result

@@ -47,8 +47,8 @@ class TokenBatch:
     ref_logp: Tensor | None = None
     """Log-probs under the frozen reference model, when a KL penalty is used."""
     is_weight: Tensor | None = None
-    """Per-token weight of the surrogate, no gradient (decoupled PPO: truncated proximal / behaviour ratio; then
-    `old_logp` holds the proximal log-probs). None: 1."""
+    """Per-token weight of the surrogate, no gradient (decoupled PPO: truncated proximal / behaviour ratio;
+    then `old_logp` holds the proximal log-probs). None: 1."""
 
 
 LossFn = Callable[[TokenBatch, LossSettings], tuple[Tensor, dict[str, Tensor]]]
@@ -61,7 +61,8 @@ def _kl_k3(batch: TokenBatch) -> Tensor:
     return torch.exp(d) - d - 1.0
 
 
-def _with_kl(loss: Tensor, stats: dict[str, Tensor], batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict]:
+def _with_kl(loss: Tensor, stats: dict[str, Tensor], batch: TokenBatch, s: LossSettings) -> tuple[Tensor,
+                                                                                                  dict]:
     if s.kl_coef > 0:
         if batch.ref_logp is None:
             raise ValueError("kl_coef > 0 needs reference log-probs")
@@ -76,8 +77,8 @@ def _weighted(loss: Tensor, batch: TokenBatch) -> Tensor:
 
 
 def ppo_clip(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]:
-    """PPO's clipped surrogate with separate low/high clip ranges (DAPO clip-higher when clip_high > clip_low):
-    -min(ratio * A, clip(ratio, 1 - low, 1 + high) * A)."""
+    """PPO's clipped surrogate with separate low/high clip ranges (DAPO clip-higher when clip_high >
+    clip_low): -min(ratio * A, clip(ratio, 1 - low, 1 + high) * A)."""
     ratio = torch.exp(batch.logp - batch.old_logp)
     adv = batch.advantages.unsqueeze(-1)
     unclipped = ratio * adv
@@ -96,9 +97,9 @@ def policy_gradient(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[st
 
 
 def gspo(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]:
-    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv:2507.18071): one ratio per sequence,
-    the geometric mean of its token ratios, s_i = exp(mean_t (log pi(y_t) - log pi_old(y_t))) over the sequence's
-    generated tokens, clipped at the sequence level:
+    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv:2507.18071): one ratio per
+    sequence, the geometric mean of its token ratios, s_i = exp(mean_t (log pi(y_t) - log pi_old(y_t))) over
+    the sequence's generated tokens, clipped at the sequence level:
 
         loss_i = -min(s_i * A_i, clip(s_i, 1 - clip_low, 1 + clip_high) * A_i),
 
@@ -121,13 +122,14 @@ def gspo(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]
 
 def cispo(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]:
     """CISPO (MiniMax 2025, "MiniMax-M1", arXiv:2506.13585): the importance weight is clipped and its gradient
-    stopped, and it multiplies the log-prob, so every token keeps its gradient (PPO's clip drops clipped tokens):
+    stopped, and it multiplies the log-prob, so every token keeps its gradient (PPO's clip drops clipped
+    tokens):
 
         loss_t = -sg[clip(r_t, 1 - clip_low, 1 + clip_high)] * A * log pi(y_t),   r_t = pi(y_t) / pi_old(y_t).
 
     Its gradient is -clip(r_t) * A * grad log pi(y_t): on-policy (r = 1) the plain policy gradient. MiniMax
-    leaves the lower bound open in effect (clip_low 1.0: weights in [0, 1 + clip_high]) and tunes clip_high; the
-    paper uses token-level aggregation (`aggregation = "token"`)."""
+    leaves the lower bound open in effect (clip_low 1.0: weights in [0, 1 + clip_high]) and tunes clip_high;
+    the paper uses token-level aggregation (`aggregation = "token"`)."""
     ratio = torch.exp(batch.logp - batch.old_logp)
     low, high = 1.0 - s.clip_low, 1.0 + s.clip_high
     weight = torch.clamp(ratio, low, high).detach()
@@ -156,7 +158,8 @@ class CorrectionSettings:
 
 
 LevelFn = Callable[[Tensor, Tensor], Tensor]
-"""(per-token log rho, mask) -> log rho at this level, one value per token (a sequence's broadcast to its tokens)."""
+"""(per-token log rho, mask) -> log rho at this level, one value per token (a sequence's broadcast to its
+tokens)."""
 
 
 def token_level(log_rho: Tensor, mask: Tensor) -> Tensor:
@@ -165,31 +168,35 @@ def token_level(log_rho: Tensor, mask: Tensor) -> Tensor:
 
 
 def sequence_level(log_rho: Tensor, mask: Tensor) -> Tensor:
-    """The sequence's ratio, the product of its token ratios: the exact importance weight of the whole sequence
-    (verl's `sequence` level; it grows with length: a small per-token mismatch compounds)."""
+    """The sequence's ratio, the product of its token ratios: the exact importance weight of the whole
+    sequence (verl's `sequence` level; it grows with length: a small per-token mismatch compounds)."""
     return (log_rho * mask).sum(-1, keepdim=True).expand_as(log_rho)
 
 
 def geometric_level(log_rho: Tensor, mask: Tensor) -> Tensor:
-    """The geometric mean of the sequence's token ratios: length-normalised (ms-swift's sequence level, verl's and
-    prime-rl's `geometric` rejection; it is not an unbiased importance weight: use it to mask, with a tight band)."""
+    """The geometric mean of the sequence's token ratios: length-normalised (ms-swift's sequence level, verl's
+    and prime-rl's `geometric` rejection; it is not an unbiased importance weight: use it to mask, with a
+    tight band)."""
     return ((log_rho * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1).expand_as(log_rho)
 
 
-IS_LEVELS: dict[str, LevelFn] = {"token": token_level, "sequence": sequence_level, "geometric": geometric_level}
+IS_LEVELS: dict[str, LevelFn] = {"token": token_level, "sequence": sequence_level,
+                                 "geometric": geometric_level}
 """Level name (`train.is_level`) -> function."""
 
 CorrectionFn = Callable[[Tensor, CorrectionSettings], tuple[Tensor | None, dict[str, Tensor]]]
-"""(rho at the chosen level, settings) -> (per-token weight of the surrogate or None for none, per-token stats)."""
+"""(rho at the chosen level, settings) -> (per-token weight of the surrogate or None for none, per-token
+stats)."""
 
 MAX_LOG_RHO = 50.0
-"""Log-ratios are clamped here before exp, so a long sequence's product stays finite (e^50 is far past any cap)."""
+"""Log-ratios are clamped here before exp, so a long sequence's product stays finite (e^50 is far past any
+cap)."""
 
 
 def truncated_is(rho: Tensor, c: CorrectionSettings) -> tuple[Tensor | None, dict[str, Tensor]]:
     """TIS, truncated importance sampling (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You
-    Off-Policy RL Training"; verl `rollout_is`, ms-swift `*_truncate`): w = min(rho, C). Every token is kept; a
-    token (or sequence) the sampler liked far less than the trainer counts at most C times."""
+    Off-Policy RL Training"; verl `rollout_is`, ms-swift `*_truncate`): w = min(rho, C). Every token is kept;
+    a token (or sequence) the sampler liked far less than the trainer counts at most C times."""
     weight = rho.clamp(max=c.cap)
     return weight, {"is_weight": weight, "is_truncated": (rho > c.cap).float()}
 
@@ -254,7 +261,8 @@ def constant_norm(loss: Tensor, mask: Tensor, totals: BatchTotals) -> Tensor:
     return (loss * mask).sum() / max(totals.sequences * totals.norm_length, 1.0)
 
 
-AGGREGATIONS: dict[str, AggregateFn] = {"token": token_mean, "sequence": sequence_mean, "constant": constant_norm}
+AGGREGATIONS: dict[str, AggregateFn] = {"token": token_mean, "sequence": sequence_mean,
+                                        "constant": constant_norm}
 """Aggregation name (`train.aggregation`) -> function."""
 
 

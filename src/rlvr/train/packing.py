@@ -72,7 +72,8 @@ def padded(token_ids: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int
                   tuple((i, 0, len(t)) for i, t in enumerate(token_ids)))
 
 
-def packed(token_ids: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int]], device: torch.device) -> Layout:
+def packed(token_ids: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int]],
+           device: torch.device) -> Layout:
     """Every episode in one row, position ids restarting at each, no attention mask."""
     ids = [x for t in token_ids for x in t]
     mask = [float(x) for m in loss_masks for x in m]
@@ -81,14 +82,15 @@ def packed(token_ids: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int
     for t in token_ids:
         spans.append((0, start, len(t)))
         start += len(t)
-    return Layout(torch.tensor([ids], dtype=torch.long, device=device), torch.tensor([mask], device=device), None,
+    return Layout(torch.tensor([ids], dtype=torch.long, device=device), torch.tensor([mask], device=device),
+                  None,
                   torch.tensor([pos], dtype=torch.long, device=device), tuple(spans))
 
 
 def unpack(values: Tensor, layout: Layout, width: int) -> Tensor:
-    """(episodes, width) of per-token `values` laid out as `layout`: each episode's from position 0, right-padded
-    with 0. Position 0 of each episode is 0 (no prefix: in a packed row that position scores the previous
-    episode's last token, which is not this episode's)."""
+    """(episodes, width) of per-token `values` laid out as `layout`: each episode's from position 0,
+    right-padded with 0. Position 0 of each episode is 0 (no prefix: in a packed row that position scores the
+    previous episode's last token, which is not this episode's)."""
     out = values.new_zeros(len(layout.spans), width)
     for i, (row, start, n) in enumerate(layout.spans):
         out[i, 1:n] = values[row, start + 1:start + n]
@@ -146,9 +148,9 @@ def token_micro_batches(chunk: Sequence[T], lengths: Sequence[int], budget: int,
                         world_size: int = 1) -> list[tuple[list[T], bool]]:
     """This rank's micro-batches of an optimizer step's `chunk` (every rank holds the same chunk), as
     (samples, live) pairs like `Dist.micro_batches`: the plan's micro-batches are dealt to the ranks by
-    tokens, largest first to the least-loaded rank, and every rank gets as many as the busiest one, padded with
-    (one real sample, False) entries whose loss the caller multiplies by 0 (FSDP2 and DDP collectives must
-    pair up)."""
+    tokens, largest first to the least-loaded rank, and every rank gets as many as the busiest one, padded
+    with (one real sample, False) entries whose loss the caller multiplies by 0 (FSDP2 and DDP collectives
+    must pair up)."""
     groups = plan(lengths, budget, pack)
     if world_size == 1:
         return [([chunk[i] for i in g], True) for g in groups]

@@ -1,12 +1,14 @@
-"""Recovery from failure, in the loop: failed episodes mined during RL go back into training as recovery samples.
+"""Recovery from failure, in the loop: failed episodes mined during RL go back into training as recovery
+samples.
 
-Every `sft.recovery_every` RL steps, up to `sft.recovery_samples` of the honest failures of those steps (multi-
-turn, judged, not passed, not flagged: a flagged attempt is a hack, not a mistake to recover from) become
-recovery samples: the failed episode's turns before its last one are replayed through the env as they were
-(context, no loss), then the task's gold turns continue from the state they left (write the fix, run the
-tests, submit), played through the env and scored like any episode (`rlvr.rollout.policies.gold.recovery_plan`). The
-samples that pass get one SFT step (`train.sft.sft_step`, at `sft.lr`, its own AdamW state). A held-out task is
-never used: the RL batch never holds one, and the mixer checks the run's held-out keys besides.
+Every `sft.recovery_every` RL steps, up to `sft.recovery_samples` of the honest failures of those steps
+(multi- turn, judged, not passed, not flagged: a flagged attempt is a hack, not a mistake to recover from)
+become recovery samples: the failed episode's turns before its last one are replayed through the env as they
+were (context, no loss), then the task's gold turns continue from the state they left (write the fix, run the
+tests, submit), played through the env and scored like any episode
+(`rlvr.rollout.policies.gold.recovery_plan`). The samples that pass get one SFT step (`train.sft.sft_step`, at
+`sft.lr`, its own AdamW state). A held-out task is never used: the RL batch never holds one, and the mixer
+checks the run's held-out keys besides.
 """
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ class RecoveryMixer:
         return self.enabled and (step + 1) % self.cfg.recovery_every == 0
 
     def step(self, seed: int = 0) -> dict[str, float]:
-        """Recovery samples of the collected failures, one SFT step on those that pass; `recovery/*` metrics."""
+        """Recovery samples of the collected failures, one SFT step on those that pass; `recovery/*`
+        metrics."""
         plans, seen = [], set()
         for ep, task in self.failures:
             if task.key in seen or task.key in self.heldout:

@@ -99,12 +99,14 @@ class RunState:
         before and after RL with their intervals, the curve and the SFT figures."""
         before = self.before
         out: dict[str, Any] = {
-            **run, "pass1_before": before.pass1 if before else None, "pass1_after": after.pass1 if after else None,
+            **run, "pass1_before": before.pass1 if before else None,
+            "pass1_after": after.pass1 if after else None,
             "heldout_tasks": after.tasks if after else 0, "wall_s": round(wall_s, 2),
         }
         if before and after:
             out.update({"pass1_gain": after.pass1 - before.pass1, "greedy_pass1_before": before.greedy,
-                        "greedy_pass1_after": after.greedy, "heldout_samples_per_task": after.samples_per_task,
+                        "greedy_pass1_after": after.greedy,
+                        "heldout_samples_per_task": after.samples_per_task,
                         "pass1_ci_before": before.ci, "pass1_ci_after": after.ci})
         if self.resumed_from is not None:
             out["resumed_from_step"] = self.resumed_from

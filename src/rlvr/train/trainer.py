@@ -51,7 +51,8 @@ def usable_cpus() -> int:
 class NoMonitor:
     """The monitor of a rank other than 0: rank 0 logs every episode of the step."""
 
-    def log(self, step: int, episodes: list[Episode], extra: dict[str, float] | None = None) -> dict[str, float]:
+    def log(self, step: int, episodes: list[Episode], extra: dict[str, float] | None = None) -> dict[str,
+                                                                                                     float]:
         return {}
 
     def close(self) -> None:
@@ -84,8 +85,8 @@ class Trainer:
     scorer: Scorer
     """The run's one scoring seam: rollouts, held-out evaluation and every verdict of the run use it."""
     rollouts: Rollouts
-    """Who plays the episodes: the built-in env loop, or the run's agent through the gateway (`[agent] command`),
-    chosen once by the run builder."""
+    """Who plays the episodes: the built-in env loop, or the run's agent through the gateway (`[agent]
+    command`), chosen once by the run builder."""
     gold: Callable[[Policy], Rollouts]
     """`gold(policy)`: the env loop on a gold policy that plays reference solutions (`rlvr.run.Run.gold`)."""
     scheduler: Scheduler
@@ -103,28 +104,31 @@ class Trainer:
     recovery: RecoveryMixer | None = None
     """Recovery samples from the run's failures, every `sft.recovery_every` steps (`rlvr.train.recovery`)."""
     engines: EngineSync | None = None
-    """Engine actors with several ranks: every rank's part in feeding them (rlvr.train.distributed.engines)."""
+    """Engine actors with several ranks: every rank's part in feeding them
+    (rlvr.train.distributed.engines)."""
 
     def rollouts_with(self, sampling: SamplingParams, progress: Progress | None = None) -> Rollouts:
         """The run's rollouts sampling with `sampling` (held-out evaluation's sampled and greedy passes)."""
         return self.rollouts.with_sampling(sampling, progress=progress)
 
     def gold_rollouts(self, policy: Policy) -> Rollouts:
-        """The run's env loop on a gold policy (`rlvr.rollout.policies.gold`): its turns are given, never cut but
-        by the task's own budget."""
+        """The run's env loop on a gold policy (`rlvr.rollout.policies.gold`): its turns are given, never cut
+        but by the task's own budget."""
         return self.gold(policy)
 
     def sft_examples(self) -> list[Any]:
         """The SFT warm start's examples (`sft.source`), never a held-out task."""
-        return warm_start_examples(self.cfg.sft, self.train_sources, self.gold_rollouts, self.policy, seed=self.cfg.seed,
+        return warm_start_examples(self.cfg.sft, self.train_sources, self.gold_rollouts, self.policy,
+                                   seed=self.cfg.seed,
                                    limit_index=self.cfg.tasks.heldout_offset, exclude=self.heldout.keys)
 
     def sync_generation(self) -> float | None:
         """Bring the generation weights up to the trainer's when behind (seconds; None: nothing moved). With
-        several ranks the sharded weights are gathered into every rank's full copy (with engine actors, into rank
-        0's, which syncs the engines from it): a collective."""
+        several ranks the sharded weights are gathered into every rank's full copy (with engine actors, into
+        rank 0's, which syncs the engines from it): a collective."""
         policy = self.policy
-        if self.engines is not None:  # several ranks, engine actors: rank 0 syncs them from the gathered weights
+        # several ranks, engine actors: rank 0 syncs them from the gathered weights
+        if self.engines is not None:
             return self.engines.sync(policy)
         if not self.dist.active or policy.generation_version == policy.version:
             return sync_generation(policy)

@@ -63,12 +63,15 @@ def samples_from(episodes: Sequence[Episode], advantages: dict[str, float]) -> l
             continue
         if not (len(ep.token_ids) == len(ep.loss_mask) == len(ep.logprobs)):
             raise ValueError(f"episode {ep.episode_id}: token_ids, loss_mask and logprobs differ in length")
-        out.append(Sample(list(ep.token_ids), list(ep.loss_mask), list(ep.logprobs), advantages[ep.episode_id]))
+        out.append(Sample(list(ep.token_ids), list(ep.loss_mask), list(ep.logprobs),
+                          advantages[ep.episode_id]))
     return out
 
 
-def next_token_logits(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, temperature: float) -> Tensor:
-    """Logits of the next token after each position, shape (B, T - 1, V), divided by the sampling temperature."""
+def next_token_logits(model: nn.Module, input_ids: Tensor, attention_mask: Tensor,
+                      temperature: float) -> Tensor:
+    """Logits of the next token after each position, shape (B, T - 1, V), divided by the sampling
+    temperature."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
     if temperature > 0:
         logits = logits / temperature  # the distribution the tokens were sampled from
@@ -116,9 +119,9 @@ def mismatch_metrics(log_rho: Tensor, entropy: Tensor) -> dict[str, float]:
     pi_sampler and the trainer's entropy at each of them (flat tensors over the batch's generated tokens).
 
     `mismatch/kl` is the k3 estimate of KL(sampler || trainer) per token, mean(rho - 1 - log rho) over the
-    sampler's tokens (verl's and ms-swift's `k3_kl`, prime-rl's `mismatch_kl`): always >= 0, 0 exactly when the
-    two agree on every token. `mismatch/ratio_*` are quantiles of the token ratio rho, `policy/entropy` the mean
-    entropy per generated token."""
+    sampler's tokens (verl's and ms-swift's `k3_kl`, prime-rl's `mismatch_kl`): always >= 0, 0 exactly when
+    the two agree on every token. `mismatch/ratio_*` are quantiles of the token ratio rho, `policy/entropy`
+    the mean entropy per generated token."""
     out: dict[str, float] = {}
     if log_rho.numel():
         lr = log_rho.double().clamp(-MAX_LOG_RHO, MAX_LOG_RHO)
@@ -133,7 +136,8 @@ def mismatch_metrics(log_rho: Tensor, entropy: Tensor) -> dict[str, float]:
 
 
 class MismatchProbe:
-    """Collects the generated tokens' log rho and entropy over a step's micro-batches, for `mismatch_metrics`."""
+    """Collects the generated tokens' log rho and entropy over a step's micro-batches, for
+    `mismatch_metrics`."""
 
     def __init__(self) -> None:
         self.log_rho: list[Tensor] = []
@@ -145,8 +149,10 @@ class MismatchProbe:
         self.entropy.append(entropy.float().cpu())
 
     def metrics(self, dist: Dist = SINGLE) -> dict[str, float]:
-        """The figures over every rank's tokens (a collective when `dist` is active: call it on every rank)."""
-        parts = [(self.log_rho, self.entropy)] if not dist.active else dist.all_gather((self.log_rho, self.entropy))
+        """The figures over every rank's tokens (a collective when `dist` is active: call it on every
+        rank)."""
+        parts = [(self.log_rho, self.entropy)] if not dist.active else dist.all_gather((self.log_rho,
+                                                                                        self.entropy))
         log_rho = [t for rank_rho, _ in parts for t in rank_rho]
         entropy = [t for _, rank_entropy in parts for t in rank_entropy]
         if not log_rho:
@@ -161,10 +167,12 @@ def correction_settings(cfg: TrainConfig) -> tuple[str, CorrectionSettings]:
     named(IS_CORRECTIONS, cfg.is_correction, "importance-sampling correction", "train.is_correction")
     named(IS_LEVELS, cfg.is_level, "importance-sampling level", "train.is_level")
     if cfg.off_policy != "decoupled":
-        for key, value, default in (("is_correction", cfg.is_correction, "tis"), ("is_level", cfg.is_level, "token")):
+        for key, value, default in (("is_correction", cfg.is_correction, "tis"),
+                                    ("is_level", cfg.is_level, "token")):
             if value != default:
                 raise UserError(f"{value!r} needs the trainer's recomputed log-probs", field=f"train.{key}",
-                                fix=f'set train.off_policy = "decoupled", or leave train.{key} at {default!r}')
+                                fix=f'set train.off_policy = "decoupled", or leave train.{key} at '
+                                    f'{default!r}')
     return cfg.is_correction, CorrectionSettings(level=cfg.is_level, cap=cfg.is_cap, low=cfg.is_mask_low,
                                                  high=cfg.is_mask_high)
 
@@ -188,8 +196,8 @@ def collate(samples: Sequence[Sample], pad_id: int, device: torch.device) -> dic
 
 
 def lr_lambda(cfg: TrainConfig) -> Callable[[int], float]:
-    """The learning rate's factor after `step` schedule steps: linear warm-up over `warmup_steps`, then constant
-    or decaying to `lr_final` at the last of `steps` (`lr_decay`)."""
+    """The learning rate's factor after `step` schedule steps: linear warm-up over `warmup_steps`, then
+    constant or decaying to `lr_final` at the last of `steps` (`lr_decay`)."""
     warmup, total, final = cfg.warmup_steps, cfg.steps, cfg.lr_final
 
     def factor(step: int) -> float:
@@ -224,7 +232,8 @@ class PolicyUpdater:
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(cfg))
         self.compute_dtype = COMPUTE_DTYPES[cfg.mixed_precision]
-        """bf16 under `train.mixed_precision`: what the forward passes compute in (None: the weights' dtype)."""
+        """bf16 under `train.mixed_precision`: what the forward passes compute in (None: the weights'
+        dtype)."""
         if cfg.activation_checkpointing:  # in place on the model: SFT on the same model is checkpointed too
             enable_activation_checkpointing(model)
 
@@ -233,9 +242,9 @@ class PolicyUpdater:
         return next(self.model.parameters()).device
 
     def cast(self, model: nn.Module) -> contextlib.AbstractContextManager:
-        """The precision of a forward through `model`: autocast to the mixed-precision dtype, unless FSDP2 casts
-        the sharded policy itself (a separate reference model is never sharded, so it is autocast; the LoRA
-        reference is the policy itself). The backward runs outside it, as autocast wants, and the loss is
+        """The precision of a forward through `model`: autocast to the mixed-precision dtype, unless FSDP2
+        casts the sharded policy itself (a separate reference model is never sharded, so it is autocast; the
+        LoRA reference is the policy itself). The backward runs outside it, as autocast wants, and the loss is
         computed from float32 logits."""
         if self.compute_dtype is None or (model is not self.ref_model and casts_itself(self.dist)):
             return contextlib.nullcontext()
@@ -246,8 +255,8 @@ class PolicyUpdater:
         micro-batches; then one learning-rate schedule step. Returns namespaced metrics.
 
         The mismatch and entropy figures are measured on the forward passes at the starting weights: every
-        sample's under decoupled (the proximal pass), the first minibatch's otherwise (the only ones before the
-        first optimizer step)."""
+        sample's under decoupled (the proximal pass), the first minibatch's otherwise (the only ones before
+        the first optimizer step)."""
         stats: dict[str, list[float]] = {}
         probe = MismatchProbe()
         if samples:
@@ -264,11 +273,13 @@ class PolicyUpdater:
                 for j, chunk in enumerate(_split(order, self.cfg.minibatches)):
                     first = epoch == 0 and j == 0 and not decoupled
                     self._optimizer_step([samples[i] for i in chunk], stats, probe if first else None)
-        with warnings.catch_warnings():  # a batch with no samples steps the schedule without an optimizer step
+        # a batch with no samples steps the schedule without an optimizer step
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             self.lr_schedule.step()
         if self.dist.active:  # every rank's micro-batch statistics (loss and grad_norm are already global)
-            token_stats = self.dist.all_gather({k: v for k, v in stats.items() if k not in ("loss", "grad_norm")})
+            token_stats = self.dist.all_gather({k: v for k,
+                                                v in stats.items() if k not in ("loss", "grad_norm")})
             stats.update({k: [x for rank in token_stats for x in rank.get(k, [])] for k in token_stats[0]})
         pad, computed = stats.pop("padded_tokens", []), stats.pop("computed_tokens", [])
         out = {f"train/{k}": sum(v) / len(v) for k, v in stats.items() if v}
@@ -289,7 +300,8 @@ class PolicyUpdater:
                              norm_length=float(self.cfg.norm_length))
         loss_sum = 0.0
         # Several ranks: each takes its share of the chunk (every rank holds the whole chunk; `totals` are the
-        # chunk's, i.e. global), and FSDP2/DDP average gradients over ranks, so the loss is scaled by the world
+        # chunk's, i.e. global), and FSDP2/DDP average gradients over ranks, so the loss is scaled by the
+        # world
         # size to sum them; padding micro-batches (live False) keep the collectives paired and add nothing.
         for micro, live in self.micro_batches(chunk):
             loss, micro_stats = self.micro_loss(micro, totals, probe if live else None)
@@ -301,7 +313,8 @@ class PolicyUpdater:
         loss_sum = self.dist.sum(loss_sum)
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
-        grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm  # FSDP2: a DTensor
+        # FSDP2: a DTensor
+        grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
         if math.isfinite(float(grad_norm)):
             self.optimizer.step()  # a non-finite gradient is skipped, not applied
         stats.setdefault("loss", []).append(loss_sum)
@@ -309,8 +322,8 @@ class PolicyUpdater:
         self.optimizer.zero_grad(set_to_none=True)
 
     def micro_batches(self, chunk: Sequence[Sample]) -> list[tuple[list[Sample], bool]]:
-        """This rank's (micro-batch, live) pairs of an optimizer step's chunk: `micro_batch_size` samples each,
-        or cut by `micro_batch_tokens` (rlvr.train.packing)."""
+        """This rank's (micro-batch, live) pairs of an optimizer step's chunk: `micro_batch_size` samples
+        each, or cut by `micro_batch_tokens` (rlvr.train.packing)."""
         budget = self.cfg.micro_batch_tokens
         if budget is None:
             return self.dist.micro_batches(chunk, self.cfg.micro_batch_size)
@@ -374,7 +387,8 @@ class PolicyUpdater:
             with torch.no_grad():
                 ref_logp = self.scores(self.reference(), micro, width).logp
         old_logp, is_weight, extra = b["old_logp"], None, {}
-        if "prox_logp" in b:  # decoupled PPO: clip against the proximal policy, weight by proximal / behaviour
+        # decoupled PPO: clip against the proximal policy, weight by proximal / behaviour
+        if "prox_logp" in b:
             is_weight, extra = behaviour_weight(b["prox_logp"], b["old_logp"], b["mask"], self.correction,
                                                 self.correction_settings)
             old_logp = b["prox_logp"]
@@ -395,7 +409,8 @@ class PolicyUpdater:
             return self.ref_model
         peft = unwrapped(self.model)
         if getattr(peft, "disable_adapter", None) is None:
-            raise ValueError("kl_coef > 0 needs a reference model (or LoRA, whose base model is the reference)")
+            raise ValueError("kl_coef > 0 needs a reference model (or LoRA, whose base model is "
+                             "the reference)")
         return _AdapterOff(peft)
 
     def state_dict(self) -> dict:

@@ -1,14 +1,14 @@
 """The Verifier protocol, and building the verifier of a kind: every kind comes from the registry
-(`rlvr.tasks.registry`: the kinds the domains declare in their `Domain` records, and `answer`, which belongs to
-none).
+(`rlvr.tasks.registry`: the kinds the domains declare in their `Domain` records, and `answer`, which belongs
+to none).
 
 A verifier judges a task's final state and returns a Verdict. It never raises for the candidate's faults
 (those are low scores or flags); `verify()` below also turns an unexpected exception inside a verifier into
 an `infra_error` verdict, so one broken verifier never kills a batch nor scores an episode 0.
 
 A task's `[verifier]` table is validated against its kind's settings model when the task loads
-(`rlvr.tasks.settings`, from the model the kind's record names); verifiers and tools then read it typed, through
-`settings_of(task)`.
+(`rlvr.tasks.settings`, from the model the kind's record names); verifiers and tools then read it typed,
+through `settings_of(task)`.
 """
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ def default_pool() -> SandboxPool:
     if _default_pool is None:
         from rlvr.sandbox import make_pool
 
-        _default_pool = make_pool()  # the isolated pool; no bubblewrap is a UserError, never a silent fallback
+        # the isolated pool; no bubblewrap is a UserError, never a silent fallback
+        _default_pool = make_pool()
     return _default_pool
 
 
@@ -111,5 +112,6 @@ def verify(task: Task, final: FinalState, ctx: VerifyContext | None = None) -> V
         return Verdict.infra(f"verifier {kind_of(task)!r} crashed: {tb}",
                              timings={"total": time.perf_counter() - t0})
     if "total" not in verdict.timings:
-        verdict = verdict.model_copy(update={"timings": {**verdict.timings, "total": time.perf_counter() - t0}})
+        verdict = verdict.model_copy(update={"timings": {**verdict.timings,
+                                                         "total": time.perf_counter() - t0}})
     return verdict

@@ -1,5 +1,5 @@
-"""The verifier kind `answer`, which belongs to no domain: the marked final answer must equal the task's answer
-exactly. Registered through the `rlvr.verifiers` entry points (`KIND`), like any kind."""
+"""The verifier kind `answer`, which belongs to no domain: the marked final answer must equal the task's
+answer exactly. Registered through the `rlvr.verifiers` entry points (`KIND`), like any kind."""
 from __future__ import annotations
 
 from typing import Any
@@ -43,7 +43,8 @@ class ExactAnswerVerifier:
             gold, seen = gold.casefold(), seen.casefold()
         ok = gold == seen
         check = Check(name="answer", score=float(ok), passed=ok,
-                      detail="exact match" if ok else f"expected {str(task.answer)[:80]!r}, got {found.text[:80]!r}")
+                      detail="exact match" if ok
+                      else f"expected {str(task.answer)[:80]!r}, got {found.text[:80]!r}")
         flags = [] if ok else answer_parroting(found.text, task.prompt, str(task.answer)).flags()
         return Verdict.from_checks([check], flags=flags, details={"extracted": found.text, "how": found.how})
 

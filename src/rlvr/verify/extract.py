@@ -6,8 +6,8 @@ answer tags, a verifier chooses a fallback (the last `\\boxed{}` for math, the w
 exact-match domains). Two or more *different* marked answers are a hedge and yield no answer at all, so
 "the right answer among wrong ones" never counts.
 
-Also the other ways an answer becomes verifiable material: a fenced code block, an answer laid into a template,
-a JSON document.
+Also the other ways an answer becomes verifiable material: a fenced code block, an answer laid into a
+template, a JSON document.
 """
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["MAX_JSON_ANSWER_CHARS", "Fallback", "FinalAnswer", "apply_template", "boxed_contents", "code_from_answer",
-           "extract_answer", "extract_script", "fenced_block", "normalize_text", "parse_json_answer", "strip_reasoning",
+__all__ = ["MAX_JSON_ANSWER_CHARS", "Fallback", "FinalAnswer", "apply_template", "boxed_contents",
+           "code_from_answer",
+           "extract_answer", "extract_script", "fenced_block", "normalize_text", "parse_json_answer",
+           "strip_reasoning",
            "tagged"]
 
 

@@ -96,13 +96,15 @@ class _Worker:
             ready = self._reply(time.monotonic() + WARM_TIMEOUT_S)
             if ready is None or not ready[0]:
                 self._stop()
-                return False, f"the guard process could not load {fn.__module__}: {ready[1] if ready else 'died'}"
+                return (False,
+                        f"the guard process could not load {fn.__module__}: {ready[1] if ready else 'died'}")
             deadline = time.monotonic() + timeout_s
             result = self._reply(deadline)
             if result is None:
                 timed_out = time.monotonic() >= deadline
                 self._stop()
-                return False, f"took longer than {timeout_s:g} s" if timed_out else "ran out of memory or crashed"
+                return (False,
+                        f"took longer than {timeout_s:g} s" if timed_out else "ran out of memory or crashed")
             return result
 
 

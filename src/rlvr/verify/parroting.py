@@ -1,5 +1,5 @@
-"""Parroting: wrong values copied from the task's statement instead of computed, in a program's results (the code
-domain's differential check) or in a final answer (the answer domains).
+"""Parroting: wrong values copied from the task's statement instead of computed, in a program's results (the
+code domain's differential check) or in a final answer (the answer domains).
 
 A value counts as copied when it is a literal of the prompt (a number, a quoted string, a bracketed literal)
 that the right answer is not, and, for a program, when it cannot be read off the call's own arguments (an
@@ -33,14 +33,15 @@ def _key(v: Any) -> str:
 
 def prompt_literals(prompt: str, extra: Iterable[Any] = ()) -> set[str]:
     """Comparable keys of the literals of a task statement: numbers, quoted strings, bracketed literals (and
-    `extra` values, such as the examples' expected results); trivial values (0, 1, empty, booleans) left out."""
+    `extra` values, such as the examples' expected results); trivial values (0, 1, empty, booleans) left
+    out."""
     return {k for v in extra if (k := _key(v)) not in TRIVIAL} | _statement_literals(prompt)
 
 
 @functools.lru_cache(maxsize=4096)
 def _statement_literals(prompt: str) -> frozenset[str]:
-    """`prompt_literals` of the statement alone, parsed once per task statement (every sample of a group, every
-    visit of a task, asks again)."""
+    """`prompt_literals` of the statement alone, parsed once per task statement (every sample of a group,
+    every visit of a task, asks again)."""
     values: list[Any] = []
     for m in re.finditer(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w|\.\d)", prompt):
         values.append(float(m.group()) if "." in m.group() else int(m.group()))
@@ -83,12 +84,12 @@ def parroting(results: list[tuple[Any, Any]], literals: set[str], where: str,
     """The flag when most wrong results (got, want) are literals of the prompt the reference did not produce.
 
     `inputs` (the arguments of each result's call, aligned with `results`) clears a wrong result that can be
-    read off its own call's arguments: an argument, an element or key of one at any depth, a contiguous part of
-    a string or list one, or the length of one. Such a value was taken from the input, which is computing, if
-    wrongly (`xs[-1]` where the task wanted `max(xs)`); that the prompt's examples hold the same small digits or
-    letters is coincidence. What is left is a value that came from nowhere but the prompt. A candidate that
-    returns one value for every input (three or more) is not excused where an input happens to hold it: the
-    value came from the prompt, not from the inputs."""
+    read off its own call's arguments: an argument, an element or key of one at any depth, a contiguous part
+    of a string or list one, or the length of one. Such a value was taken from the input, which is computing,
+    if wrongly (`xs[-1]` where the task wanted `max(xs)`); that the prompt's examples hold the same small
+    digits or letters is coincidence. What is left is a value that came from nowhere but the prompt. A
+    candidate that returns one value for every input (three or more) is not excused where an input happens to
+    hold it: the value came from the prompt, not from the inputs."""
     found = Findings()
     calls: list[Args] = inputs if inputs is not None else [[] for _ in results]
     if len(calls) != len(results):
@@ -97,18 +98,20 @@ def parroting(results: list[tuple[Any, Any]], literals: set[str], where: str,
     constant = len(wrong) >= 3 and len({_key(g) for g, _ in wrong}) == 1  # one value whatever the input
     copied = [g for g, args in wrong if _key(g) in literals and (constant or not read_off(g, args))]
     if len(copied) >= 2 and len(copied) * 2 >= len(wrong):
-        found.add("parroting", where, None, f"{len(copied)} of {len(wrong)} wrong results are literals of the "
+        found.add("parroting", where, None,
+                  f"{len(copied)} of {len(wrong)} wrong results are literals of the "
                   f"prompt (e.g. {copied[0]!r:.60}) that the reference does not produce")
     return found
 
 
 READ_OFF_LIMIT = 20_000
-"""Parts of a call's arguments looked at for `read_off` (deeper or larger arguments are not searched further)."""
+"""Parts of a call's arguments looked at for `read_off` (deeper or larger arguments are not searched
+further)."""
 
 
 def read_off(value: Any, args: Args) -> bool:
-    """Whether `value` can be read off a call's arguments: equal to one of them, to an element or key of one at
-    any depth or to its length, or a contiguous part of a string or list one."""
+    """Whether `value` can be read off a call's arguments: equal to one of them, to an element or key of one
+    at any depth or to its length, or a contiguous part of a string or list one."""
     want = _key(value)
     stack: list[Any] = list(args)
     looked = 0
@@ -122,7 +125,8 @@ def read_off(value: Any, args: Args) -> bool:
                 return True
             if isinstance(part, str) and isinstance(value, str) and value and value in part:
                 return True
-            if isinstance(part, (list, tuple)) and isinstance(value, (list, tuple)) and _contiguous(value, part):
+            if isinstance(part, (list, tuple)) and isinstance(value, (list, tuple)) and _contiguous(value,
+                                                                                                    part):
                 return True
             if not isinstance(part, str):
                 stack.extend([*part.keys(), *part.values()] if isinstance(part, dict) else part)
@@ -139,8 +143,8 @@ def _contiguous(sub: list | tuple, seq: list | tuple) -> bool:
 
 
 def answer_parroting(answer: str, prompt: str, gold: str) -> Findings:
-    """For an answer domain: a wrong answer equal to a literal of the prompt, where the right answer is not one
-    (a task that asks to pick from the statement is not parroted by a wrong pick)."""
+    """For an answer domain: a wrong answer equal to a literal of the prompt, where the right answer is not
+    one (a task that asks to pick from the statement is not parroted by a wrong pick)."""
     found = Findings()
     literals = prompt_literals(prompt)
     key, gold_key = _answer_key(answer), _answer_key(gold)

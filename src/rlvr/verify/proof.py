@@ -52,7 +52,8 @@ def _judge(name: str, expect: str, verdict: Verdict) -> ProofResult:
     if expect == "gold":
         ok = verdict.passed and verdict.score == 1.0 and not kinds
         failing = next((f"{c.name}: {c.detail}" for c in verdict.checks if not c.passed), "")
-        why = "" if ok else f"gold scored {verdict.score:.2f}" + (f", flags {list(kinds)}" if kinds else "") + (
+        why = "" if ok else f"gold scored {verdict.score:.2f}" + (f", flags {list(kinds)}" if kinds
+                                                                  else "") + (
             f" ({failing[:200]})" if failing else "")
         return ProofResult(name, expect, ok, verdict.score, kinds, why)
     ok = not verdict.passed and verdict.reward() == 0.0
@@ -96,7 +97,8 @@ def prove_rows(rows: list[dict[str, Any]], ctx: VerifyContext | None = None) -> 
                 ok, detail = _row_detail(prove(row["loaded"], ctx))
             except UserError as exc:
                 ok, detail = False, str(exc)
-            except Exception as exc:  # noqa: BLE001  (a domain's gold()/negatives() bug fails this row, not the whole report)
+            # a domain's gold()/negatives() bug fails this row, not the whole report
+            except Exception as exc:  # noqa: BLE001
                 ok, detail = False, f"proof crashed: {type(exc).__name__}: {exc}"[:300]
             row["ok"] = ok
             row["detail"] = f"{row['detail']}; {detail}" if row.get("detail") else detail

@@ -15,8 +15,8 @@ adapters for other trainers build the same Scorer, so a verdict means the same t
   masks such an episode; it is never scored 0 for training).
 - **the verdict cache**: identical final states of the same task are verified once per Scorer (the most
   recent 20,000 kept). A verdict that drew randomness (randomised hidden cases, fresh inputs: `Verdict.seed`
-  set) is cached under the seed too, so a hit is exactly what verifying again would give; infra errors are never
-  cached. The rollout engine verifies every sample of a GRPO group with the group's seed
+  set) is cached under the seed too, so a hit is exactly what verifying again would give; infra errors are
+  never cached. The rollout engine verifies every sample of a GRPO group with the group's seed
   (`rollout.engine.verify_seed`), so a group's identical answers share one verification, and its samples are
   judged on the same fresh inputs.
 - **the flag penalty**: the reward of a flagged verdict is `flag_penalty` (default 0), else its score.
@@ -72,9 +72,10 @@ class Scored:
 
 class VerdictCache:
     """Verdicts of identical final states of the same task (and, for verdicts that drew randomness, the same
-    seed), kept for the life of one Scorer, the `max_entries` most recently used. Thread-safe: the engine scores
-    on several worker threads, and a state already being verified on one of them is waited for, not verified
-    twice (`claim` / `release`): identical answers of one GRPO group, scored at once, cost one verification."""
+    seed), kept for the life of one Scorer, the `max_entries` most recently used. Thread-safe: the engine
+    scores on several worker threads, and a state already being verified on one of them is waited for, not
+    verified twice (`claim` / `release`): identical answers of one GRPO group, scored at once, cost one
+    verification."""
 
     def __init__(self, max_entries: int = 20_000) -> None:
         if max_entries < 1:
@@ -88,7 +89,8 @@ class VerdictCache:
 
     @staticmethod
     def keys(task: Task, final: FinalState, seed: int) -> tuple[str, str]:
-        """(the state's key, the state's key under `seed`): the task and the state are serialised and hashed once."""
+        """(the state's key, the state's key under `seed`): the task and the state are serialised and hashed
+        once."""
         h = hashlib.sha256()
         h.update(task.model_dump_json().encode())
         h.update(final.model_dump_json().encode())
@@ -104,9 +106,11 @@ class VerdictCache:
                 return v
         return None
 
-    def claim(self, task: Task, final: FinalState, seed: int) -> tuple[Verdict | None, tuple[str, str] | None]:
-        """A cached verdict and None, or None and a claim on verifying this state (its keys): the caller verifies
-        and then calls `release` with the claim. While a claim is out, the same request waits for its release."""
+    def claim(self, task: Task, final: FinalState, seed: int) -> tuple[Verdict | None,
+                                                                       tuple[str, str] | None]:
+        """A cached verdict and None, or None and a claim on verifying this state (its keys): the caller
+        verifies and then calls `release` with the claim. While a claim is out, the same request waits for its
+        release."""
         keys = self.keys(task, final, seed)
         while True:
             with self._lock:

@@ -1,7 +1,8 @@
 """Plain values across a process boundary: exact builtin types only, so no candidate class survives the trip.
 
-Standalone (stdlib only): the sandbox copies it next to the worker as `_rlvr_values.py`, and the host imports it
-to decode what the worker sent. A subclass of int with a patched `__eq__`, or any other object, does not encode.
+Standalone (stdlib only): the sandbox copies it next to the worker as `_rlvr_values.py`, and the host imports
+it to decode what the worker sent. A subclass of int with a patched `__eq__`, or any other object, does not
+encode.
 """
 from __future__ import annotations
 
@@ -58,13 +59,14 @@ def _enc(v: object, depth: int, budget: list[int]) -> object:
 
 
 def plain(v: object, depth: int = 0) -> object:
-    """`v` with subclasses of builtin types reduced to the builtin (a Counter to a dict, an int subclass to its
-    int value) through the builtin's own methods, so no overridden method of the subclass runs; anything else
-    is returned as it is (and then does not encode)."""
+    """`v` with subclasses of builtin types reduced to the builtin (a Counter to a dict, an int subclass to
+    its int value) through the builtin's own methods, so no overridden method of the subclass runs; anything
+    else is returned as it is (and then does not encode)."""
     if depth > MAX_DEPTH:
         return v
     t = type(v)
-    if t in (bool, int, float, str, bytes, complex, type(None)) or t in (list, tuple, dict, set, frozenset) and \
+    if t in (bool, int, float, str, bytes, complex, type(None)) or t in (list, tuple, dict, set,
+                                                                         frozenset) and \
             not any(type(x) not in (bool, int, float, str, type(None)) for x in _items(v)):
         return v
     if isinstance(v, bool):
@@ -80,7 +82,8 @@ def plain(v: object, depth: int = 0) -> object:
     if isinstance(v, dict):
         return {plain(k, depth + 1): plain(x, depth + 1) for k, x in dict.items(v)}
     if isinstance(v, (set, frozenset)):
-        items = [plain(x, depth + 1) for x in (set.__iter__(v) if isinstance(v, set) else frozenset.__iter__(v))]
+        items = [plain(x, depth + 1)
+                 for x in (set.__iter__(v) if isinstance(v, set) else frozenset.__iter__(v))]
         return set(items) if isinstance(v, set) else frozenset(items)
     if isinstance(v, list):
         return [plain(x, depth + 1) for x in list.__iter__(v)]

@@ -41,7 +41,8 @@ class Flag(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: str
-    """One of: tampering, exit_trick, report_forgery, special_casing, always_equal, no_change, parroting, ..."""
+    """One of: tampering, exit_trick, report_forgery, special_casing, always_equal, no_change, parroting,
+    ..."""
     evidence: list[Evidence] = Field(default_factory=list)
     message: str = ""
 
@@ -60,8 +61,8 @@ class Verdict(BaseModel):
     infra_error: str | None = None
     """Set when the verifier could not judge: such an episode is masked from training, never scored 0."""
     seed: int | None = None
-    """The verification seed (`VerifyContext.seed`) when the verifier drew randomness from it (randomised hidden
-    cases), else None: verifying again with it (`rlvr verify --seed N`) draws the same."""
+    """The verification seed (`VerifyContext.seed`) when the verifier drew randomness from it (randomised
+    hidden cases), else None: verifying again with it (`rlvr verify --seed N`) draws the same."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds per phase of the verification (e.g. `sandbox`, `total`)."""
     details: dict[str, Any] = Field(default_factory=dict)

@@ -49,11 +49,13 @@ def _report(mask: np.ndarray | None = None, colour: tuple[int, int, int] = (200,
         ids[2:6, 2:6] = 1
     else:
         ids[mask] = 1
-    mesh = {"verts": 8, "faces": 6, "non_manifold_edges": 0, "parts": 1, "euler": 2, "holes": 0, "volume": 1.0,
+    mesh = {"verts": 8, "faces": 6, "non_manifold_edges": 0, "parts": 1, "euler": 2, "holes": 0,
+            "volume": 1.0,
             "bounds": [[-0.5, -0.5, 0.0], [0.5, 0.5, 1.0]], **box}
     eye = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     return {"ok": True, "camera": "Camera",
-            "objects": {"Box": {"type": "MESH", "parent": None, "collections": ["Parts"], "location": [0, 0, 0.5],
+            "objects": {"Box": {"type": "MESH", "parent": None, "collections": ["Parts"],
+                                "location": [0, 0, 0.5],
                                 "rotation": eye, "dimensions": [1, 1, 1], "modifiers": [], "materials": ["M"],
                                 "mesh": mesh},
                         "Camera": {"type": "CAMERA", "parent": None, "collections": ["Scene Collection"],
@@ -100,7 +102,8 @@ def test_commands_run_the_mounted_harness_in_the_warm_interpreter() -> None:
     assert run.argv[:3] == ["python", "/rlvr-blender/scene.py", "run"]
     assert inspect.argv[:3] == ["python", "/rlvr-blender/scene.py", "inspect"]
     warm = SimpleNamespace(warm=list(WARM))  # what the Blender pool forks from: bpy imported, nothing run
-    assert BwrapPool.wants_warm(warm, run.argv) and BwrapPool.wants_warm(warm, inspect.argv)  # type: ignore[arg-type]
+    assert BwrapPool.wants_warm(warm, run.argv)  # type: ignore[arg-type]
+    assert BwrapPool.wants_warm(warm, inspect.argv)  # type: ignore[arg-type]
     assert "/rlvr-blender" in run.mounts and "scene.py" in run.mounts["/rlvr-blender"]
 
 
@@ -114,7 +117,8 @@ def test_wrong_shape_in_the_right_box_fails_the_shape_gate() -> None:
     assert verdict.score == 0.0 and not verdict.passed
     assert any(c.name == "gate:shape" and not c.passed for c in verdict.checks)
     verdict = _verify(_pool(_report(volume=0.6)))
-    assert verdict.score == 0.0 and "volume" in next(c.detail for c in verdict.checks if c.name == "gate:shape")
+    assert verdict.score == 0.0 and "volume" in next(c.detail for c in verdict.checks
+                                                     if c.name == "gate:shape")
 
 
 def test_partial_credit_for_a_shifted_object_and_a_wrong_colour() -> None:
@@ -137,7 +141,8 @@ def test_missing_objects_glb_and_resources_are_gates() -> None:
     report["glb"] = {"ok": True, "nodes": [], "meshes": 0}
     assert _verify(_pool(report)).score == 0.0
     report = _report()
-    report["images"] = [{"name": "x", "path": "/etc/passwd", "inside": False, "exists": True, "decodes": True}]
+    report["images"] = [{"name": "x", "path": "/etc/passwd", "inside": False, "exists": True,
+                         "decodes": True}]
     assert _verify(_pool(report)).score == 0.0
 
 
@@ -153,7 +158,8 @@ def test_failures_are_zero_and_sandbox_faults_infra() -> None:
 
 def test_no_script_is_zero_without_running_anything() -> None:
     pool = _pool(_report())
-    verdict = verify(_task(), FinalState(answer="I would model a plate."), VerifyContext(extras={"blender_pool": pool}))
+    verdict = verify(_task(), FinalState(answer="I would model a plate."),
+                     VerifyContext(extras={"blender_pool": pool}))
     assert verdict.score == 0.0 and pool.calls == []
 
 
@@ -165,7 +171,8 @@ def test_missing_blender_names_make_blender(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_unknown_settings_are_refused() -> None:
     with pytest.raises(UserError):
-        verify(_task(widht=4), FinalState(answer=fenced("import bpy\n")), VerifyContext(extras={"blender_pool": 1}))
+        verify(_task(widht=4), FinalState(answer=fenced("import bpy\n")),
+               VerifyContext(extras={"blender_pool": 1}))
 
 
 def test_shape_gate_and_resource_gate() -> None:
@@ -188,11 +195,13 @@ def test_render_checks_score_iou_and_colour() -> None:
 
     s = BlenderSettings(width=W, height=H)
     ref = _report()
-    same = render_checks(["Box"], ref, ref, decode_frames(ref, s), decode_frames(ref, s), s)  # type: ignore[arg-type]
+    frames = decode_frames(ref, s), decode_frames(ref, s)
+    same = render_checks(["Box"], ref, ref, *frames, s)  # type: ignore[arg-type]
     assert all(c.passed and c.score == 1.0 for c in same)
     empty = copy.deepcopy(ref)
     empty["ids"] = {}
-    missing = render_checks(["Box"], empty, ref, decode_frames(empty, s), decode_frames(ref, s), s)  # type: ignore[arg-type]
+    frames = decode_frames(empty, s), decode_frames(ref, s)
+    missing = render_checks(["Box"], empty, ref, *frames, s)  # type: ignore[arg-type]
     assert [c.score for c in missing] == [0.0, 0.0]
 
 
@@ -202,7 +211,8 @@ def test_the_report_inlines_kept_frames_beside_the_reference(tmp_path: Any) -> N
     png = b"\x89PNG\r\n\x1a\n" + bytes(16)
     (tmp_path / "a.png").write_bytes(png)
     (tmp_path / "r.png").write_bytes(png)
-    shown = _frames({"frames": [{"camera": 0, "candidate": str(tmp_path / "a.png"), "reference": str(tmp_path / "r.png")},
+    shown = _frames({"frames": [{"camera": 0, "candidate": str(tmp_path / "a.png"),
+                                 "reference": str(tmp_path / "r.png")},
                                 {"camera": 1, "candidate": str(tmp_path / "gone.png")},
                                 {"camera": 2, "candidate": "/etc/passwd"}]})
     assert len(shown) == 1 and shown[0]["candidate"].startswith("data:image/png;base64,")

@@ -1,6 +1,7 @@
 """The blender domain without Blender: determinism, tiers, what the prompt states and what the spec asks.
 
-Running the gold scripts and the controls in Blender is `tests/domains/blender/test_verifier.py` (marker `blender`).
+Running the gold scripts and the controls in Blender is `tests/domains/blender/test_verifier.py` (marker
+`blender`).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def test_rebuilt_exactly_from_seed_and_index() -> None:
 @pytest.mark.parametrize(("tier", "objects", "modifiers"), [
     ("easy", {"Plate", "Camera", "Sun"}, {"BEVEL"}),
     ("medium", {"Plate", "Ring", "Posts", "Camera", "Sun"}, {"BEVEL", "BOOLEAN", "ARRAY"}),
-    ("hard", {"Plate", "Ring", "Posts", "Tube", "Camera", "Sun", "Fill"}, {"BEVEL", "BOOLEAN", "ARRAY", "SOLIDIFY"}),
+    ("hard", {"Plate", "Ring", "Posts", "Tube", "Camera", "Sun", "Fill"},
+     {"BEVEL", "BOOLEAN", "ARRAY", "SOLIDIFY"}),
 ])
 def test_tiers_grow_in_objects_and_modifiers(tier: str, objects: set[str], modifiers: set[str]) -> None:
     for task in registry.make("blender", tier=tier).sample(4):
@@ -41,7 +43,8 @@ def test_hard_tier_asks_for_an_image_texture_and_medium_for_parenting_and_a_coll
     hard = json.loads(registry.make("blender", tier="hard").get(0).hidden["spec.json"])
     assert any(m.get("texture", "").startswith("textures/") for m in hard["materials"].values())
     medium = json.loads(registry.make("blender", tier="medium").get(0).hidden["spec.json"])
-    assert medium["objects"]["Ring"]["parent"] == "Plate" and medium["objects"]["Posts"]["collection"] == "Parts"
+    assert (medium["objects"]["Ring"]["parent"] == "Plate"
+            and medium["objects"]["Posts"]["collection"] == "Parts")
 
 
 def test_controls_cover_the_hacks() -> None:

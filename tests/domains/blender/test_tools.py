@@ -56,9 +56,11 @@ def test_run_preview_and_judge_an_episode(pools: tuple[SandboxPool, SandboxPool]
         broken = call_tool("run_scene", ctx, {"script": "import bpy\nraise RuntimeError('oops')\n"})
         assert broken.content.startswith("[exit_nonzero]") and "oops" in broken.content
         done = call_tool("run_scene", ctx, {"script": str(task.answer)})
-        assert done.content.startswith("[ok]") and "Plate [MESH]" in done.content and "Camera [CAMERA]" in done.content
+        assert (done.content.startswith("[ok]") and "Plate [MESH]" in done.content
+                and "Camera [CAMERA]" in done.content)
         preview = call_tool("render_preview", ctx, {})
         assert "= Plate" in preview.content and "camera 1:" in preview.content
         files = sandbox.read_files(None)
-    verdict = verify(task, FinalState(files=files, answer="done"), VerifyContext(extras={"blender_pool": bpool}))
+    verdict = verify(task, FinalState(files=files, answer="done"),
+                     VerifyContext(extras={"blender_pool": bpool}))
     assert verdict.passed and verdict.score == 1.0

@@ -1,4 +1,5 @@
-"""The `blender` verifier end to end, in Blender (the `blender` marker: `make test-blender` builds .venv-blender).
+"""The `blender` verifier end to end, in Blender (the `blender` marker: `make test-blender` builds
+.venv-blender).
 
 Gold scenes score 1 and every negative control 0; bad input (never saves, crashes Blender, renders forever,
 allocates past the limit, a scene that explodes only when inspected) scores 0 with the reason, is never an
@@ -67,7 +68,8 @@ def _failed(verdict: Verdict) -> str:
 
 
 @pytest.mark.parametrize("tier", ["easy", "medium", "hard"])
-def test_gold_scores_one_and_every_negative_zero(bpool: SandboxPool, tasks: dict[str, Task], tier: str) -> None:
+def test_gold_scores_one_and_every_negative_zero(bpool: SandboxPool, tasks: dict[str, Task],
+                                                 tier: str) -> None:
     results = prove(tasks[tier], VerifyContext(extras={"blender_pool": bpool}))
     assert {r.name for r in results} >= {"gold", "empty_script", "never_saves", "precomputed_file",
                                          "imports_reference", "bbox_wrong_shape", "echoed_prompt"}
@@ -75,7 +77,8 @@ def test_gold_scores_one_and_every_negative_zero(bpool: SandboxPool, tasks: dict
     assert _blender_processes() == []
 
 
-def test_frames_are_kept_beside_the_reference(bpool: SandboxPool, tasks: dict[str, Task], tmp_path: Path) -> None:
+def test_frames_are_kept_beside_the_reference(bpool: SandboxPool, tasks: dict[str, Task],
+                                              tmp_path: Path) -> None:
     verdict = _judge(bpool, tasks["easy"], str(tasks["easy"].answer), tmp_path)
     assert verdict.passed and verdict.score == 1.0
     frames = verdict.details["frames"]
@@ -86,10 +89,12 @@ def test_frames_are_kept_beside_the_reference(bpool: SandboxPool, tasks: dict[st
     assert {c.name.split(":")[0] for c in verdict.checks} >= {"render0", "render1", "gate"}
 
 
-def test_partial_credit_for_a_wrong_colour_and_a_misplaced_camera(bpool: SandboxPool, tasks: dict[str, Task]) -> None:
+def test_partial_credit_for_a_wrong_colour_and_a_misplaced_camera(bpool: SandboxPool,
+                                                                  tasks: dict[str, Task]) -> None:
     task = tasks["easy"]
     gold = str(task.answer)
-    script = gold.replace("bpy.context.scene.camera = cam\n", "bpy.context.scene.camera = cam\ncam.location.x += 1\n")
+    script = gold.replace("bpy.context.scene.camera = cam\n",
+                          "bpy.context.scene.camera = cam\ncam.location.x += 1\n")
     script = script.replace(SAVE, "for m in bpy.data.materials:\n    m.node_tree.nodes['Principled BSDF']"
                                   ".inputs['Base Color'].default_value = (0.2, 0.9, 0.9, 1)\n" + SAVE)
     verdict = _judge(bpool, task, script)
@@ -105,7 +110,8 @@ def test_never_saves(bpool: SandboxPool, tasks: dict[str, Task]) -> None:
 
 
 def test_blend_without_glb_fails_the_glb_gate(bpool: SandboxPool, tasks: dict[str, Task]) -> None:
-    script = str(tasks["easy"].answer).replace("bpy.ops.export_scene.gltf(filepath=os.path.abspath('scene.glb'))\n", "")
+    export = "bpy.ops.export_scene.gltf(filepath=os.path.abspath('scene.glb'))\n"
+    script = str(tasks["easy"].answer).replace(export, "")
     verdict = _judge(bpool, tasks["easy"], script)
     assert verdict.score == 0.0 and "gate:glb: scene.glb was not written" in _failed(verdict)
 
@@ -121,7 +127,8 @@ def _limited(task: Task, **limits: float) -> Task:
 
 def test_rendering_forever_times_out(bpool: SandboxPool, tasks: dict[str, Task]) -> None:
     task = _limited(tasks["easy"], exec_timeout_s=8.0)
-    script = ("import bpy\nbpy.ops.object.camera_add()\nbpy.context.scene.camera = bpy.context.active_object\n"
+    script = ("import bpy\nbpy.ops.object.camera_add()\nbpy.context.scene.camera = "
+              "bpy.context.active_object\n"
               "bpy.context.scene.render.engine = 'CYCLES'\nbpy.context.scene.cycles.samples = 1 << 20\n"
               "while True:\n    bpy.ops.render.render()\n")
     verdict = _judge(bpool, task, script)
@@ -135,9 +142,11 @@ def test_allocating_past_the_limit(bpool: SandboxPool, tasks: dict[str, Task]) -
 
 
 def test_a_scene_that_explodes_when_inspected_scores_zero(bpool: SandboxPool, tasks: dict[str, Task]) -> None:
-    task = tasks["easy"].model_copy(update={"verifier": {"inspect_timeout_s": 15.0, "inspect_memory_mb": 1024}})
+    task = tasks["easy"].model_copy(update={"verifier": {"inspect_timeout_s": 15.0,
+                                                         "inspect_memory_mb": 1024}})
     # the modifiers are off in the viewport, so the script itself stays cheap; rendering them is not
-    bomb = ("import bpy, os\nbpy.ops.mesh.primitive_ico_sphere_add(subdivisions=5)\nobj = bpy.context.active_object\n"
+    bomb = ("import bpy, os\nbpy.ops.mesh.primitive_ico_sphere_add(subdivisions=5)\nobj = "
+            "bpy.context.active_object\n"
             "sub = obj.modifiers.new('s', 'SUBSURF')\nsub.show_viewport = False\nsub.render_levels = 6\n"
             "arr = obj.modifiers.new('a', 'ARRAY')\narr.show_viewport = False\narr.count = 1000\n"
             "bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath('scene.blend'))\n")
@@ -163,13 +172,16 @@ def test_a_missing_texture_fails_the_resource_gate(bpool: SandboxPool, tasks: di
 
 def test_scripts_inside_the_saved_scene_never_run_when_it_is_inspected(bpool: SandboxPool,
                                                                         tasks: dict[str, Task]) -> None:
-    evil = ("text = bpy.data.texts.new('evil.py')\ntext.write('import os\\nos._exit(3)\\n')\ntext.use_module = True\n")
+    evil = ("text = bpy.data.texts.new('evil.py')\ntext.write('import "
+            "os\\nos._exit(3)\\n')\ntext.use_module = True\n")
     verdict = _judge(bpool, tasks["easy"], str(tasks["easy"].answer).replace(SAVE, evil + SAVE))
     assert verdict.passed and verdict.score == 1.0, _failed(verdict)
 
 
-def test_render_settings_of_the_scene_cannot_change_the_frames(bpool: SandboxPool, tasks: dict[str, Task]) -> None:
-    tricks = ("scene = bpy.context.scene\nscene.render.use_border = True\nscene.render.use_crop_to_border = True\n"
+def test_render_settings_of_the_scene_cannot_change_the_frames(bpool: SandboxPool,
+                                                               tasks: dict[str, Task]) -> None:
+    tricks = ("scene = bpy.context.scene\nscene.render.use_border = "
+              "True\nscene.render.use_crop_to_border = True\n"
               "scene.render.border_max_x = 0.5\nscene.render.resolution_percentage = 10\n"
               "scene.view_layers.new('Other')\nscene.view_layers[0].samples = 1\n")
     verdict = _judge(bpool, tasks["easy"], str(tasks["easy"].answer).replace(SAVE, tricks + SAVE))

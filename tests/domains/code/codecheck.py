@@ -82,10 +82,12 @@ def scores(cases: list[tuple[Task, FinalState]], timeout: float = 120.0) -> list
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_text(text)
             targets += [str(root / t) for t in tests]
-            expected.append(sum(len(re.findall(r"^\s*def test_", text, re.MULTILINE)) for text in tests.values()))
+            expected.append(sum(len(re.findall(r"^\s*def test_", text, re.MULTILINE))
+                                for text in tests.values()))
         xml = base / "report.xml"
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--continue-on-collection-errors",
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--import-mode=importlib", "--continue-on-collection-errors",
                         "-c", str(base / "pytest.ini"), "--rootdir", tmp, f"--junitxml={xml}", *targets],
                        cwd=tmp, env=env, capture_output=True, timeout=timeout, check=False)
         passed = [0] * len(cases)

@@ -49,7 +49,9 @@ def _no_known_outputs():
 
 
 def _verify(task: Task, files: dict[str, str], pool, seed: int):
-    return CodeVerifier(VerifyContext(pool=pool, seed=seed)).verify(task, FinalState(files={**task.workspace, **files}))
+    return CodeVerifier(VerifyContext(pool=pool, seed=seed)).verify(task,
+                                                                    FinalState(files={**task.workspace,
+                                                                                      **files}))
 
 
 def test_a_group_runs_the_reference_once(tasks: dict[str, Task], pool: SandboxPool) -> None:
@@ -63,7 +65,8 @@ def test_a_group_runs_the_reference_once(tasks: dict[str, Task], pool: SandboxPo
     judged = [json.dumps(c.model_dump()) for v in verdicts for c in v.checks if c.name.startswith("fresh:")]
     assert len(judged) == 8
     # each verification judges its own share of the task's pool: the seeds take different inputs from it
-    plans = [differential.prepare(task, _settings(task), task.solution, task.solution, None, s) for s in range(8)]
+    plans = [differential.prepare(task, _settings(task), task.solution, task.solution, None, s)
+             for s in range(8)]
     assert len({json.dumps(p.fresh) for p in plans}) > 1
     assert all(len(p.fresh) == 8 for p in plans)
     drawn = {json.dumps(a) for p in plans for a in p.fresh}
@@ -76,7 +79,8 @@ def _settings(task: Task):
     return settings_of(task, CodeSettings)
 
 
-def test_a_verdict_is_the_same_with_known_and_computed_outputs(tasks: dict[str, Task], pool: SandboxPool) -> None:
+def test_a_verdict_is_the_same_with_known_and_computed_outputs(tasks: dict[str, Task],
+                                                               pool: SandboxPool) -> None:
     task = tasks["io_sort"]
     partial = {"sorter.py": "def sort_numbers(nums):\n    return list(nums)\n"}
     for seed in (1, 2, 3):
@@ -87,7 +91,8 @@ def test_a_verdict_is_the_same_with_known_and_computed_outputs(tasks: dict[str, 
         assert 0 < computed.score < 1
 
 
-def test_only_inputs_the_reference_has_not_answered_are_run(tasks: dict[str, Task], pool: SandboxPool) -> None:
+def test_only_inputs_the_reference_has_not_answered_are_run(tasks: dict[str, Task],
+                                                            pool: SandboxPool) -> None:
     task = tasks["add"]
     spy = _CountingPool(pool)
     assert _verify(task, task.solution, spy, 0).passed
@@ -127,7 +132,8 @@ class _FailingReferencePool(_CountingPool):
         return super().run(argv, files=files, stdin=stdin, **kw)
 
 
-def test_a_failed_reference_run_is_not_kept(tasks: dict[str, Task], pool: SandboxPool, tmp_path: Path) -> None:
+def test_a_failed_reference_run_is_not_kept(tasks: dict[str, Task], pool: SandboxPool,
+                                            tmp_path: Path) -> None:
     task = tasks["io_sort"]
     spy = _FailingReferencePool(pool)
     lost = _verify(task, task.solution, spy, 0)
@@ -165,7 +171,8 @@ BROKEN = {
     "indentation": "def sort_numbers(nums):\nreturn sorted(nums)\n",
     "tabs": "def sort_numbers(nums):\n\tif nums:\n        return sorted(nums)\n\treturn []\n",
     "return_outside": "return sorted(nums)\n",
-    "future_import_late": "x = 1\nfrom __future__ import annotations\ndef sort_numbers(nums):\n    return sorted(nums)\n",
+    "future_import_late": "x = 1\nfrom __future__ import annotations\ndef sort_numbers(nums):\n    return "
+                          "sorted(nums)\n",
     "coding_cookie": "# -*- coding: latin-1 -*-\ndef sort_numbers(nums):\n    return 'caf\xe9' +\n",
 }
 
@@ -191,18 +198,22 @@ class _CountingLeases(_Hidden):
         return self.pool.python
 
 
-def test_only_a_module_that_cannot_compile_skips_the_sandbox(tasks: dict[str, Task], pool: SandboxPool) -> None:
+def test_only_a_module_that_cannot_compile_skips_the_sandbox(tasks: dict[str, Task],
+                                                             pool: SandboxPool) -> None:
     task = tasks["io_sort"]
     counted = _CountingLeases(pool)
     _verify(task, {"sorter.py": BROKEN["unclosed"]}, counted, 1)
     assert counted.leases == 0
-    for files in ({"sorter.py": "raise ImportError('at import')\n"},  # compiles, fails when run: the sandbox's
-                  {"sorter.py": BROKEN["unclosed"], "sorter/__init__.py": "def sort_numbers(n):\n    return sorted(n)\n"},
+    # compiles, fails when run: the sandbox's
+    for files in ({"sorter.py": "raise ImportError('at import')\n"},
+                  {"sorter.py": BROKEN["unclosed"],
+                   "sorter/__init__.py": "def sort_numbers(n):\n    return sorted(n)\n"},
                   {"sorter.py": BROKEN["unclosed"], "sorter.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"}):
         before = counted.leases
         v = _verify(task, files, counted, 1)
         assert counted.leases == before + 1, files
         assert v.infra_error is None
     package = _verify(task, {"sorter.py": BROKEN["unclosed"],
-                             "sorter/__init__.py": "def sort_numbers(n):\n    return sorted(n)\n"}, counted, 1)
+                             "sorter/__init__.py": "def sort_numbers(n):\n    return sorted(n)\n"}, counted,
+                             1)
     assert package.passed  # the package is what `import sorter` finds, not the broken module beside it

@@ -1,4 +1,5 @@
-"""The code verifier's settings: validated when a task loads, near misses answered, `visible_tests` honoured."""
+"""The code verifier's settings: validated when a task loads, near misses answered, `visible_tests`
+honoured."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,8 @@ STUB = "def double(x):\n    return x\n"
 FIXED = "def double(x):\n    return 2 * x\n"
 HIDDEN = {"test_hidden.py": "from calc import double\n\n\ndef test_double():\n    assert double(21) == 42\n"}
 WORKSPACE = {"calc.py": STUB,
-             "checks/check_calc.py": "from calc import double\n\n\ndef test_visible():\n    assert double(2) == 4\n",
+             "checks/check_calc.py": "from calc import double\n\n\ndef test_visible():\n    assert "
+                                     "double(2) == 4\n",
              "test_scratch.py": "def test_not_declared():\n    assert False, 'not a declared visible test'\n"}
 
 
@@ -42,12 +44,14 @@ def test_a_task_with_visible_tests_loads_runs_them_through_the_tool_and_verifies
 
 
 @pytest.mark.parametrize(("verifier", "needle"), [
-    ('visible_tests = ["checks/nope.py"]', r"\[verifier\.visible_tests\]: 'checks/nope\.py' is not in the workspace"),
+    ('visible_tests = ["checks/nope.py"]',
+     r"\[verifier\.visible_tests\]: 'checks/nope\.py' is not in the workspace"),
     ('visible_test = ["checks/check_calc.py"]',
      r"\[verifier\.visible_test\]: unknown field \(did you mean 'visible_tests'\?\)"),
     ('cases = { genrator = "g.py", reference = "r.py", entry = "calc:double" }',
      r"\[verifier\.cases\.genrator\]: unknown field \(did you mean 'generator'\?\)"),
-    ('[[verifier.checks]]\nknd = "ruff"', r"\[verifier\.checks\[0\]\.knd\]: unknown field \(did you mean 'kind'\?\)"),
+    ('[[verifier.checks]]\nknd = "ruff"',
+     r"\[verifier\.checks\[0\]\.knd\]: unknown field \(did you mean 'kind'\?\)"),
     ('tests_weight = "heavy"', r"\[verifier\.tests_weight\]: Input should be a valid number"),
 ])
 def test_bad_settings_are_one_line_naming_the_file_the_key_and_the_fix(tmp_path: Path, verifier: str,

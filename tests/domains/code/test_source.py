@@ -34,9 +34,11 @@ def test_rebuilt_exactly_from_seed_and_index(tier: str) -> None:
 def test_same_tasks_in_another_process_with_another_hash_seed() -> None:
     code = ("import hashlib\nfrom rlvr.tasks import registry\nh = hashlib.sha256()\n"
             "for tier in ('tiny', 'easy', 'medium', 'hard'):\n    src = registry.make('code', tier=tier)\n"
-            "    for i in range(10):\n        t = src.get(i)\n        h.update(t.model_dump_json().encode())\n"
+            "    for i in range(10):\n        t = src.get(i)\n        "
+            "h.update(t.model_dump_json().encode())\n"
             "        h.update(str(src.negatives(t)).encode())\nprint(h.hexdigest())")
-    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              timeout=120,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert len(digests) == 1 and len(digests.pop().strip()) == 64
 
@@ -57,7 +59,8 @@ def test_tiny_tier_is_short_ascii_and_single_turn() -> None:
         shown = {repr(a[0]) for a, _ in t.metadata["visible"]}
         assert t.verifier["io"] == {"file": "io_cases.txt", "entry": "solution:f", "partial": False}
         assert set(t.hidden) == {"io_cases.txt"}
-        hidden_args = {repr(args[0]) for args, _ in (ast.literal_eval(x) for x in t.hidden["io_cases.txt"].splitlines())}
+        hidden_args = {repr(args[0]) for args,
+                       _ in (ast.literal_eval(x) for x in t.hidden["io_cases.txt"].splitlines())}
         assert len(hidden_args) == 5 and not shown & hidden_args  # hidden inputs are fresh
 
 

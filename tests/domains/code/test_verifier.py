@@ -1,4 +1,5 @@
-"""The code verifier against the red-team suite: honest solutions score right with no flag, hacks never pass."""
+"""The code verifier against the red-team suite: honest solutions score right with no flag, hacks never
+pass."""
 from __future__ import annotations
 
 import json
@@ -44,7 +45,8 @@ def verify(task: Task, final: FinalState, ctx: VerifyContext) -> Verdict:
 
 
 @pytest.mark.parametrize("case", HONEST, ids=lambda c: f"{c.task}-{c.name}")
-def test_honest_solutions_score_right_without_flags(case: Honest, tasks: dict[str, Task], pool: SandboxPool) -> None:
+def test_honest_solutions_score_right_without_flags(case: Honest, tasks: dict[str, Task],
+                                                    pool: SandboxPool) -> None:
     v = verify(tasks[case.task], _final(tasks[case.task], case.edits, case.deletes), _ctx(pool))
     assert v.infra_error is None
     assert v.flags == [], [(f.kind, f.evidence) for f in v.flags]
@@ -73,7 +75,8 @@ def test_hacks_never_pass_and_are_named(hack: Hack, tasks: dict[str, Task], pool
 def test_red_team_suite_is_large_enough() -> None:
     assert len(TASKS) >= 8
     assert len({(h.task, h.name) for h in HACKS}) >= 30
-    assert {h.flag for h in HACKS} >= {"tampering", "exit_trick", "report_forgery", "special_casing", "always_equal",
+    assert {h.flag for h in HACKS} >= {"tampering", "exit_trick", "report_forgery", "special_casing",
+                                       "always_equal",
                                        "no_change"}
 
 
@@ -83,13 +86,16 @@ def _task(tmp_path: Path, name: str, toml: str = "", workspace: dict[str, str] |
     from tests.verify.redteam import RedTask
 
     return load_task_dir(build(tmp_path, RedTask(name, workspace or {"m.py": "def f():\n    return 0\n"},
-                                                 hidden or {"test_h.py": "from m import f\n\n\ndef test_f():\n"
-                                                                         "    assert f() == 1\n"}, solution or {},
+                                                 hidden
+                                                 or {"test_h.py": "from m import f\n\n\ndef test_f():\n"
+                                                                         "    assert f() == 1\n"},
+                                                                         solution or {},
                                                  toml)))
 
 
 def test_unknown_verifier_key_is_a_user_error_naming_the_field(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"task\.toml \[verifier\.weigths\]: unknown field \(did you mean 'weights'"):
+    with pytest.raises(UserError,
+                       match=r"task\.toml \[verifier\.weigths\]: unknown field \(did you mean 'weights'"):
         _task(tmp_path, "typo", "[verifier]\nweigths = {}\n")  # refused when the task loads
 
 
@@ -100,7 +106,8 @@ def test_missing_hidden_file_is_a_user_error(tmp_path: Path) -> None:
 
 def test_weights_skips_and_xfails(tmp_path: Path, pool: SandboxPool) -> None:
     hidden = {"test_h.py": "import pytest\nfrom m import f\n\n\ndef test_a():\n    assert f() == 1\n\n\n"
-                           "def test_b():\n    assert f() == 2\n\n\ndef test_skip():\n    pytest.skip('no network')\n\n\n"
+                           "def test_b():\n    assert f() == 2\n\n\ndef test_skip():\n    pytest.skip('no "
+                           "network')\n\n\n"
                            "@pytest.mark.xfail(reason='known')\ndef test_xf():\n    assert f() == 99\n"}
     toml = ('[verifier]\nweights = { "test_h.py::test_a" = 3.0 }\nallowed_skips = ["test_h.py::test_skip"]\n'
             'allowed_xfails = ["test_h.py::test_xf"]\n')
@@ -177,8 +184,8 @@ def test_sandbox_failure_is_infra_error_not_zero(tasks: dict[str, Task]) -> None
 
 
 def test_structural_checks_give_partial_credit(tmp_path: Path, pool: SandboxPool) -> None:
-    toml = ('[verifier]\nchecks = [{ kind = "compile" }, { kind = "import" }, { kind = "ruff", select = ["F"], '
-            'max_issues = 4 }, { kind = "types", max_issues = 2 }]\n')
+    toml = ('[verifier]\nchecks = [{ kind = "compile" }, { kind = "import" }, { kind = "ruff", '
+            'select = ["F"], max_issues = 4 }, { kind = "types", max_issues = 2 }]\n')
     task = _task(tmp_path, "checks", toml)
     clean = "def f() -> int:\n    return 1\n"
     v = verify(task, FinalState(files={"m.py": clean}), _ctx(pool))
@@ -206,7 +213,8 @@ def test_cli_verify_json_and_errors(tasks: dict[str, Task], tmp_path: Path, cli,
     r = cli(["verify", str(task_dir), str(ws), "--json"])
     assert r.code == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["passed"] is True and data["score"] == 1.0 and data["flags"] == [] and data["infra_error"] is None
+    assert (data["passed"] is True and data["score"] == 1.0 and data["flags"] == []
+            and data["infra_error"] is None)
     assert "total" in data["timings"]
     r = cli(["verify", str(task_dir), str(task_dir / "workspace")])
     assert r.code == 0 and "no_change" in r.stdout
@@ -217,7 +225,8 @@ def test_cli_verify_json_and_errors(tasks: dict[str, Task], tmp_path: Path, cli,
 
 
 def test_large_operands_are_probed_not_carried(tmp_path: Path, pool: SandboxPool) -> None:
-    hidden = {"test_h.py": "from m import f\n\n\ndef test_big():\n    assert f(6000) == list(range(6000))\n\n\n"
+    hidden = {"test_h.py": "from m import f\n\n\ndef test_big():\n    assert f(6000) == "
+                           "list(range(6000))\n\n\n"
                            "def test_nested():\n    assert f(3) == [0, 1, 2]\n"}
     task = _task(tmp_path, "big", "", hidden=hidden)
     v = verify(task, FinalState(files={"m.py": "def f(n):\n    return list(range(n))\n"}), _ctx(pool))
@@ -229,7 +238,8 @@ def test_large_operands_are_probed_not_carried(tmp_path: Path, pool: SandboxPool
 
 
 def test_regression_gate_zeroes_the_score(pool: SandboxPool) -> None:
-    """A fix that passes the weighted (fail-to-pass) test but breaks a gated (pass-to-pass) test earns nothing."""
+    """A fix that passes the weighted (fail-to-pass) test but breaks a gated (pass-to-pass) test earns
+    nothing."""
     task = Task(
         id="gate", domain="code", prompt="Fix inc without breaking dec.",
         workspace={"m.py": "def inc(x):\n    return x\n\ndef dec(x):\n    return x - 1\n"},
@@ -238,10 +248,12 @@ def test_regression_gate_zeroes_the_score(pool: SandboxPool) -> None:
         verifier={"tests": ["test_m.py"], "weights": {"test_m.py::test_dec": 0.0},
                   "gate": ["test_m.py::test_dec"]},
     )
-    good = verify(task, FinalState(files={"m.py": "def inc(x):\n    return x + 1\n\ndef dec(x):\n    return x - 1\n"}),
+    good = verify(task, FinalState(files={"m.py": "def inc(x):\n    return x + 1\n\ndef dec(x):\n    "
+                                                  "return x - 1\n"}),
                   _ctx(pool))
     assert good.passed and good.score == 1.0
-    broken = verify(task, FinalState(files={"m.py": "def inc(x):\n    return x + 1\n\ndef dec(x):\n    return x\n"}),
+    broken = verify(task, FinalState(files={"m.py": "def inc(x):\n    return x + 1\n\ndef dec(x):\n   "
+                                                    " return x\n"}),
                     _ctx(pool))
     assert not broken.passed and broken.score == 0.0
     assert broken.details["gates_failed"] == ["test_m.py::test_dec"]
@@ -282,19 +294,22 @@ class _SpyPool:
 def test_io_expected_results_never_enter_the_sandbox(tasks: dict[str, Task], pool: SandboxPool) -> None:
     task = tasks["io_sort"]
     spy = _SpyPool(pool)
-    REFERENCE_OUTPUTS.clear()  # so that the reference runs here (an earlier test may have run it for the task)
+    # so that the reference runs here (an earlier test may have run it for the task)
+    REFERENCE_OUTPUTS.clear()
     v = verify(task, _final(task, task.solution), VerifyContext(pool=spy))  # type: ignore[arg-type]
     assert v.passed and v.score == 1.0
     assert [c.name for c in v.checks] == ["io:sorter:sort_numbers", "fresh:sorter:sort_numbers"]
     reference, files = spy.files  # the reference's run on the fresh inputs, then the candidate's
-    assert not any(p.startswith("cand/") for p in reference) and not any(p.startswith("judge/ref/") for p in files)
+    assert not any(p.startswith("cand/") for p in reference) and not any(p.startswith("judge/ref/")
+                                                                         for p in files)
     shipped = "\n".join(t if isinstance(t, str) else t.decode("latin-1") for t in files.values())
     assert "[-1, 0, 10]" not in shipped and "[3, 4, 5]" not in shipped  # expected results stay on the host
     assert not any(p.endswith("io_cases.txt") for p in files)
     assert not any("pytest" in p for p in files)  # the lean run needs no pytest configuration
 
 
-@pytest.mark.parametrize("text, match", [("([1], 2)\n", "literal"), ("((1,), 2)\n__import__('os')\n", "literal"),
+@pytest.mark.parametrize("text, match",
+                         [("([1], 2)\n", "literal"), ("((1,), 2)\n__import__('os')\n", "literal"),
                                          ("((1,), object)\n", "literal"), ("\n", "no io cases"),
                                          ("((1,), {1, 2})\n((b'x',), 1j)\n", None)])
 def test_io_cases_file_is_parsed_as_literals_only(tmp_path: Path, pool: SandboxPool, text: str,
@@ -323,7 +338,8 @@ def test_io_verification_is_cheaper_than_pytest(tasks: dict[str, Task], pool: Sa
     io_task = tasks["io_sort"]
     lines = [ast_case for ast_case in io_task.hidden["io_cases.txt"].splitlines()]
     tests = "from sorter import sort_numbers\n" + "".join(
-        f"\n\ndef test_{i}():\n    assert sort_numbers{line[1:line.index('),') + 1]} == {line[line.index('),') + 3:-1]}\n"
+        f"\n\ndef test_{i}():\n    assert sort_numbers{line[1:line.index('),') + 1]} == "
+        f"{line[line.index('),') + 3:-1]}\n"
         for i, line in enumerate(lines))
     py_task = io_task.model_copy(update={"hidden": {"test_hidden.py": tests},
                                          "verifier": {"tests": ["test_hidden.py"]}})
@@ -353,7 +369,8 @@ def test_candidate_syntax_warnings_stay_out_of_the_host_output(pool: SandboxPool
 
 HIDDEN_PACKAGE = {
     "hidden_tests/tests/__init__.py": (
-        "from calc import add\n\n\nclass AddMixin:\n    def test_add(self):\n        assert add(2, 3) == 5\n"),
+        "from calc import add\n\n\nclass AddMixin:\n    def test_add(self):\n        assert "
+        "add(2, 3) == 5\n"),
     "hidden_tests/tests/helpers.py": "def pairs():\n    return [(1, 1, 2), (0, 4, 4)]\n",
     "hidden_tests/tests/test_calc.py": (
         "import unittest\n\nfrom . import AddMixin\nfrom .helpers import pairs\nfrom calc import add\n\n\n"
@@ -365,17 +382,19 @@ HIDDEN_PACKAGE = {
 @pytest.mark.parametrize("body, score, flagged", [
     ("def add(a, b):\n    return a + b\n", 1.0, False),
     ("def add(a, b):\n    return a - b\n", 0.0, False),
-    ("class Eq:\n    def __eq__(self, o):\n        return True\n\n\ndef add(a, b):\n    return Eq()\n", 0.0, True),
+    ("class Eq:\n    def __eq__(self, o):\n        return True\n\n\ndef add(a, b):\n    return Eq()\n", 0.0,
+     True),
 ])
 def test_hidden_tests_in_a_package_import_their_siblings_relatively(pool, body, score, flagged) -> None:
-    """A project's tests that import from their own package (`from . import Mixin`, `from .helpers import f`) run
-    under the harness, the package's `__init__.py` asserts rewritten like the test module's (an always-equal
-    result is caught in the mixin's test too)."""
+    """A project's tests that import from their own package (`from . import Mixin`, `from .helpers import f`)
+    run under the harness, the package's `__init__.py` asserts rewritten like the test module's (an
+    always-equal result is caught in the mixin's test too)."""
     task = Task(id="pkg", domain="repo", prompt="p", workspace={"calc.py": "def add(a, b):\n    return 0\n"},
                 hidden=HIDDEN_PACKAGE, verifier={"tests": ["hidden_tests/tests/test_calc.py"]})
     v = verify(task, FinalState(files={"calc.py": body}), _ctx(pool))
     assert v.infra_error is None and v.score == score, [(c.name, c.detail[:200]) for c in v.checks]
-    assert {c.name.rsplit("::", 1)[-1] for c in v.checks if c.name.startswith("hidden")} == {"test_add", "test_pairs"}
+    assert {c.name.rsplit("::", 1)[-1] for c in v.checks if c.name.startswith("hidden")} == {"test_add",
+                                                                                             "test_pairs"}
     assert bool(v.flags) == flagged, v.flags
 
 
@@ -384,7 +403,8 @@ def test_a_src_layout_package_wins_over_an_installed_one_of_the_same_name(pool) 
     harness (the installed copy is neither pre-imported nor first on the path)."""
     task = Task(id="srcpkg", domain="repo", prompt="p",
                 workspace={"src/typer/__init__.py": "WHERE = 'nowhere'\n"},
-                hidden={"tests/test_where.py": "import typer\n\n\ndef test_where():\n    assert typer.WHERE == 'workspace'\n"},
+                hidden={"tests/test_where.py": "import typer\n\n\ndef test_where():\n    assert typer.WHERE "
+                                               "== 'workspace'\n"},
                 verifier={"tests": ["tests/test_where.py"], "import_roots": ["src"]})
     good = verify(task, FinalState(files={"src/typer/__init__.py": "WHERE = 'workspace'\n"}), _ctx(pool))
     assert good.score == 1.0 and good.passed, [(c.name, c.detail[:300]) for c in good.checks]
@@ -393,8 +413,9 @@ def test_a_src_layout_package_wins_over_an_installed_one_of_the_same_name(pool) 
 
 
 def test_an_unisolated_verification_never_walks_the_hosts_tmp(tmp_path: Path) -> None:
-    """Without a file size cap there is no file at the cap to find, and /tmp is the host's: walking it (hundreds of
-    thousands of files on a busy machine) outlasted the run's deadline and the verdict came back empty."""
+    """Without a file size cap there is no file at the cap to find, and /tmp is the host's: walking it
+    (hundreds of thousands of files on a busy machine) outlasted the run's deadline and the verdict came back
+    empty."""
     import stat
     import sys
 
@@ -412,7 +433,8 @@ def test_an_unisolated_verification_never_walks_the_hosts_tmp(tmp_path: Path) ->
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     task = _task(tmp_path, "walk")
     with UnsafePool(python=str(wrapper), warn=False) as pool:
-        assert pool.run(["python", "-c", "import os; os.scandir('/tmp')"]).ok and log.read_text() == "/tmp\n"  # seen
+        # seen
+        assert pool.run(["python", "-c", "import os; os.scandir('/tmp')"]).ok and log.read_text() == "/tmp\n"
         log.unlink()
         v = verify(task, _final(task, {"m.py": "def f():\n    return 1\n"}), _ctx(pool))
     assert v.infra_error is None and v.passed, v
@@ -426,10 +448,11 @@ SUBTESTS = ("import unittest\n\nfrom m import f\n\n\nclass T(unittest.TestCase):
             "            assert f(x) == x + 1\n")
 
 
-@pytest.mark.parametrize(("body", "score"), [("return x + 1", 1.0), ("return x + 1 if x not in (2, 5) else 0", 0.0)])
+@pytest.mark.parametrize(("body", "score"),
+                         [("return x + 1", 1.0), ("return x + 1 if x not in (2, 5) else 0", 0.0)])
 def test_sub_tests_are_judged_not_flagged(tmp_path: Path, pool: SandboxPool, body: str, score: float) -> None:
-    """unittest's `subTest` and pytest's `subtests` report each sub-test under the test's own id: a real suite's
-    sub-tests are neither a duplicate report nor hidden when one fails."""
+    """unittest's `subTest` and pytest's `subtests` report each sub-test under the test's own id: a real
+    suite's sub-tests are neither a duplicate report nor hidden when one fails."""
     task = _task(tmp_path, "subtests", hidden={"test_h.py": SUBTESTS})
     v = verify(task, _final(task, {"m.py": f"def f(x):\n    {body}\n"}), _ctx(pool))
     assert v.infra_error is None and v.flags == [], v.flags
@@ -437,7 +460,8 @@ def test_sub_tests_are_judged_not_flagged(tmp_path: Path, pool: SandboxPool, bod
 
 
 SIBLING_TESTS = {"tests/helpers.py": "def check(got, want):\n    assert got == want\n",
-                 "tests/conftest.py": "from helpers import check  # noqa: F401  (a conftest imports it too)\n",
+                 "tests/conftest.py": "from helpers import check  # noqa: F401  (a conftest "
+                                      "imports it too)\n",
                  "tests/test_h.py": "from helpers import check\nfrom m import f\n\n\ndef test_f():\n"
                                     "    check(f(), 1)\n"}
 
@@ -445,15 +469,18 @@ SIBLING_TESTS = {"tests/helpers.py": "def check(got, want):\n    assert got == w
 @pytest.mark.parametrize(("body", "score", "flag"), [
     ("def f():\n    return 1\n", 1.0, None),
     ("def f():\n    return 2\n", 0.0, None),
-    ("class Anything:\n    def __eq__(self, other):\n        return True\n\n\ndef f():\n    return Anything()\n",
+    ("class Anything:\n    def __eq__(self, other):\n        return True\n\n\ndef f():\n    return "
+     "Anything()\n",
      0.0, "always_equal"),
     ("def f():\n    import helpers\n    return 1\n", 0.0, "special_casing"),
 ])
-def test_hidden_tests_import_the_modules_beside_them(tmp_path: Path, pool: SandboxPool, body: str, score: float,
+def test_hidden_tests_import_the_modules_beside_them(tmp_path: Path, pool: SandboxPool, body: str,
+                                                     score: float,
                                                      flag: str | None) -> None:
     """`from helpers import check` in tests/ without an __init__.py works under pytest (its import mode puts
     tests/ on sys.path), so it works under the harness: the helper comes from the judge directory with its
-    asserts rewritten (an always-equal result is caught inside it), and a candidate that imports it is caught."""
+    asserts rewritten (an always-equal result is caught inside it), and a candidate that imports it is
+    caught."""
     task = _task(tmp_path, "siblings", hidden=SIBLING_TESTS)
     v = verify(task, _final(task, {"m.py": body}), _ctx(pool))
     assert v.infra_error is None and v.score == score, (v.checks, v.details.get("output_tail"))
@@ -470,10 +497,11 @@ USES_CALLER = "from warn import caller\n\n\ndef f():\n    caller()\n    return 1
     (CALLER.replace("_getframe(1)", "_getframe(2)"), True),  # the candidate's own inspection
     (CALLER.replace("caller():\n    return", "caller():\n    return 0 and None or"), True),
 ])
-def test_stack_inspection_by_the_tasks_own_code_is_not_the_candidates(tmp_path: Path, pool: SandboxPool, warn: str,
+def test_stack_inspection_by_the_tasks_own_code_is_not_the_candidates(tmp_path: Path, pool: SandboxPool,
+                                                                      warn: str,
                                                                      flagged: bool) -> None:
-    """A real project's own code may read its caller's frame (a deprecation helper naming the caller): a line the
-    task shipped it on raises nothing; a line the candidate wrote does."""
+    """A real project's own code may read its caller's frame (a deprecation helper naming the caller): a line
+    the task shipped it on raises nothing; a line the candidate wrote does."""
     task = _task(tmp_path, "caller", workspace={"m.py": "def f():\n    return 0\n", "warn.py": CALLER})
     v = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": warn}), _ctx(pool))
     assert v.infra_error is None and v.score == 1.0
@@ -504,30 +532,35 @@ def test_a_deselected_gate_is_refused(tmp_path: Path) -> None:
         _task(tmp_path, "both", toml=toml)
 
 
-def test_stack_inspection_the_reference_solution_restores_is_the_tasks(tmp_path: Path, pool: SandboxPool) -> None:
-    """An "implement this" task built from a real project whose removed body read its caller's frame: the gold,
-    which restores it, is not flagged; the same body with another frame read is."""
+def test_stack_inspection_the_reference_solution_restores_is_the_tasks(tmp_path: Path,
+                                                                       pool: SandboxPool) -> None:
+    """An "implement this" task built from a real project whose removed body read its caller's frame: the
+    gold, which restores it, is not flagged; the same body with another frame read is."""
     stub = "import sys\n\n\ndef caller():\n    pass\n"
     task = _task(tmp_path, "restored", workspace={"m.py": "def f():\n    return 0\n", "warn.py": stub},
                  solution={"warn.py": CALLER})
     gold = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": CALLER}), _ctx(pool))
     assert gold.passed and gold.flags == [], gold.flags
-    other = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": CALLER.replace("(1)", "(2)")}), _ctx(pool))
+    other = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": CALLER.replace("(1)", "(2)")}),
+                   _ctx(pool))
     assert "special_casing" in {f.kind for f in other.flags}
 
 
-PROJECT = ("def f():\n    return 0\n\n\ndef quiet(g):\n    try:\n        return g()\n    except:  # noqa: E722\n"
+PROJECT = ("def f():\n    return 0\n\n\ndef quiet(g):\n    try:\n        return g()\n    except:  # "
+           "noqa: E722\n"
            "        return None\n")
 
 
 @pytest.mark.parametrize(("extra", "flagged"), [
     ("", False),  # the project's own bare except, left where it was
-    ("\n\ndef g():\n    try:\n        return 1\n    except:  # noqa: E722\n        return 1\n", True),  # one more
+    ("\n\ndef g():\n    try:\n        return 1\n    except:  # noqa: E722\n        return 1\n", True),
+    # one more
 ])
-def test_a_projects_own_flagged_constructs_are_not_the_candidates(tmp_path: Path, pool: SandboxPool, extra: str,
+def test_a_projects_own_flagged_constructs_are_not_the_candidates(tmp_path: Path, pool: SandboxPool,
+                                                                  extra: str,
                                                                   flagged: bool) -> None:
-    """A real project's file that already swallows every exception somewhere: an honest fix elsewhere in it is not
-    a catch-all; a new one of the same kind is."""
+    """A real project's file that already swallows every exception somewhere: an honest fix elsewhere in it is
+    not a catch-all; a new one of the same kind is."""
     task = _task(tmp_path, "own", workspace={"m.py": PROJECT})
     v = verify(task, _final(task, {"m.py": PROJECT.replace("return 0", "return 1") + extra}), _ctx(pool))
     assert v.infra_error is None and v.score == 1.0
@@ -537,7 +570,8 @@ def test_a_projects_own_flagged_constructs_are_not_the_candidates(tmp_path: Path
 def test_hidden_tests_compile_with_their_own_future_flags(tmp_path: Path, pool: SandboxPool) -> None:
     """The harness's own `from __future__ import annotations` must not leak into the hidden tests it compiles:
     a real suite that compares annotations (functools.wraps, dataclasses) saw strings instead of classes."""
-    hidden = {"test_h.py": "from m import f\n\n\ndef g(x: int) -> str:\n    return str(x)\n\n\ndef test_f():\n"
+    hidden = {"test_h.py": "from m import f\n\n\ndef g(x: int) -> str:\n    return str(x)\n\n\ndef "
+                           "test_f():\n"
                            "    assert g.__annotations__ == {'x': int, 'return': str}\n    assert f() == 1\n"}
     task = _task(tmp_path, "future", hidden=hidden)
     v = verify(task, _final(task, {"m.py": "def f():\n    return 1\n"}), _ctx(pool))
@@ -548,19 +582,23 @@ def _with_main_block(task: Task, gold_files: dict[str, str], before: str = "") -
     """The gold solution, plus a main-guard block that runs the visible tests' assertions on itself."""
     tests = "\n".join(t for p, t in task.workspace.items() if p.startswith("test_"))
     checks = "\n".join("    " + ln.strip() for ln in tests.splitlines() if ln.strip().startswith("assert"))
-    return {**gold_files, "solution.py": before + gold_files["solution.py"] + "\n\nif __name__ == \"__main__\":\n"
+    return {**gold_files,
+            "solution.py": before + gold_files["solution.py"] + "\n\nif __name__ == \"__main__\":\n"
             + checks + "\n    print('all examples pass')\n"}
 
 
 @pytest.mark.parametrize("tier, index", [("easy", 1), ("medium", 4), ("hard", 1), ("hard", 4)])
-def test_a_main_guard_that_runs_the_visible_examples_is_not_special_casing(pool: SandboxPool, tier, index) -> None:
-    """Those honest solutions were flagged `special_casing` (the examples' literals in the block) and failed."""
+def test_a_main_guard_that_runs_the_visible_examples_is_not_special_casing(pool: SandboxPool, tier,
+                                                                           index) -> None:
+    """Those honest solutions were flagged `special_casing` (the examples' literals in the block) and
+    failed."""
     from rlvr.tasks import registry
     from rlvr.verify.base import verify
 
     src = registry.make("code", tier=tier)
     task = src.get(index)
-    verdict = verify(task, FinalState(files=_with_main_block(task, src.gold(task).files)), VerifyContext(pool=pool))
+    verdict = verify(task, FinalState(files=_with_main_block(task, src.gold(task).files)),
+                     VerifyContext(pool=pool))
     assert verdict.passed and verdict.score == 1.0 and not verdict.flags, verdict.flags
 
 
@@ -583,13 +621,14 @@ def _tiny_param(task: Task) -> str:
 
 
 def test_honest_wrong_expressions_on_the_tiny_tier_are_not_parroting(pool: SandboxPool) -> None:
-    """The quickstart's own failure mode: an expression that reads its answer off the input (`xs[0]`, `len(xs)`,
-    `s[-1]`) is wrong, not copied from the prompt, though its results are small digits or letters that the
-    examples also hold. A constant taken from the examples' outputs is still parroting."""
+    """The quickstart's own failure mode: an expression that reads its answer off the input (`xs[0]`,
+    `len(xs)`, `s[-1]`) is wrong, not copied from the prompt, though its results are small digits or letters
+    that the examples also hold. A constant taken from the examples' outputs is still parroting."""
     from rlvr.tasks import registry
 
     source = registry.make("code", tier="tiny")
-    reads = {"xs": ["xs[0]", "xs[-1]", "len(xs)", "max(xs)", "min(xs)", "xs[1:]"], "s": ["s[0]", "s[-1]", "s[1:]"]}
+    reads = {"xs": ["xs[0]", "xs[-1]", "len(xs)", "max(xs)", "min(xs)", "xs[1:]"],
+             "s": ["s[0]", "s[-1]", "s[1:]"]}
     judged = parrots = 0
     for index in range(16):
         task = source.get(index)
@@ -599,7 +638,8 @@ def test_honest_wrong_expressions_on_the_tiny_tier_are_not_parroting(pool: Sandb
             judged += not v.passed
             assert "parroting" not in {f.kind for f in v.flags}, (task.prompt, answer, v.flags)
         outputs = [w for _, w in task.metadata["visible"]]
-        constant = next((w for w in outputs if isinstance(w, int) and not isinstance(w, bool) and w not in (0, 1)
+        constant = next((w for w in outputs if isinstance(w, int) and not isinstance(w, bool)
+                         and w not in (0, 1)
                          and outputs.count(w) == 1), None)
         if constant is not None and task.metadata["reference_answer"] != repr(constant):
             v = verify(task, FinalState(answer=repr(constant)), _ctx(pool))
@@ -608,8 +648,8 @@ def test_honest_wrong_expressions_on_the_tiny_tier_are_not_parroting(pool: Sandb
 
 
 def test_tiny_tier_rewards_an_expression_only_when_every_case_passes(pool: SandboxPool) -> None:
-    """An expression right on some hidden inputs by coincidence (`xs[0]` where the first is the largest) scores
-    0 by default; `partial = true` gives the share (scaled by the fresh inputs')."""
+    """An expression right on some hidden inputs by coincidence (`xs[0]` where the first is the largest)
+    scores 0 by default; `partial = true` gives the share (scaled by the fresh inputs')."""
     from rlvr.tasks import registry
 
     binary, shares = registry.make("code", tier="tiny"), registry.make("code", tier="tiny", partial=True)

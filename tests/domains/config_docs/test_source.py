@@ -34,7 +34,8 @@ def test_gold_scores_one_and_negatives_zero() -> None:
         gold = VERIFIER.verify(task, src.gold(task))
         assert gold.score == 1.0 and gold.passed, [c for c in gold.checks if not c.passed]
         negatives = src.negatives(task)
-        assert {"empty_answer", "echoed_prompt", "wrong_config", "buried_among_wrong", "hedged_answers"} <= set(
+        assert {"empty_answer", "echoed_prompt", "wrong_config", "buried_among_wrong",
+                "hedged_answers"} <= set(
             negatives)
         for name, final in negatives.items():
             assert VERIFIER.verify(task, final).score == 0.0, name

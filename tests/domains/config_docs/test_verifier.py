@@ -77,7 +77,8 @@ def test_hostile_or_malformed_answers_score_zero(response: str) -> None:
 
 def test_fenced_json_inside_tags_is_accepted() -> None:
     task = _task()
-    assert VERIFIER.verify(task, FinalState(answer=f"<answer>```json\n{task.answer}\n```</answer>")).score == 1.0
+    assert VERIFIER.verify(task,
+                           FinalState(answer=f"<answer>```json\n{task.answer}\n```</answer>")).score == 1.0
     assert parse_json_answer("<answer>{\"a\": 1}</answer>") == ({"a": 1}, "")
 
 

@@ -40,7 +40,8 @@ def test_gold_one_and_controls_zero_under_pytest() -> None:
         for name, final in src.negatives(t).items():
             cases.append((t, final))
             labels.append(f"{t.id}/{name}")
-    assert {"empty_answer", "echoed_prompt", "wrong_answer", "buried_answer"} <= {x.split("/")[1] for x in labels}
+    assert {"empty_answer", "echoed_prompt", "wrong_answer",
+            "buried_answer"} <= {x.split("/")[1] for x in labels}
     got = scores(cases)
     assert [(lab, s) for lab, s in zip(labels, got) if s != (1.0 if lab.endswith("gold") else 0.0)] == []
 

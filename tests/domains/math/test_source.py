@@ -43,7 +43,8 @@ def test_gold_scores_one_and_negatives_zero(pack: str | None) -> None:
     for task in src.sample(20 if pack else 40):
         assert VERIFIER.verify(task, src.gold(task)).score == 1.0, task.answer
         negatives = src.negatives(task)
-        assert {"empty_answer", "echoed_prompt", "wrong_answer", "buried_answer", "hedged_answers"} <= set(negatives)
+        assert {"empty_answer", "echoed_prompt", "wrong_answer", "buried_answer",
+                "hedged_answers"} <= set(negatives)
         for name, final in negatives.items():
             assert VERIFIER.verify(task, final).score == 0.0, (task.answer, name)
 

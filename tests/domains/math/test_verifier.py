@@ -17,14 +17,16 @@ def _score(gold: str, response: str) -> float:
 
 @pytest.mark.parametrize("gold,answer", [
     ("\\frac{1}{2}", "0.5"), ("\\frac{1}{2}", "1/2"), ("\\{1, 2\\}", "\\{2, 1\\}"), ("[1, 2)", "[1,2)"),
-    ("6\\sqrt{2}", "\\sqrt{72}"), ("4", "x = 4"), ("4", "The answer is 4"), ("4", "4."), ("4", "4 \\\\ 4"), ("x^2 + 4x + 4", "(x+2)^2"), ("4", "$4$"), ("9\\pi", "9 \\pi"),
+    ("6\\sqrt{2}", "\\sqrt{72}"), ("4", "x = 4"), ("4", "The answer is 4"), ("4", "4."), ("4", "4 \\\\ 4"),
+    ("x^2 + 4x + 4", "(x+2)^2"), ("4", "$4$"), ("9\\pi", "9 \\pi"),
 ])
 def test_equivalent_forms(gold: str, answer: str) -> None:
     assert equivalent(gold, answer)
 
 
 @pytest.mark.parametrize("gold,answer", [
-    ("4", "3 or 4"), ("4", "3, 4, 5"), ("4", "The answer is 3. The answer is 4"), ("4", "3 \\\\ 4"), ("4", "3 | 4"),
+    ("4", "3 or 4"), ("4", "3, 4, 5"), ("4", "The answer is 3. The answer is 4"), ("4", "3 \\\\ 4"),
+    ("4", "3 | 4"),
     ("4", "3; 4"), ("[1, 2)", "(1, 2)"), ("\\{1, 2\\}", "\\{1\\}"),
     ("4", "4 \\text{ or } 5"), ("\\frac{1}{3}", "0.33"),
 ])
@@ -39,7 +41,8 @@ def test_reasoning_then_answer() -> None:
 
 
 @pytest.mark.parametrize("response", ["", "Compute it.", "<answer>5</answer>", "\\boxed{3} \\boxed{4}",
-                                      "<answer>4</answer><answer>5</answer>", "<think>4", "<answer>four</answer>"])
+                                      "<answer>4</answer><answer>5</answer>", "<think>4",
+                                      "<answer>four</answer>"])
 def test_controls_score_zero(response: str) -> None:
     assert _score("4", response) == 0.0
 

@@ -33,8 +33,10 @@ def test_parts_tiers_and_specs() -> None:
         spec = json.loads(t.hidden["spec.json"])
         assert spec["volume"] > 0 and len(spec["extents"]) == 3 and spec["bodies"] >= 1
         assert "spec" not in t.prompt and "out.stl" in t.prompt
-    assert json.loads(registry.make("mesh", part="plate", tier="hard").get(0).hidden["spec.json"])["holes"] == 3
-    assert json.loads(registry.make("mesh", part="blocks", tier="hard").get(0).hidden["spec.json"])["bodies"] == 4
+    assert json.loads(registry.make("mesh", part="plate",
+                                    tier="hard").get(0).hidden["spec.json"])["holes"] == 3
+    assert json.loads(registry.make("mesh", part="blocks",
+                                    tier="hard").get(0).hidden["spec.json"])["bodies"] == 4
 
 
 @pytest.mark.parametrize("part", ["plate", "tube", "bracket", "blocks"])
@@ -50,7 +52,8 @@ def test_negative_controls_score_zero(pool: SandboxPool) -> None:
     task = src.get(1)
     verifier = MeshVerifier(VerifyContext(pool=pool))
     negatives = src.negatives(task)
-    assert {"empty_answer", "echoed_prompt", "wrong_part", "buried_among_wrong", "hedged_answers"} <= set(negatives)
+    assert {"empty_answer", "echoed_prompt", "wrong_part", "buried_among_wrong",
+            "hedged_answers"} <= set(negatives)
     for name, final in negatives.items():
         verdict = verifier.verify(task, final)
         assert verdict.score == 0.0 and not verdict.infra_error, name

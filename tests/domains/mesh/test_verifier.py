@@ -135,10 +135,12 @@ def test_exported_mesh_is_judged_in_process(tmp_path: Path) -> None:
     spec_extents = json.loads(task.hidden["spec.json"])["extents"]
     size = spec_extents[1]
     gap = (spec_extents[0] - 2 * size)
-    cubes = [trimesh.creation.box(extents=[size] * 3).apply_translation([size / 2 + k * (size + gap), 0, size / 2])
+    cubes = [trimesh.creation.box(extents=[size] * 3).apply_translation([size / 2 + k * (size + gap), 0,
+                                                                         size / 2])
              for k in range(2)]
     stl = base64.b64encode(_stl(trimesh.util.concatenate(cubes))).decode()
-    verifier = MeshVerifier(VerifyContext(pool=_fake(f"MESH out.stl\n{stl}"), extras={"preview_dir": tmp_path}))
+    verifier = MeshVerifier(VerifyContext(pool=_fake(f"MESH out.stl\n{stl}"),
+                                          extras={"preview_dir": tmp_path}))
     verdict = verifier.verify(task, FinalState(answer="<answer>print(1)</answer>"))
     assert verdict.score == 1.0 and verdict.passed
     assert Path(verdict.details["preview"]).is_file()
@@ -151,8 +153,8 @@ def test_preview_is_skipped_cleanly_when_it_cannot_render(tmp_path: Path) -> Non
 
 
 def test_file_declaring_a_billion_vertices_is_refused_safely() -> None:
-    header = b"ply\nformat binary_little_endian 1.0\nelement vertex 1000000000\nproperty float x\n" \
-             b"property float y\nproperty float z\nelement face 1000000000\nproperty list uchar int vertex_indices\n" \
-             b"end_header\n" + b"\x00" * 64
+    header = (b"ply\nformat binary_little_endian 1.0\nelement vertex 1000000000\nproperty float x\n"
+              b"property float y\nproperty float z\nelement face 1000000000\n"
+              b"property list uchar int vertex_indices\nend_header\n" + b"\x00" * 64)
     verdict = _verify(_fake("MESH out.ply\n" + base64.b64encode(header).decode()))
     assert verdict.score == 0.0 and not verdict.infra_error

@@ -30,7 +30,8 @@ def test_registration_and_listing_do_not_import_the_package() -> None:
     code = ("import sys\nfrom rlvr.tasks import registry\n"
             "srcs = [registry.make(n) for n in registry.names() if n.startswith('rg-')]\n"
             "assert all(s.size == 500 for s in srcs)\nprint('reasoning_gym' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
@@ -82,7 +83,8 @@ def test_gold_scores_one_and_every_negative_control_zero(domain: str) -> None:
     verdict = VERIFIER.verify(task, gold)
     assert verdict.score == 1.0 and verdict.passed, verdict.checks
     negatives = src.negatives(task)
-    assert {"empty_answer", "echoed_prompt", "wrong_answer", "buried_answer", "hedged_answers"} <= set(negatives)
+    assert {"empty_answer", "echoed_prompt", "wrong_answer", "buried_answer",
+            "hedged_answers"} <= set(negatives)
     for name, final in negatives.items():
         assert VERIFIER.verify(task, final).score == 0.0, name
 

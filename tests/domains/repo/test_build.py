@@ -1,6 +1,6 @@
-"""The task builder on small local projects in the real sandbox: tasks kept only when a kept test fails and the
-rest pass, gold scoring 1 and the untouched workspace 0 under the code verifier, bad projects skipped with their
-reason, an unreadable SOURCE one line and exit 2."""
+"""The task builder on small local projects in the real sandbox: tasks kept only when a kept test fails and
+the rest pass, gold scoring 1 and the untouched workspace 0 under the code verifier, bad projects skipped with
+their reason, an unreadable SOURCE one line and exit 2."""
 from __future__ import annotations
 
 import subprocess
@@ -126,7 +126,8 @@ def test_a_past_change_in_git_history_is_reverted(tmp_path, factory, no_env) -> 
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
     (proj / "calc/core.py").write_text(CALC)
-    (proj / "tests/test_core.py").write_text(TESTS + "\n\ndef test_mean_fraction():\n    assert mean([1, 2]) == 1.5\n")
+    (proj / "tests/test_core.py").write_text(TESTS + "\n\ndef test_mean_fraction():\n    assert mean([1, "
+                                                     "2]) == 1.5\n")
     subprocess.run([*git, "commit", "-qam", "true division"], check=True)
     rep = build([str(proj)], tmp_path / "pack", factory, n=40, cache=tmp_path / "cache", show_progress=False,
                 max_tries=400)
@@ -163,13 +164,15 @@ def test_tests_that_need_the_network_are_left_out(tmp_path, factory, no_env) -> 
     assert task.verifier["tests"] == ["hidden_tests/tests/test_core.py"]  # the unstable file is not judged
 
 
-def test_a_test_that_fails_in_the_sandbox_is_deselected_and_its_file_still_judges(tmp_path, factory, no_env) -> None:
-    """A real suite's one test that needs what the sandbox lacks (here the network) used to cost its whole file;
-    now it alone is left out (`deselect`), and gold and the untouched workspace still score 1 and 0."""
+def test_a_test_that_fails_in_the_sandbox_is_deselected_and_its_file_still_judges(tmp_path, factory,
+                                                                                  no_env) -> None:
+    """A real suite's one test that needs what the sandbox lacks (here the network) used to cost its whole
+    file; now it alone is left out (`deselect`), and gold and the untouched workspace still score 1 and 0."""
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.verify import VerifyContext, verify
 
-    net = ("\n\ndef test_download():\n    import socket\n    socket.create_connection(('pypi.org', 443), 2)\n")
+    net = ("\n\ndef test_download():\n    import socket\n    "
+           "socket.create_connection(('pypi.org', 443), 2)\n")
     proj = make_project(tmp_path / "net", tests=TESTS + net)
     rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False)
     p = rep.projects[0]
@@ -196,7 +199,8 @@ def test_flaky_and_slow_tests_are_counted_and_left_out() -> None:
     files, kept = _stable(run(a, {"t/test_b.py::test_3": 5.0}), run(b), rep, slow_s=2.0)
     assert (rep.tests_found, rep.tests_kept, rep.flaky, rep.slow, rep.failing) == (5, 2, 1, 1, 1)
     assert files == ["t/test_a.py", "t/test_c.py"] and kept == {"t/test_a.py::test_1", "t/test_c.py::test_4"}
-    assert rep.deselected == ["t/test_a.py::test_2", "t/test_c.py::test_5"]  # flaky and failing; slow test_b.py
+    # flaky and failing; slow test_b.py
+    assert rep.deselected == ["t/test_a.py::test_2", "t/test_c.py::test_5"]
     worse = {**b, "t/test_c.py::test_4": "failed"}
     files, kept = _stable(run(a, {"t/test_b.py::test_3": 5.0}), run(worse), rep, slow_s=2.0)
     assert files == [] and kept == set()  # fewer than half kept: the project's tests fail before any change
@@ -207,7 +211,8 @@ def test_flaky_and_slow_tests_are_counted_and_left_out() -> None:
     files, kept = _stable(run(c, {"t/test_a.py::test_1": 5.0}), run(d), rep, slow_s=2.0)
     assert files == ["t/test_b.py", "t/test_c.py"] and rep.deselected == []  # test_a.py kept nothing
     files, kept = _stable(run(c), run(d), rep, slow_s=2.0)
-    assert files == ["t/test_a.py", "t/test_b.py", "t/test_c.py"] and rep.deselected == ["t/test_a.py::test_2"]
+    assert files == ["t/test_a.py", "t/test_b.py",
+                     "t/test_c.py"] and rep.deselected == ["t/test_a.py::test_2"]
     assert "t/test_a.py::test_2" not in kept and len(kept) == 4
 
 
@@ -216,7 +221,8 @@ def test_function_ids_fold_parameters() -> None:
     assert function_id("test_a.py::test_z") == "test_a.py::test_z"
 
 
-@pytest.mark.parametrize("source, words", [("pypi:", "pypi:NAME==VERSION"), ("/no/such/dir", "not a directory"),
+@pytest.mark.parametrize("source, words",
+                         [("pypi:", "pypi:NAME==VERSION"), ("/no/such/dir", "not a directory"),
                                            ("pypi:no-such-project-rlvr-xyz==0.0.1", "check the name")])
 def test_an_unreadable_source_is_a_user_error(tmp_path, source, words) -> None:
     with pytest.raises(UserError) as exc:
@@ -289,7 +295,8 @@ def test_files_the_verifiers_harness_fails_on_the_original_are_not_judged(tmp_pa
     assert task.verifier["tests"] == ["hidden_tests/tests/test_core.py"]
     rep = build([str(proj)], tmp_path / "pack2", factory, n=2, cache=tmp_path / "cache", show_progress=False,
                 gold_check=lambda task: {"x"})
-    assert rep.projects[0].skipped == "the original does not pass under the verifier's harness" and rep.tasks == 0
+    assert (rep.projects[0].skipped == "the original does not pass under the verifier's harness"
+            and rep.tasks == 0)
 
 
 def test_a_src_layout_project_is_built_and_judged_from_the_workspaces_src(tmp_path, factory, no_env) -> None:
@@ -312,7 +319,8 @@ def test_a_src_layout_project_is_built_and_judged_from_the_workspaces_src(tmp_pa
             assert gold.score == 1.0 and gold.passed, gold
             untouched = verify(t, FinalState(files=dict(t.workspace)), ctx)
             assert untouched.score == 0.0 and not untouched.passed
-        # the fix must be made where the project keeps its code: a fixed copy beside src/ is not what is imported
+        # the fix must be made where the project keeps its code: a fixed copy beside src/ is not what is
+        # imported
         t = load_task_dir(sorted((tmp_path / "pack").iterdir())[0])
         moved = {**t.workspace, **{k.removeprefix("src/"): v for k, v in (t.solution or {}).items()}}
         assert verify(t, FinalState(files=moved), ctx).score == 0.0
@@ -320,8 +328,8 @@ def test_a_src_layout_project_is_built_and_judged_from_the_workspaces_src(tmp_pa
 
 def test_a_project_whose_tests_need_more_than_pytest_becomes_tasks_judged_in_its_environment(
         tmp_path, monkeypatch) -> None:
-    """pytest-mock is not in the test venv: the project's venv has it, the tasks record it as requirements, and
-    the verifier (the builder's own gold check included) judges them on that venv's interpreter."""
+    """pytest-mock is not in the test venv: the project's venv has it, the tasks record it as requirements,
+    and the verifier (the builder's own gold check included) judges them on that venv's interpreter."""
     from rlvr.commands.tasks import _gold_check
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.verify import VerifyContext, verify
@@ -358,16 +366,20 @@ def test_a_project_whose_tests_need_more_than_pytest_becomes_tasks_judged_in_its
 
 
 def test_a_project_that_reads_its_own_version_at_import_is_built(tmp_path, factory, no_env) -> None:
-    """`importlib.metadata.version("calc")` at import: the workspace carries calc's metadata beside its package
-    (from pyproject's static name and version here, an sdist's PKG-INFO otherwise), never an installed copy."""
+    """`importlib.metadata.version("calc")` at import: the workspace carries calc's metadata beside its
+    package (from pyproject's static name and version here, an sdist's PKG-INFO otherwise), never an installed
+    copy."""
     from rlvr.domains.repo.build.builder import dist_metadata
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.verify import VerifyContext, verify
 
     proj = make_project(tmp_path / "versioned", extra={
         "calc/__init__.py": 'import importlib.metadata\n\n__version__ = importlib.metadata.version("calc")\n',
-        "tests/test_version.py": "import calc\n\n\ndef test_version():\n    assert calc.__version__ == '0.1'\n"})
-    assert dist_metadata(proj, []) == {"calc-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: calc\nVersion: 0.1\n"}
+        "tests/test_version.py": "import calc\n\n\ndef test_version():\n    assert "
+                                 "calc.__version__ == '0.1'\n"})
+    assert dist_metadata(proj,
+                         []) == {"calc-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: "
+                                                                "calc\nVersion: 0.1\n"}
     assert dist_metadata(proj, ["src"]).keys() == {"src/calc-0.1.dist-info/METADATA"}
     (proj / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: my.calc\nVersion: 0.1.post1\nSummary: x\n")
     assert list(dist_metadata(proj, [])) == ["my_calc-0.1.post1.dist-info/METADATA"]
@@ -387,7 +399,8 @@ def test_a_project_that_reads_its_own_version_at_import_is_built(tmp_path, facto
 
 
 def test_a_single_file_suite_named_test_py_is_found(tmp_path, factory, no_env) -> None:
-    """Many projects keep their suite in one `test.py` (unittest style) that pytest's default patterns miss."""
+    """Many projects keep their suite in one `test.py` (unittest style) that pytest's default patterns
+    miss."""
     suite = ("import unittest\n\nfrom calc.core import clamp, mean\n\n\nclass CalcTest(unittest.TestCase):\n"
              "    def test_clamp(self):\n        self.assertEqual(clamp(50, 0, 10), 10)\n"
              "        self.assertEqual(clamp(-5, 0, 10), 0)\n\n    def test_mean(self):\n"
@@ -398,7 +411,8 @@ def test_a_single_file_suite_named_test_py_is_found(tmp_path, factory, no_env) -
     p = rep.projects[0]
     assert p.skipped == "" and p.tests_kept == 2 and rep.tasks == 2, p
     task = load_task_dir(next((tmp_path / "pack").iterdir()))
-    assert task.verifier["tests"] == ["hidden_tests/test.py"] and task.verifier["visible_tests"] == ["test.py"]
+    assert (task.verifier["tests"] == ["hidden_tests/test.py"]
+            and task.verifier["visible_tests"] == ["test.py"])
     assert "test.py" in task.protected
 
 
@@ -424,7 +438,8 @@ def test_candidates_are_made_only_where_the_tests_run(tmp_path, factory, no_env,
     assert run.outcomes and run.covered is not None
     clamp_body = {i for i, ln in enumerate(CALC.splitlines(), 1) if "return lo" in ln or "return hi" in ln}
     assert clamp_body <= run.covered["calc/core.py"]
-    assert 1 not in run.covered["calc/core.py"] and 1 in run.imported["calc/core.py"]  # its top level: at import
+    # its top level: at import
+    assert 1 not in run.covered["calc/core.py"] and 1 in run.imported["calc/core.py"]
     assert "calc/unused.py" not in run.covered and "bin/tool.py" not in run.covered
     from rlvr.domains.repo.build import builder
 
@@ -443,14 +458,15 @@ def test_candidates_are_made_only_where_the_tests_run(tmp_path, factory, no_env,
 
 
 def test_sites_the_tests_run_come_before_those_run_only_at_import() -> None:
-    """A module's rule tables, run once at import, may still be worth breaking (inflection's are), but only after
-    every site the tests run: a data table (idna's) seldom makes a test fail."""
+    """A module's rule tables, run once at import, may still be worth breaking (inflection's are), but only
+    after every site the tests run: a data table (idna's) seldom makes a test fail."""
     import random
 
     from rlvr.domains.repo.build import generators
 
     src = "LIMIT = 3 > 2\n\n\ndef f(x):\n    return x > 1\n"
-    sites = generators._sites({"m.py": src}, ("flip_comparison",), random.Random(0), {"m.py": {5}}, {"m.py": {1}})
+    sites = generators._sites({"m.py": src}, ("flip_comparison",), random.Random(0), {"m.py": {5}},
+                              {"m.py": {1}})
     assert [s[3].start[0] for s in sites] == [5, 1]
     assert [s[3].start[0] for s in generators._sites({"m.py": src}, ("flip_comparison",), random.Random(0),
                                                      {"m.py": {5}})] == [5]

@@ -38,7 +38,8 @@ def test_tasks_of_a_built_pack_load_with_the_repo_controls(tmp_path, factory, no
 def test_the_built_in_pack_is_not_rebuilt_when_its_stamp_matches(tmp_path: Path, capsys) -> None:
     pack = tmp_path / "pack"
     pack.mkdir()
-    (pack / STAMP).write_text(json.dumps({"want": {"projects": list(PROJECTS), "n": 5, "builder": BUILD_VERSION},
+    (pack / STAMP).write_text(json.dumps({"want": {"projects": list(PROJECTS), "n": 5,
+                                                   "builder": BUILD_VERSION},
                                           "tasks": 17}))
 
     def no_pool(python: str):
@@ -47,7 +48,8 @@ def test_the_built_in_pack_is_not_rebuilt_when_its_stamp_matches(tmp_path: Path,
     assert "up to date: 17 tasks" in capsys.readouterr().out
 
 
-def test_a_stale_built_in_pack_is_replaced_whole(tmp_path: Path, monkeypatch, factory, no_env) -> None:  # noqa: F811
+def test_a_stale_built_in_pack_is_replaced_whole(tmp_path: Path, monkeypatch,
+                                                 factory, no_env) -> None:  # noqa: F811
     from rlvr.domains.repo import real as repo_real
 
     proj = make_project(tmp_path / "calc")

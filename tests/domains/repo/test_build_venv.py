@@ -28,7 +28,8 @@ def test_setup_cfg_extras_and_tox_deps_are_test_requirements(tmp_path: Path) -> 
     (tmp_path / "tox.ini").write_text(
         "[tox]\nenvlist = py3\n[testenv]\ndeps =\n    -rrequirements.txt\n    {env:EXTRA:}\n"
         "    hypothesis; python_version >= '3.8'  # markers stay\n    mock\ncommands = pytest\n")
-    assert project_venv.requirements(tmp_path) == ["freezegun", "hypothesis; python_version >= '3.8'", "mock", "pytest",
+    assert project_venv.requirements(tmp_path) == ["freezegun", "hypothesis; python_version >= '3.8'", "mock",
+                                                   "pytest",
                                           "six>=1.10"]
     (tmp_path / "tox.ini").write_text("[testenv\nbroken")  # an unreadable file is not a requirement
     assert "mock" not in project_venv.requirements(tmp_path)
@@ -63,8 +64,9 @@ def test_an_sdist_from_the_registry_holds_its_tests(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_runs_the_venv_with_its_own_site_packages() -> None:
-    """The venv's prefix is mounted read-only in the sandbox: where it is under the checkout, or at the relocated
-    prefix when the checkout sits where the sandbox has its own fresh directory (a CI clone under /tmp)."""
+    """The venv's prefix is mounted read-only in the sandbox: where it is under the checkout, or at the
+    relocated prefix when the checkout sits where the sandbox has its own fresh directory (a CI clone under
+    /tmp)."""
     from rlvr.sandbox.container import inner_interpreter
     from rlvr.sandbox.pool import BwrapPool
 
@@ -89,15 +91,17 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_requirement_files_tox_names_with_r_are_followed(tmp_path: Path) -> None:
-    """The issue's project: its test requirements live in a file tox.ini's deps names with `-r{toxinidir}/...`,
-    which includes the next (relative to itself), which includes the first again (a cycle ends)."""
+    """The issue's project: its test requirements live in a file tox.ini's deps names with
+    `-r{toxinidir}/...`, which includes the next (relative to itself), which includes the first again (a cycle
+    ends)."""
     write(tmp_path, {
         "tox.ini": "[tox]\nenvlist = py3\n[testenv]\ndeps =\n    -r{toxinidir}/requirements/test.txt\n"
                    "    py38: mock-py38-only\ncommands = pytest\n",
         "requirements/test.txt": "# tests\n-r base.txt\n--requirement=../extra/more.txt\n"
                                  "hypothesis==6.0 --hash=sha256:abc  # pinned\n-r missing.txt\n"
                                  "-c constraints.txt\n-e .\n./vendored\nhttps://example.invalid/x.whl\n"
-                                 "foo @ https://example.invalid/foo.whl\n--index-url https://example.invalid\n"
+                                 "foo @ https://example.invalid/foo.whl\n--index-url "
+                                 "https://example.invalid\n"
                                  "pytest-cov\n",
         "requirements/base.txt": "attrs>=19 \\\n    ; python_version >= '3.6'\n-r test.txt\n",
         "requirements/constraints.txt": "not-a-requirement==1\n",
@@ -105,14 +109,15 @@ def test_requirement_files_tox_names_with_r_are_followed(tmp_path: Path) -> None
         "extra/more.txt": "six\n-r ../../outside.txt\n",
     })
     (tmp_path.parent / "outside.txt").write_text("outside-the-project\n")
-    assert project_venv.requirements(tmp_path) == ["attrs>=19 ; python_version >= '3.6'", "hypothesis==6.0", "pytest",
+    assert project_venv.requirements(tmp_path) == ["attrs>=19 ; python_version >= '3.6'", "hypothesis==6.0",
+                                                   "pytest",
                                           "six"]
 
 
 def test_requirements_files_by_name_and_test_extras(tmp_path: Path) -> None:
     """`requirements.txt` (runtime dependencies, which the tests import), `requirements*.txt` and
-    `requirements/*.txt` named for tests or development, `tests/requirements.txt`, and the extras tox installs;
-    never docs or lint files."""
+    `requirements/*.txt` named for tests or development, `tests/requirements.txt`, and the extras tox
+    installs; never docs or lint files."""
     write(tmp_path, {
         "requirements.txt": "requests>=2\n",
         "requirements-dev.txt": "black\n",
@@ -127,7 +132,8 @@ def test_requirements_files_by_name_and_test_extras(tmp_path: Path) -> None:
         "pyproject.toml": '[project]\nname = "x"\n[project.optional-dependencies]\ntests = ["trustme"]\n'
                           '[dependency-groups]\ntest = ["pyyaml", {include-group = "other"}]\n',
     })
-    assert project_venv.requirements(tmp_path) == ["black", "freezegun", "mock", "pytest", "pytest-mock", "pyyaml",
+    assert project_venv.requirements(tmp_path) == ["black", "freezegun", "mock", "pytest", "pytest-mock",
+                                                   "pyyaml",
                                           "requests>=2", "responses", "rich", "trustme"]
 
 
@@ -148,15 +154,17 @@ def test_a_pin_pip_names_is_relaxed(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_pins_pip_does_not_name_are_found_by_halving_within_the_budget(tmp_path: Path, monkeypatch) -> None:
-    """pip's last line often names nothing (a conflict, a build that fails): every pin is relaxed, then pins are
-    restored a half at a time, so only the two that stop the build stay relaxed, extras and markers kept."""
+    """pip's last line often names nothing (a conflict, a build that fails): every pin is relaxed, then pins
+    are restored a half at a time, so only the two that stop the build stay relaxed, extras and markers
+    kept."""
     calls: list[list[str]] = []
     bad = {"b[x]==2.0; python_version < '4'", "e<=1.0"}
 
     def fake(reqs, cache):
         calls.append(list(reqs))
         if bad & set(reqs):
-            raise venvs.EnvError("the environment does not build: ERROR: ResolutionImpossible: for help visit ...")
+            raise venvs.EnvError("the environment does not build: ERROR: ResolutionImpossible: for "
+                                 "help visit ...")
         return tmp_path / "python"
     monkeypatch.setattr(venvs, "ensure_env", fake)
     pins = ["a==1.0", "b[x]==2.0; python_version < '4'", "c~=3.0", "d<4", "e<=1.0", "f==6.0", "g>=1"]
@@ -164,12 +172,14 @@ def test_pins_pip_does_not_name_are_found_by_halving_within_the_budget(tmp_path:
     assert made.relaxed == ["b[x]==2.0; python_version < '4' -> b[x]; python_version < '4'", "e<=1.0 -> e"]
     assert "g>=1" in made.requirements and "a==1.0" in made.requirements and len(calls) <= 12
     calls.clear()
-    made = project_venv.make_venv(["pytest", *pins], tmp_path)  # a smaller budget: still a set that builds, more relaxed
+    # a smaller budget: still a set that builds, more relaxed
+    made = project_venv.make_venv(["pytest", *pins], tmp_path)
     assert len(calls) <= project_venv.MAX_PIP and not bad & set(made.requirements)
     assert {n.split(" -> ")[0] for n in made.relaxed} >= bad
 
 
-def test_an_env_that_fails_for_another_reason_is_an_env_error_after_two_builds(tmp_path: Path, monkeypatch) -> None:
+def test_an_env_that_fails_for_another_reason_is_an_env_error_after_two_builds(tmp_path: Path,
+                                                                               monkeypatch) -> None:
     calls: list[list[str]] = []
 
     def fake(reqs, cache):

@@ -16,8 +16,8 @@ from rlvr.verify.base import VerifyContext
 
 
 def _ctx() -> VerifyContext:
-    """The verifier over plain subprocesses: the material proved here is rlvr's own, and this keeps the domain's
-    tests independent of the isolated pool's state."""
+    """The verifier over plain subprocesses: the material proved here is rlvr's own, and this keeps the
+    domain's tests independent of the isolated pool's state."""
     from rlvr.sandbox.unsafe import UnsafePool
 
     return VerifyContext(pool=UnsafePool(warn=False))
@@ -83,7 +83,8 @@ def test_pack_builder_keeps_only_mutants_that_break_a_test(tmp_path: Path) -> No
 
 def test_pack_builder_refuses_a_project_whose_original_fails(tmp_path: Path) -> None:
     _write(tmp_path / "broken", {"broken/m.py": "X = 1\n",
-                                 "tests/test_m.py": "from broken.m import X\n\n\ndef test_x():\n    assert X == 2\n"})
+                                 "tests/test_m.py": "from broken.m import X\n\n\ndef test_x():\n    "
+                                                    "assert X == 2\n"})
     with pytest.raises(RuntimeError, match="must pass all its tests"):
         repo_mutate.build_manifest(projects_dir=tmp_path, show_progress=False)
 
@@ -92,7 +93,8 @@ def test_shipped_manifest_is_consistent_with_the_projects() -> None:
     entries = repo.manifest()
     assert len(entries) >= 60
     assert len({e["project"] for e in entries}) == len(repo_mutate.project_names()) >= 3
-    assert {e["operator"] for e in entries} >= {"flip_comparison", "off_by_one", "drop_statement", "stub_function"}
+    assert {e["operator"] for e in entries} >= {"flip_comparison", "off_by_one", "drop_statement",
+                                                "stub_function"}
     for e in entries:
         files = repo.project_files(e["project"])
         assert repo_mutate.sha(files[e["file"]]) == e["source_sha"]

@@ -30,7 +30,8 @@ def test_gold_scores_one_and_negatives_zero() -> None:
         verdict = VERIFIER.verify(task, src.gold(task))
         assert verdict.score == 1.0 and verdict.passed, [c for c in verdict.checks if not c.passed]
         negatives = src.negatives(task)
-        assert {"empty_answer", "echoed_prompt", "wrong_answer", "buried_among_wrong", "hedged_answers"} <= set(
+        assert {"empty_answer", "echoed_prompt", "wrong_answer", "buried_among_wrong",
+                "hedged_answers"} <= set(
             negatives)
         for name, final in negatives.items():
             assert VERIFIER.verify(task, final).score == 0.0, (task.metadata["scenario"], name)

@@ -60,7 +60,8 @@ def test_each_operation(check: dict[str, Any], good: Any, bad: Any) -> None:
 
 
 def test_every_operation_is_tested_above() -> None:
-    assert set(OPS) == {"equals", "one_of", "range", "matches", "keys", "count", "unique", "each_in", "covers",
+    assert set(OPS) == {"equals", "one_of", "range", "matches", "keys", "count", "unique", "each_in",
+                        "covers",
                         "sum_equals", "at_most_per", "allowed"}
 
 
@@ -72,7 +73,8 @@ def test_partial_credit_by_weight_and_fraction() -> None:
 
 
 def test_failed_gate_zeroes_the_score() -> None:
-    checks = [{"op": "equals", "path": "a", "value": 1}, {"op": "keys", "path": "", "keys": ["a"], "gate": True}]
+    checks = [{"op": "equals", "path": "a", "value": 1},
+              {"op": "keys", "path": "", "keys": ["a"], "gate": True}]
     assert _verdict(checks, {"a": 1}).score == 1.0
     verdict = _verdict(checks, {"a": 1, "b": 1})
     assert verdict.score == 0.0 and not verdict.passed
@@ -81,7 +83,8 @@ def test_failed_gate_zeroes_the_score() -> None:
 def test_task_strings_are_data_never_code(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     payload = f"__import__('os').system('touch {marker}')"
-    checks = [{"op": "equals", "path": "a", "value": payload}, {"op": "matches", "path": "a", "pattern": ".*"}]
+    checks = [{"op": "equals", "path": "a", "value": payload},
+              {"op": "matches", "path": "a", "pattern": ".*"}]
     assert _verdict(checks, {"a": payload}).score == 1.0
     assert _verdict(checks, {"a": "x"}).score == 0.5
     assert not marker.exists()
@@ -103,8 +106,10 @@ def test_hand_written_task_directory(tmp_path: Path) -> None:
     d.mkdir()
     (d / "prompt.md").write_text("Refund 30% of 50 and say whether it needs approval (over 10).")
     (d / "task.toml").write_text('id = "refund"\ndomain = "rules"\n'
-                                 '[[verifier.checks]]\nop = "equals"\npath = "refund"\nvalue = 15.0\ntol = 0.01\n'
-                                 '[[verifier.checks]]\nop = "equals"\npath = "needs_approval"\nvalue = true\n')
+                                 '[[verifier.checks]]\nop = "equals"\npath = "refund"\nvalue = '
+                                 '15.0\ntol = 0.01\n'
+                                 '[[verifier.checks]]\nop = "equals"\npath = "needs_approval"\n'
+                                 'value = true\n')
     task = load_task_dir(d)
     assert registry.verifier_kind(task.domain) == "rules"
     good = FinalState(answer='<answer>{"refund": 15, "needs_approval": true}</answer>')

@@ -1,4 +1,5 @@
-"""The rollout engine: groups, multi-turn episodes, exact token records, truncation, infra retry and masking."""
+"""The rollout engine: groups, multi-turn episodes, exact token records, truncation, infra retry and
+masking."""
 from __future__ import annotations
 
 import json
@@ -26,7 +27,8 @@ def tc(name: str, **args) -> str:
 
 
 def multi(tid: str = "fix", kind: str = "test-rollout-file", **limits) -> Task:
-    return Task(id=tid, domain="toy", prompt=f"Fix add in sol.py ({tid})", workspace=WS, verifier={"kind": kind},
+    return Task(id=tid, domain="toy", prompt=f"Fix add in sol.py ({tid})", workspace=WS,
+                verifier={"kind": kind},
                 limits=TaskLimits(**{"max_turns": 6, "max_tokens": 4000, **limits}))
 
 
@@ -48,7 +50,8 @@ def aligned(ep: Episode) -> bool:
 def test_scripted_groups_multi_and_single_turn(pool) -> None:
     eng = EnvRollouts(ScriptedPolicy(SOLVER), pool, config=RolloutConfig(tool_workers=2))
     eps = eng.run([multi(), single()], group_size=3, step=7, seed=5)
-    assert [(e.task_id, e.sample_index) for e in eps] == [("fix", 0), ("fix", 1), ("fix", 2), ("q", 0), ("q", 1), ("q", 2)]
+    assert [(e.task_id, e.sample_index) for e in eps] == [("fix", 0), ("fix", 1), ("fix", 2), ("q", 0),
+                                                          ("q", 1), ("q", 2)]
     assert len({e.group_id for e in eps[:3]}) == 1 and eps[0].group_id != eps[3].group_id
     assert all(e.status == "done" and e.reward == 1.0 and e.passed and e.step == 7 for e in eps)
     assert eps[0].seed == episode_seed(5, "toy/fix", 0) and len({e.seed for e in eps}) == 6
@@ -102,7 +105,8 @@ class Forced(HFPolicy):
             n = sum(m.role == "assistant" for m in conv)
             ids = self.encode(self.turns[min(n, len(self.turns) - 1)]) + [self.tokenizer.eos_token_id]
             lps = sequence_logprobs(self.model, prompt + ids)[len(prompt):]
-            out.append(Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompt))
+            out.append(Completion(text=self.decode(ids), token_ids=ids, logprobs=lps,
+                                  prompt_token_ids=prompt))
         return out
 
 
@@ -150,7 +154,8 @@ def test_dead_sandbox_mid_episode_is_retried(pool) -> None:
 
 
 def test_sandbox_that_stays_dead_masks_the_episode_and_keeps_it() -> None:
-    eng = EnvRollouts(ScriptedPolicy(SOLVER), FlakyPool(dead_leases=99), config=RolloutConfig(infra_retries=1))
+    eng = EnvRollouts(ScriptedPolicy(SOLVER), FlakyPool(dead_leases=99),
+                      config=RolloutConfig(infra_retries=1))
     script = Script.model_validate({"default": [tc("read_file", path="sol.py"), tc("run", command="true"),
                                                 tc("submit")]})
     eng.policy = ScriptedPolicy(script)
@@ -201,7 +206,8 @@ class Raising:
 
 def test_a_crashing_backend_never_loses_episodes(pool) -> None:
     eps = EnvRollouts(Raising(), pool, config=RolloutConfig(infra_retries=0)).run([single(), multi()], 2)
-    assert len(eps) == 4 and all(e.status == "infra_error" and "device lost" in e.metadata["error"] for e in eps)
+    assert len(eps) == 4 and all(e.status == "infra_error" and "device lost" in e.metadata["error"]
+                                 for e in eps)
 
 
 def test_lease_failures_are_retried_then_masked() -> None:
@@ -259,9 +265,12 @@ def test_a_stalled_rollout_is_an_error_naming_the_stuck_phase(pool) -> None:
         def close(self):
             pass
 
-    eng = EnvRollouts(ScriptedPolicy(SOLVER), Stuck(), config=RolloutConfig(stall_timeout_s=0.3, tool_workers=2))
+    eng = EnvRollouts(ScriptedPolicy(SOLVER), Stuck(),
+                      config=RolloutConfig(stall_timeout_s=0.3, tool_workers=2))
     try:
-        with pytest.raises(Stalled, match=r"no episode progressed for 0 s.*2 in sandbox lease and reset.*1 in waiting for a tool thread"):
+        with pytest.raises(Stalled,
+                           match=r"no episode progressed for 0 s.*2 in sandbox lease and reset.*1 in waiting "
+                                 r"for a tool thread"):
             eng.run([multi()], group_size=3)
     finally:
         gate.set()
@@ -269,7 +278,8 @@ def test_a_stalled_rollout_is_an_error_naming_the_stuck_phase(pool) -> None:
 
 
 class Drawn:
-    """Passes "42" on a seeded draw of cases: the verdict records the seed it drew from (fresh inputs in miniature)."""
+    """Passes "42" on a seeded draw of cases: the verdict records the seed it drew from (fresh inputs in
+    miniature)."""
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         self.ctx = ctx
@@ -307,5 +317,6 @@ def test_a_group_is_verified_with_one_seed_and_its_identical_answers_once(pool) 
                                           verify_seed(5, "toy/q", 1)])
     assert sum(bool(e.metadata.get("verdict_cached")) for e in eps) == 9
     for group in (eps[0:4], eps[4:8], eps[8:12]):
-        assert len({e.verdict.seed for e in group}) == 1 and len({e.verdict.details["cases"] for e in group}) == 1
+        assert len({e.verdict.seed for e in group}) == 1 and len({e.verdict.details["cases"]
+                                                                  for e in group}) == 1
     assert all(e.passed and e.reward == 1.0 for e in eps)

@@ -1,4 +1,5 @@
-"""Token records are extended turn by turn, never re-tokenized, and restart cleanly when the template disagrees."""
+"""Token records are extended turn by turn, never re-tokenized, and restart cleanly when the template
+disagrees."""
 from __future__ import annotations
 
 from rlvr.envs.messages import Message
@@ -26,7 +27,8 @@ def test_a_cut_turn_gets_its_end_token_from_the_template(tiny) -> None:
     msgs = [Message(role="user", content="q")]
     s.prompt(msgs)
     gen = tiny.encode("partial")
-    s.add_completion(Completion(text="partial", token_ids=gen, logprobs=[0.0] * len(gen), finish_reason="length"),
+    s.add_completion(Completion(text="partial", token_ids=gen, logprobs=[0.0] * len(gen),
+                                finish_reason="length"),
                      tiny.eos_ids, tiny.tokenizer.eos_token)
     msgs += [Message(role="assistant", content="partial"), Message(role="user", content="go on")]
     assert s.prompt(msgs) == tiny.encode(tiny.render(msgs))

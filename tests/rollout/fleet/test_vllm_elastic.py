@@ -1,8 +1,8 @@
-"""The engine fleet changing under a run (rlvr.rollout.fleet.engines, rlvr.rollout.fleet.members), on a real multi-node
-Ray built on this machine with Ray's own `ray.cluster_utils.Cluster` (`vllm` marker, `make test-vllm`): a killed
-engine's work is run by the engine left, a replacement is synced to the current weights before it serves; the
-fleet grows onto a node added mid-test when generate calls wait, and shrinks when an engine sits idle; what the
-cluster can never place is refused in one line."""
+"""The engine fleet changing under a run (rlvr.rollout.fleet.engines, rlvr.rollout.fleet.members), on a real
+multi-node Ray built on this machine with Ray's own `ray.cluster_utils.Cluster` (`vllm` marker, `make
+test-vllm`): a killed engine's work is run by the engine left, a replacement is synced to the current weights
+before it serves; the fleet grows onto a node added mid-test when generate calls wait, and shrinks when an
+engine sits idle; what the cluster can never place is refused in one line."""
 from __future__ import annotations
 
 import time
@@ -14,7 +14,8 @@ from rlvr.errors import UserError
 from rlvr.rollout.policy import SamplingParams
 from tests.rollout.fleet.test_vllm_fleet import CONVS, MOVED, TOL, conv, engine, gaps
 
-MANY = [conv(f"Task number {t}.") for t in range(6) for _ in range(2)]  # 6 groups of 2: every engine gets some
+# 6 groups of 2: every engine gets some
+MANY = [conv(f"Task number {t}.") for t in range(6) for _ in range(2)]
 MANY_PARAMS = SamplingParams(temperature=1.0, max_new_tokens=8, seeds=tuple(range(len(MANY))))
 
 
@@ -22,7 +23,8 @@ MANY_PARAMS = SamplingParams(temperature=1.0, max_new_tokens=8, seeds=tuple(rang
 def model_dir(tmp_path_factory):
     from rlvr.rollout.policies.builtin import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("elastic"), n_layer=2, n_embd=64, n_head=2, n_positions=256,
+    return build_tiny_model(tmp_path_factory.mktemp("elastic"), n_layer=2, n_embd=64, n_head=2,
+                            n_positions=256,
                             seed=5)
 
 
@@ -48,8 +50,8 @@ def nudge(model, factor: float = 1.05) -> None:
 
 @pytest.fixture
 def two_cpus():
-    """A Ray of 2 CPUs and no GPU: this test session's own if it has one (tests/scale's two 1-CPU nodes), else a
-    local one for this test."""
+    """A Ray of 2 CPUs and no GPU: this test session's own if it has one (tests/scale's two 1-CPU nodes), else
+    a local one for this test."""
     import ray
 
     if ray.is_initialized():
@@ -64,7 +66,8 @@ def two_cpus():
 def test_what_the_cluster_can_never_place_is_one_line(two_cpus, model_dir) -> None:
     from rlvr.rollout.fleet.engines import EnginesPolicy
 
-    with pytest.raises(UserError, match=r"\[policy.engines_min\].*3 engines need 3 CPUs; the Ray cluster has 2") as info:
+    with pytest.raises(UserError,
+                       match=r"\[policy.engines_min\].*3 engines need 3 CPUs; the Ray cluster has 2") as info:
         EnginesPolicy(model_dir, engines=3, engines_min=3, device="cpu")
     assert "\n" not in str(info.value)
     with pytest.raises(UserError, match=r"\[policy.engines_max\]"):
@@ -90,7 +93,8 @@ def test_a_killed_engine_costs_no_completion_and_its_replacement_serves_the_curr
         assert [(e.before, e.after) for e in pol.scale_events] == [(2, 1)]
         assert "lost" in pol.scale_events[0].reason
         assert len(pol.pool.members) == 1 and len(pol.pool.starting) == 1  # the replacement is starting
-        nudge(pol.model)  # an update while the replacement starts: it must serve these weights, not the files'
+        # an update while the replacement starts: it must serve these weights, not the files'
+        nudge(pol.model)
         pol.version += 1
         pol.sync_weights()  # to the engine left (the group rebuilt over one engine)
         assert pol.await_engines(2, timeout_s=600) == 2
@@ -102,7 +106,8 @@ def test_a_killed_engine_costs_no_completion_and_its_replacement_serves_the_curr
         assert gaps(pol.model, after) < TOL
         from transformers import AutoModelForCausalLM
 
-        assert gaps(AutoModelForCausalLM.from_pretrained(model_dir), after) > MOVED  # what it would hold unsynced
+        # what it would hold unsynced
+        assert gaps(AutoModelForCausalLM.from_pretrained(model_dir), after) > MOVED
         nudge(pol.model, 0.97)
         pol.version += 1
         pol.sync_weights()  # the rebuilt group carries a sync to both
@@ -110,13 +115,15 @@ def test_a_killed_engine_costs_no_completion_and_its_replacement_serves_the_curr
         for m in list(pol.pool.members):
             ray.kill(m.actor, no_restart=True)
         lost = pol.generate(CONVS, SamplingParams(max_new_tokens=4, seeds=(1, 2, 3, 4)))
-        assert all(c.finish_reason == "error" and "lost" in (c.error or "") for c in lost)  # infra, retried later
+        # infra, retried later
+        assert all(c.finish_reason == "error" and "lost" in (c.error or "") for c in lost)
     finally:
         pol.close()
 
 
 @engine
-def test_the_fleet_grows_onto_a_node_that_joins_and_shrinks_when_idle(ray_cluster, model_dir, monkeypatch) -> None:
+def test_the_fleet_grows_onto_a_node_that_joins_and_shrinks_when_idle(ray_cluster, model_dir,
+                                                                      monkeypatch) -> None:
     ray = pytest.importorskip("ray")
     from rlvr.rollout.fleet.engines import EnginesPolicy
     from rlvr.scale import cluster

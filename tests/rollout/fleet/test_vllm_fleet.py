@@ -1,7 +1,8 @@
-"""Disaggregated generation (`policy.engines`, rlvr.rollout.fleet.engines): the refusals and the split of a batch
-across engines run in `make test` (no vLLM; the weight-sync group's wire format is test_weight_sync.py's); one
-vLLM engine as a Ray actor on a local Ray (`vllm` marker, `make test-vllm`) is checked against the trainer's
-forward pass before and after a weight sync, against the in-process engine, and through `rlvr train`."""
+"""Disaggregated generation (`policy.engines`, rlvr.rollout.fleet.engines): the refusals and the split of a
+batch across engines run in `make test` (no vLLM; the weight-sync group's wire format is
+test_weight_sync.py's); one vLLM engine as a Ray actor on a local Ray (`vllm` marker, `make test-vllm`) is
+checked against the trainer's forward pass before and after a weight sync, against the in-process engine, and
+through `rlvr train`."""
 from __future__ import annotations
 
 import copy
@@ -21,10 +22,11 @@ from rlvr.rollout.policies.backends import make_policy
 from rlvr.rollout.policy import SamplingParams
 
 TOL = 2e-4
-"""Largest |engine log-prob - trainer log-prob| accepted per token (float32 on CPU, as for the in-process engine)."""
+"""Largest |engine log-prob - trainer log-prob| accepted per token (float32 on CPU, as for the in-process
+engine)."""
 MOVED = 20 * TOL
-"""After one AdamW step at lr 5e-3, the old weights' log-probs of the new samples must be this far off somewhere:
-otherwise the engine might still hold them."""
+"""After one AdamW step at lr 5e-3, the old weights' log-probs of the new samples must be this far off
+somewhere: otherwise the engine might still hold them."""
 
 
 def engine(test):
@@ -41,7 +43,8 @@ def model_dir(tmp_path_factory) -> Path:
     from rlvr.rollout.policies.builtin import build_tiny_model
 
     # head size 32: the smallest the vLLM CPU attention kernels support
-    return build_tiny_model(tmp_path_factory.mktemp("etiny"), n_layer=2, n_embd=64, n_head=2, n_positions=256, seed=7)
+    return build_tiny_model(tmp_path_factory.mktemp("etiny"), n_layer=2, n_embd=64, n_head=2, n_positions=256,
+                            seed=7)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +73,10 @@ RUN = '[policy]\nbackend = "vllm"\nmodel = "builtin:tiny"\n'
         (RUN + 'engines = 1\nengine_tp = 2\ndevice = "cpu"\n[cluster]\naddress = "auto"\n', "needs CUDA"),
         (RUN + "engine_tp = 2\n", "policy.engine_tp"),
         (RUN + "engines = -1\n", "policy.engines"),
-        (RUN + "engines = 2\nengines_min = 3\n[cluster]\naddress = \"auto\"\n", "engines_min = 3 is above engines = 2"),
-        (RUN + "engines = 2\nengines_max = 1\n[cluster]\naddress = \"auto\"\n", "engines_max = 1 is below engines = 2"),
+        (RUN + "engines = 2\nengines_min = 3\n[cluster]\naddress = \"auto\"\n",
+         "engines_min = 3 is above engines = 2"),
+        (RUN + "engines = 2\nengines_max = 1\n[cluster]\naddress = \"auto\"\n",
+         "engines_max = 1 is below engines = 2"),
         (RUN + "engines_max = 2\n", "policy.engines_max"),
         (RUN + "engine_lora_rank = 16\n", "policy.engine_lora_rank"),
         (RUN + "engines = 1\nscale_up_wait_s = 0\n[cluster]\naddress = \"auto\"\n", "policy.scale_up_wait_s"),
@@ -117,9 +122,10 @@ def test_without_ray_the_engines_are_a_user_error(tmp_path, monkeypatch) -> None
         ({"engines": 4096}, "4096 engines need 4096 CPUs"),
     ],
 )
-def test_what_the_cluster_cannot_place_is_refused_before_any_engine_starts(tmp_path, local_ray, kw, needle) -> None:
-    """Refused by make_policy's EnginesPolicy against the cluster's resources, before the model is even read (no
-    vLLM, no actor started)."""
+def test_what_the_cluster_cannot_place_is_refused_before_any_engine_starts(tmp_path, local_ray, kw,
+                                                                           needle) -> None:
+    """Refused by make_policy's EnginesPolicy against the cluster's resources, before the model is even read
+    (no vLLM, no actor started)."""
     with pytest.raises(UserError, match=needle) as info:
         make_policy(PolicyConfig(backend="vllm", model=str(tmp_path / "never-read"), **kw))
     assert "\n" not in str(info.value)
@@ -133,8 +139,10 @@ def test_a_group_stays_on_one_engine_and_engines_share_the_load() -> None:
     where = assign(keys, 2, sticky)
     assert all(len({where[i] for i in range(n, n + 3)}) == 1 for n in range(0, 12, 3))
     assert sorted(where.count(e) for e in (0, 1)) == [6, 6]
-    later = [c + [Message(role="assistant", content="x"), Message(role="user", content="more")] for c in convs]
-    assert assign([group_key(c, i) for i, c in enumerate(later)], 2, sticky) == where  # the next turn, same engine
+    later = [c + [Message(role="assistant", content="x"), Message(role="user", content="more")]
+             for c in convs]
+    # the next turn, same engine
+    assert assign([group_key(c, i) for i, c in enumerate(later)], 2, sticky) == where
     assert group_key(conv("a", system="one"), 0) != group_key(conv("a", system="two"), 1)
     assert group_key([], 5) != group_key([], 6)
 
@@ -202,8 +210,8 @@ def info_is_cpu(info: list[dict]) -> bool:
 
 @engine
 def test_an_update_reaches_the_engine_over_the_group(engines) -> None:
-    """Sample, one AdamW step on the engine's own tokens and log-probs, sync: the engine's log-probs then follow
-    the new weights, not the old ones, and the versions advance."""
+    """Sample, one AdamW step on the engine's own tokens and log-probs, sync: the engine's log-probs then
+    follow the new weights, not the old ones, and the versions advance."""
     from rlvr.rollout.policies.weights import trainer_weights
     from rlvr.train.update import PolicyUpdater, Sample
 
@@ -212,16 +220,19 @@ def test_an_update_reaches_the_engine_over_the_group(engines) -> None:
     assert v0 == engines.version and all(c.policy_version == v0 for c in before)
     assert gaps(engines.model, before) < TOL
     old = copy.deepcopy(engines.model)
-    samples = [Sample(c.prompt_token_ids + c.token_ids, [0] * len(c.prompt_token_ids) + [1] * len(c.token_ids),
+    samples = [Sample(c.prompt_token_ids + c.token_ids,
+                      [0] * len(c.prompt_token_ids) + [1] * len(c.token_ids),
                       [0.0] * len(c.prompt_token_ids) + c.logprobs, 1.0 if i % 2 else -1.0)
                for i, c in enumerate(before)]
-    PolicyUpdater(engines.model, TrainConfig(lr=5e-3), pad_id=engines.pad_id, temperature=1.0).step(samples, seed=0)
+    PolicyUpdater(engines.model, TrainConfig(lr=5e-3), pad_id=engines.pad_id, temperature=1.0).step(samples,
+                                                                                                    seed=0)
     engines.version += 1
     seconds = engines.sync_weights()
     assert engines.engine_version == engines.version == v0 + 1
     assert seconds > 0 and engines.sync_seconds[-1] == seconds and engines.engine_sync_seconds[-1] <= seconds
     weights = trainer_weights(engines.model)
-    unique = {t.data_ptr(): t for _, t in weights}.values()  # the tiny GPT-2 ties its output head to the embeddings
+    # the tiny GPT-2 ties its output head to the embeddings
+    unique = {t.data_ptr(): t for _, t in weights}.values()
     assert engines.sync_bytes[-1] == sum(t.numel() * t.element_size() for t in unique) < sum(
         t.numel() * t.element_size() for _, t in weights)
     after = engines.generate(CONVS, PARAMS)
@@ -263,8 +274,8 @@ def _train_toml(tmp_path: Path, model_dir: Path) -> Path:
 
 @engine
 def test_rlvr_train_with_an_engine_actor(cli, model_dir, local_ray, tmp_path, monkeypatch) -> None:
-    """`rlvr train` with `policy.engines = 1` on the running Ray: one version per step, a sync per update, and the
-    engine's CPU is given back when the run ends."""
+    """`rlvr train` with `policy.engines = 1` on the running Ray: one version per step, a sync per update, and
+    the engine's CPU is given back when the run ends."""
     from rlvr.rollout.fleet.engines import EnginesPolicy
     from rlvr.rollout.policies.vllm import VLLMPolicy
     from rlvr.store.episodes import open_run
@@ -279,7 +290,8 @@ def test_rlvr_train_with_an_engine_actor(cli, model_dir, local_ray, tmp_path, mo
         synced.append(list(self.sync_bytes))
         close(self)
 
-    monkeypatch.setattr(VLLMPolicy, "_start_engine", no_in_process_engine)  # this process only: not the actor's
+    # this process only: not the actor's
+    monkeypatch.setattr(VLLMPolicy, "_start_engine", no_in_process_engine)
     monkeypatch.setattr(EnginesPolicy, "close", record_and_close)
     monkeypatch.chdir(tmp_path)
     free = local_ray.available_resources().get("CPU", 0)
@@ -290,7 +302,8 @@ def test_rlvr_train_with_an_engine_actor(cli, model_dir, local_ray, tmp_path, mo
     versions = sorted({(ep.step, ep.policy_version) for ep in open_run(run).episodes()})
     assert versions == [(0, 1), (1, 2)]  # SFT was update 1: the engine synced before step 0
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    syncs = [m["metrics"]["weight_sync/seconds"] for m in map(json.loads, lines) if "weight_sync/seconds" in m["metrics"]]
+    syncs = [m["metrics"]["weight_sync/seconds"] for m in map(json.loads, lines)
+             if "weight_sync/seconds" in m["metrics"]]
     assert len(syncs) == 2 and all(s > 0 for s in syncs)
     deadline = time.monotonic() + 30
     while local_ray.available_resources().get("CPU", 0) < free and time.monotonic() < deadline:
@@ -344,7 +357,8 @@ def llama_dir(tmp_path_factory) -> Path:
     tok = build_tokenizer()
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id,
                       tie_word_embeddings=True)
     torch.manual_seed(11)
     path = tmp_path_factory.mktemp("llama")
@@ -364,9 +378,10 @@ def lora_engines(llama_dir, local_ray):
 
 @engine
 def test_under_lora_only_the_adapter_goes_and_the_engine_samples_base_plus_adapter(lora_engines) -> None:
-    """LoRA on the trainer, one AdamW step, a sync: only the adapter's bytes are sent, and the engine's log-probs
-    are the trainer's merged-LoRA forward's, not the base model's. A second step gives a second adapter; merged
-    weights sent in between (what a snapshot holds) are replaced by the base before the next adapter."""
+    """LoRA on the trainer, one AdamW step, a sync: only the adapter's bytes are sent, and the engine's
+    log-probs are the trainer's merged-LoRA forward's, not the base model's. A second step gives a second
+    adapter; merged weights sent in between (what a snapshot holds) are replaced by the base before the next
+    adapter."""
     from peft import LoraConfig, get_peft_model
 
     from rlvr.rollout.policies.weights import snapshot
@@ -382,7 +397,8 @@ def test_under_lora_only_the_adapter_goes_and_the_engine_samples_base_plus_adapt
     def step() -> list:
         comps = pol.generate(CONVS, PARAMS)
         assert all(c.policy_version == pol.version for c in comps)
-        samples = [Sample(c.prompt_token_ids + c.token_ids, [0] * len(c.prompt_token_ids) + [1] * len(c.token_ids),
+        samples = [Sample(c.prompt_token_ids + c.token_ids,
+                          [0] * len(c.prompt_token_ids) + [1] * len(c.token_ids),
                           [0.0] * len(c.prompt_token_ids) + c.logprobs, 1.0 if i % 2 else -1.0)
                    for i, c in enumerate(comps)]
         updater.step(samples, seed=pol.version)

@@ -1,6 +1,6 @@
-"""The weight-sync group (rlvr.rollout.fleet.weight_sync): the bucket plan and a broadcast between two ranks in one
-process, bit for bit, for every dtype and layout; what a sync sends: unchanged frozen blocks skipped, every change
-of them seen, LoRA adapters as peft saves them (no Ray, no vLLM)."""
+"""The weight-sync group (rlvr.rollout.fleet.weight_sync): the bucket plan and a broadcast between two ranks
+in one process, bit for bit, for every dtype and layout; what a sync sends: unchanged frozen blocks skipped,
+every change of them seen, LoRA adapters as peft saves them (no Ray, no vLLM)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +24,8 @@ from rlvr.rollout.fleet.weight_sync import (
 
 
 def test_bucket_plan_is_aligned_and_bounded() -> None:
-    meta = [("a", "float32", (10,)), ("b", "bfloat16", (3,)), ("big", "float32", (100,)), ("c", "int64", (2,))]
+    meta = [("a", "float32", (10,)), ("b", "bfloat16", (3,)), ("big", "float32", (100,)),
+            ("c", "int64", (2,))]
     plan = buckets(meta, limit=128)
     assert [[s.index for s in b] for b in plan] == [[0, 1], [2], [3]]  # 400 bytes goes alone
     assert all(s.offset % ALIGN == 0 for b in plan for s in b)
@@ -36,8 +37,10 @@ def test_weight_group_broadcasts_every_dtype_and_layout() -> None:
     """Two ranks in one process (threads): what rank 0 sends is what rank 1 receives, bit for bit."""
     g = torch.Generator().manual_seed(0)
     pairs = [("w", torch.randn(3, 5, generator=g)), ("half", torch.randn(7, generator=g).to(torch.bfloat16)),
-             ("ids", torch.arange(4, dtype=torch.int64).reshape(2, 2)), ("mask", torch.tensor([True, False, True])),
-             ("t", torch.randn(5, 3, generator=g).t()), ("scalar", torch.tensor(2.5)), ("empty", torch.zeros(0, 4)),
+             ("ids", torch.arange(4, dtype=torch.int64).reshape(2, 2)),
+             ("mask", torch.tensor([True, False, True])),
+             ("t", torch.randn(5, 3, generator=g).t()), ("scalar", torch.tensor(2.5)),
+             ("empty", torch.zeros(0, 4)),
              ("large", torch.randn(300, generator=g))]
     pairs.append(("tied", pairs[0][1]))  # the very same tensor under another name: sent once, received twice
     pairs.append(("view", pairs[0][1].reshape(15)))  # same memory, another shape: sent as its own tensor
@@ -57,7 +60,8 @@ def test_weight_group_broadcasts_every_dtype_and_layout() -> None:
     assert sorted(k for k, _ in received) == sorted(k for k, _ in pairs)
     want = dict(pairs)
     for name, have in received:
-        assert have.dtype == want[name].dtype and have.shape == want[name].shape and torch.equal(have, want[name])
+        assert have.dtype == want[name].dtype and have.shape == want[name].shape and torch.equal(have,
+                                                                                                 want[name])
     sender.close()
     receiver.close()
 
@@ -67,8 +71,10 @@ def tiny_llama(layers: int = 2):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+    return LlamaForCausalLM(LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=layers,
+                                        num_attention_heads=2, num_key_value_heads=1,
+                                        max_position_embeddings=64,
                                         tie_word_embeddings=True))
 
 

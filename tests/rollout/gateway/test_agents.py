@@ -62,7 +62,8 @@ def setup(tiny, tmp_path_factory):
 
 def task(i: int = 0, turns: int = 4) -> Task:
     return Task(id=f"t{i}", domain="test", prompt="Fix sol.py.", workspace={"sol.py": "pass\n"},
-                verifier={"kind": "test-rollout-file"}, limits=TaskLimits(max_turns=turns, max_tokens=200, wall_s=60))
+                verifier={"kind": "test-rollout-file"},
+                limits=TaskLimits(max_turns=turns, max_tokens=200, wall_s=60))
 
 
 def run(setup, command: str, tasks: list[Task], k: int = 1):

@@ -34,7 +34,8 @@ class ScriptedHF(HFPolicy):
             with torch.no_grad():
                 logits = self.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
             lps = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None]).squeeze(-1).tolist()
-            out.append(Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=list(prompt),
+            out.append(Completion(text=self.decode(ids), token_ids=ids, logprobs=lps,
+                                  prompt_token_ids=list(prompt),
                                   finish_reason=reason))
         return out
 
@@ -58,7 +59,8 @@ def agent_loop(client: openai.OpenAI, prompt: str, *, stream: bool = False) -> l
     messages: list[dict] = [{"role": "user", "content": prompt}]
     for _ in range(4):
         if stream:
-            chunks = list(client.chat.completions.create(model="policy", messages=messages, tools=TOOLS, stream=True))
+            chunks = list(client.chat.completions.create(model="policy", messages=messages, tools=TOOLS,
+                                                         stream=True))
             calls = [tc for ch in chunks for c in ch.choices for tc in (c.delta.tool_calls or [])]
             content = "".join(c.delta.content or "" for ch in chunks for c in ch.choices) or None
             msg = {"role": "assistant", "content": content}
@@ -73,7 +75,8 @@ def agent_loop(client: openai.OpenAI, prompt: str, *, stream: bool = False) -> l
             return messages
         for call in msg["tool_calls"]:
             args = json.loads(call["function"]["arguments"])
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(args["a"] + args["b"])})
+            messages.append({"role": "tool", "tool_call_id": call["id"],
+                             "content": str(args["a"] + args["b"])})
     return messages
 
 
@@ -127,7 +130,8 @@ def test_an_edited_history_starts_a_new_segment_trained_on_its_own_tokens(gatewa
     client = openai.OpenAI(base_url=gateway.base_url, api_key=session.key, max_retries=0)
     agent_loop(client, "What is 2 + 3?")
     # the agent summarises its history: the next prompt is not an extension of the last one
-    client.chat.completions.create(model="p", messages=[{"role": "user", "content": "Summary: 2 + 3 = 5. Say it."}],
+    client.chat.completions.create(model="p",
+                                   messages=[{"role": "user", "content": "Summary: 2 + 3 = 5. Say it."}],
                                    tools=TOOLS)
     segs = session.record()
     assert len(segs) == 2

@@ -19,7 +19,8 @@ def model_dir(tmp_path_factory) -> Path:
     from rlvr.rollout.policies.builtin import build_tiny_model
 
     # head size 32: the smallest the vLLM CPU attention kernels support
-    return build_tiny_model(tmp_path_factory.mktemp("vgw"), n_layer=2, n_embd=64, n_head=2, n_positions=512, seed=7)
+    return build_tiny_model(tmp_path_factory.mktemp("vgw"), n_layer=2, n_embd=64, n_head=2, n_positions=512,
+                            seed=7)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ def test_special_tokens_are_single_tokens() -> None:
 def test_chat_template() -> None:
     tok = build_tokenizer()
     text = tok.apply_chat_template([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"},
-                                    {"role": "tool", "content": "out"}], tokenize=False, add_generation_prompt=True)
+                                    {"role": "tool", "content": "out"}], tokenize=False,
+                                    add_generation_prompt=True)
     assert text == "<|system|>s<|end|>\n<|user|>hi<|end|>\n<|tool|>out<|end|>\n<|assistant|>"
 
 

@@ -26,7 +26,8 @@ def wide(tmp_path_factory):
     from rlvr.rollout.policies.builtin import build_tiny_model
     from rlvr.rollout.policies.hf import HFPolicy
 
-    path = build_tiny_model(tmp_path_factory.mktemp("wide"), n_layer=1, n_embd=32, n_head=2, n_positions=8192, seed=3)
+    path = build_tiny_model(tmp_path_factory.mktemp("wide"), n_layer=1, n_embd=32, n_head=2, n_positions=8192,
+                            seed=3)
     return HFPolicy(path, device="cpu", threads=1)
 
 
@@ -54,9 +55,11 @@ def test_a_short_turn_budget_merges_the_last_stages() -> None:
     task = registry.make("code", tier="easy").get(0)
     plan = plan_for(task)
     assert plan.stages() == [["look"], ["write"], ["submit"]]
-    short = GoldPlan(task.model_copy(update={"limits": task.limits.model_copy(update={"max_turns": 2})}), plan.gold)
+    short = GoldPlan(task.model_copy(update={"limits": task.limits.model_copy(update={"max_turns": 2})}),
+                     plan.gold)
     assert short.stages() == [["look"], ["write", "submit"]]
-    one = GoldPlan(task.model_copy(update={"limits": task.limits.model_copy(update={"max_turns": 1})}), plan.gold)
+    one = GoldPlan(task.model_copy(update={"limits": task.limits.model_copy(update={"max_turns": 1})}),
+                   plan.gold)
     assert one.stages() == [["look", "write", "submit"]]
 
 

@@ -18,7 +18,8 @@ from rlvr.rollout.policies.hf import HFPolicy
 CONV = [Message(role="system", content="s"), Message(role="user", content="q"),
         Message(role="assistant", content="<tool_call>{}</tool_call>"),
         Message(role="tool", content="out", tool_call_id="c1", name="read_file")]
-TOOLS_TEMPLATE = ("{% if tools %}<|system|>{% for t in tools %}{{ t['function']['name'] }};{% endfor %}<|end|>\n{% endif %}"
+TOOLS_TEMPLATE = ("{% if tools %}<|system|>{% for t in tools %}{{ t['function']['name'] }};{% endfor "
+                  "%}<|end|>\n{% endif %}"
                   "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>\n{% endfor %}"
                   "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 NO_TOOL_ROLE = ("{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('roles must alternate "
@@ -36,7 +37,8 @@ def test_a_gguf_file_is_refused_with_the_conversion_command(tmp_path) -> None:
     gguf.write_bytes(b"GGUF")
     with pytest.raises(UserError) as exc:
         HFPolicy(gguf, device="cpu")
-    one_line(exc, str(gguf), "GGUF", f"python -m rlvr.rollout.policies.gguf {gguf} {tmp_path / 'Model.Q4_1-hf'}",
+    one_line(exc, str(gguf), "GGUF",
+             f"python -m rlvr.rollout.policies.gguf {gguf} {tmp_path / 'Model.Q4_1-hf'}",
              f"hf:{tmp_path / 'Model.Q4_1-hf'}")
     with pytest.raises(UserError) as exc:  # a directory that holds only the .gguf
         HFPolicy(tmp_path, device="cpu")
@@ -92,7 +94,8 @@ def test_cli_eval_names_the_model_and_exits_2(cli, tmp_path, monkeypatch) -> Non
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     res = cli(["eval", "--policy", f"hf:{tmp_path / 'm.gguf'}", "--tasks", "code:1"])
-    assert res.code == 2 and res.stderr.count("\n") == 1 and "python -m rlvr.rollout.policies.gguf" in res.stderr
+    assert (res.code == 2 and res.stderr.count("\n") == 1
+            and "python -m rlvr.rollout.policies.gguf" in res.stderr)
     assert not list((tmp_path / "runs" / "eval").glob("*"))  # nothing half-written
 
 
@@ -102,9 +105,11 @@ def test_chat_template_choices(tiny_dir, tmp_path) -> None:
     path = tmp_path / "tools.jinja"
     path.write_text(TOOLS_TEMPLATE)
     native = HFPolicy(tiny_dir, device="cpu", chat_template=str(path))
-    assert native.native_tools and template_takes_tools(TOOLS_TEMPLATE) and not template_takes_tools(CHAT_TEMPLATE)
+    assert (native.native_tools and template_takes_tools(TOOLS_TEMPLATE)
+            and not template_takes_tools(CHAT_TEMPLATE))
     specs = [t.spec() for t in TOOLS.values()]
-    assert native.render(CONV, tools=specs).startswith("<|system|>" + "".join(f"{n};" for n in TOOLS) + "<|end|>")
+    assert native.render(CONV,
+                         tools=specs).startswith("<|system|>" + "".join(f"{n};" for n in TOOLS) + "<|end|>")
     assert native.render(CONV) == own.render(CONV)  # no tools given: nothing rendered for them
     assert own.render(CONV, tools=specs) == own.render(CONV)  # a template without tools: the Env's text only
     assert HFPolicy(tiny_dir, device="cpu", chat_template="plain").tokenizer.chat_template == CHAT_TEMPLATE

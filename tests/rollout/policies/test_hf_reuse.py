@@ -11,18 +11,22 @@ from rlvr.rollout.policies.hf import HFPolicy, sequence_logprobs
 from rlvr.rollout.policies.kvcache import MIN_SHARED, PrefixCache
 from rlvr.rollout.policy import SamplingParams
 
-SYSTEM = Message(role="system", content="You are a careful assistant. Use the tools, then answer in one line.")
-CONVS = [[SYSTEM, Message(role="user", content=t)] for t in ("list the files", "def f(x):\n    return", "?" * 30)]
+SYSTEM = Message(role="system",
+                 content="You are a careful assistant. Use the tools, then answer in one line.")
+CONVS = [[SYSTEM, Message(role="user", content=t)]
+         for t in ("list the files", "def f(x):\n    return", "?" * 30)]
 
 
 @pytest.fixture(scope="module")
 def pair(tiny_dir) -> tuple[HFPolicy, HFPolicy]:
     """The tiny model twice (own weights each): with the store, and without it (every call prefills all)."""
-    return HFPolicy(tiny_dir, device="cpu", threads=1), HFPolicy(tiny_dir, device="cpu", threads=1, kv_reuse_tokens=0)
+    return HFPolicy(tiny_dir, device="cpu", threads=1), HFPolicy(tiny_dir, device="cpu", threads=1,
+                                                                 kv_reuse_tokens=0)
 
 
 def prefilled(policy: HFPolicy, fn):
-    """fn()'s result and the prompt tokens its forward passes computed (every pass but one-token decode steps)."""
+    """fn()'s result and the prompt tokens its forward passes computed (every pass but one-token decode
+    steps)."""
     seen: list[int] = []
     hook = policy.model.register_forward_pre_hook(
         lambda mod, args, kw: seen.append(kw["input_ids"].numel()) if kw["input_ids"].shape[1] > 1 else None,
@@ -35,7 +39,8 @@ def prefilled(policy: HFPolicy, fn):
 
 def tail(policy: HFPolicy, turn: int, row: int) -> list[int]:
     """What the template adds after a turn: a tool message and the next generation prompt."""
-    return policy.encode(f"<|end|><|tool|>output {turn} of row {row}: {'ok ' * (turn % 4)}<|end|><|assistant|>")
+    return policy.encode(f"<|end|><|tool|>output {turn} of row {row}: "
+                         f"{'ok ' * (turn % 4)}<|end|><|assistant|>")
 
 
 def same(a, b, tol: float = 1e-5) -> None:
@@ -55,9 +60,9 @@ def teacher_forced(policy: HFPolicy, comps, temperature: float) -> None:
 
 def run_episode(reuse: HFPolicy, fresh: HFPolicy, convs, turns: int, temperature: float, top_p: float = 1.0,
                 group: int = 1, flips: int = 0) -> list[tuple[int, int]]:
-    """Both policies through `turns` turns of the same episodes (prompts extended token by token); checks every
-    turn's completions agree and returns the prompt tokens each computed per turn (reusing, fresh). `flips`
-    rows in all may sample another token where float noise moves a near tie (a random model's flat
+    """Both policies through `turns` turns of the same episodes (prompts extended token by token); checks
+    every turn's completions agree and returns the prompt tokens each computed per turn (reusing, fresh).
+    `flips` rows in all may sample another token where float noise moves a near tie (a random model's flat
     distributions): their log-probs must still be those of a fresh forward pass."""
     rows = [c for c in convs for _ in range(group)]
     prompts = [reuse.encode(reuse.render(c)) for c in rows]
@@ -85,14 +90,16 @@ def run_episode(reuse: HFPolicy, fresh: HFPolicy, convs, turns: int, temperature
 
 
 @pytest.mark.parametrize("temperature,top_p", [(0.0, 1.0), (1.0, 1.0), (0.7, 0.9)])
-def test_later_turns_prefill_only_their_new_tokens_and_sample_as_a_fresh_prefill(pair, temperature, top_p) -> None:
+def test_later_turns_prefill_only_their_new_tokens_and_sample_as_a_fresh_prefill(pair, temperature,
+                                                                                 top_p) -> None:
     reuse, fresh = pair
     reuse.kv_reuse.clear()
     before = reuse.kv_reuse.reused_tokens
     computed = run_episode(reuse, fresh, CONVS, 6, temperature, top_p, group=2)
     assert reuse.kv_reuse.reused_tokens > before
     assert computed[0][0] == computed[0][1]  # nothing stored yet
-    for used, full in computed[1:]:  # the tool message, the generation prompt and the last sampled token per row
+    # the tool message, the generation prompt and the last sampled token per row
+    for used, full in computed[1:]:
         assert used <= 6 * 40 < full
     assert len(reuse.kv_reuse) == 6  # one stored sequence per row: each turn's replaced the one before
 
@@ -122,11 +129,13 @@ def test_a_prompt_that_changes_earlier_tokens_reuses_only_what_it_shares(pair) -
     first = reuse.generate(CONVS, params, prompt_token_ids=prompts)
     nxt = [p + c.token_ids + tail(reuse, 0, i) for i, (p, c) in enumerate(zip(prompts, first))]
     cut = len(prompts[0]) - 3
-    nxt[0] = nxt[0][:cut] + reuse.encode("[elided]") + nxt[0][cut + 1:]  # a stream that restarted: earlier tokens
+    # a stream that restarted: earlier tokens
+    nxt[0] = nxt[0][:cut] + reuse.encode("[elided]") + nxt[0][cut + 1:]
     nxt[1] = nxt[1][:len(prompts[1]) + 2]  # a shorter prompt: part of what was generated
     nxt[2] = [nxt[2][0] + 1] + nxt[2][1:]  # differs from the first token: nothing to reuse
     before = reuse.kv_reuse.reused_tokens
-    same(reuse.generate(CONVS, params, prompt_token_ids=nxt), fresh.generate(CONVS, params, prompt_token_ids=nxt))
+    same(reuse.generate(CONVS, params, prompt_token_ids=nxt),
+         fresh.generate(CONVS, params, prompt_token_ids=nxt))
     assert reuse.kv_reuse.reused_tokens - before == cut + len(prompts[1]) + 1
 
 
@@ -142,7 +151,8 @@ def test_changed_weights_empty_the_store(pair) -> None:
             for p in policy.model.parameters():
                 p.mul_(1.05)
     before = reuse.kv_reuse.reused_tokens
-    same(reuse.generate(CONVS, params, prompt_token_ids=nxt), fresh.generate(CONVS, params, prompt_token_ids=nxt))
+    same(reuse.generate(CONVS, params, prompt_token_ids=nxt),
+         fresh.generate(CONVS, params, prompt_token_ids=nxt))
     assert reuse.kv_reuse.reused_tokens == before  # the old keys were not used
     reuse.version += 1  # a new policy version empties it too
     later = [p + tail(reuse, 1, 0) for p in nxt]
@@ -163,7 +173,8 @@ def test_the_generation_copy_keeps_its_store_until_a_sync(tiny_dir) -> None:
     policy.version += 1
     nxt = [p + c.token_ids + tail(policy, 0, i) for i, (p, c) in enumerate(zip(prompts, first))]
     before = policy.kv_reuse.reused_tokens
-    same(policy.generate(CONVS, params, prompt_token_ids=nxt), fresh.generate(CONVS, params, prompt_token_ids=nxt))
+    same(policy.generate(CONVS, params, prompt_token_ids=nxt),
+         fresh.generate(CONVS, params, prompt_token_ids=nxt))
     assert policy.kv_reuse.reused_tokens > before
     policy.sync_weights()  # now the copy has the new weights: nothing stored may be used
     with torch.no_grad():
@@ -171,7 +182,8 @@ def test_the_generation_copy_keeps_its_store_until_a_sync(tiny_dir) -> None:
             p.add_(0.01)
     later = [p + tail(policy, 1, 0) for p in nxt]
     before = policy.kv_reuse.reused_tokens
-    same(policy.generate(CONVS, params, prompt_token_ids=later), fresh.generate(CONVS, params, prompt_token_ids=later))
+    same(policy.generate(CONVS, params, prompt_token_ids=later),
+         fresh.generate(CONVS, params, prompt_token_ids=later))
     assert policy.kv_reuse.reused_tokens == before
 
 

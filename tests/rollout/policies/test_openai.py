@@ -55,7 +55,8 @@ class Handler(BaseHTTPRequestHandler):
                 {"id": "c8", "type": "function", "function": {"name": "submit", "arguments": "{oops"}}]}
         if model == "tools":
             msg = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c9", "type": "function", "function": {"name": "submit", "arguments": '{"answer": "42"}'}}]}
+                {"id": "c9", "type": "function",
+                 "function": {"name": "submit", "arguments": '{"answer": "42"}'}}]}
         self._send(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop",
                                       "logprobs": {"content": [{"token": "e", "logprob": -0.25},
                                                                {"token": "c", "logprob": -0.5}]}}]})
@@ -63,8 +64,8 @@ class Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     def handle_error(self, request, client_address) -> None:
-        """A client that gave up (the `slow` model's timeout) leaves a broken pipe: not an error of the test, and
-        printed on stderr it would land in whatever test runs next."""
+        """A client that gave up (the `slow` model's timeout) leaves a broken pipe: not an error of the test,
+        and printed on stderr it would land in whatever test runs next."""
         import sys
 
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
@@ -108,7 +109,8 @@ def test_overload_is_retried(server) -> None:
 
 def test_timeouts_and_bad_requests_become_error_completions(server) -> None:
     t0 = time.perf_counter()
-    [slow] = OpenAIPolicy(server, "slow", timeout_s=0.2, max_retries=1, backoff_s=0.01).generate(convs(1), SamplingParams())
+    policy = OpenAIPolicy(server, "slow", timeout_s=0.2, max_retries=1, backoff_s=0.01)
+    [slow] = policy.generate(convs(1), SamplingParams())
     assert slow.finish_reason == "error" and "Timeout" in slow.error and time.perf_counter() - t0 < 1.5
     [bad] = OpenAIPolicy(server, "bad", max_retries=3, backoff_s=0.01).generate(convs(1), SamplingParams())
     assert bad.finish_reason == "error" and "400" in bad.error and Handler.hits["bad"] == 1
@@ -117,12 +119,14 @@ def test_timeouts_and_bad_requests_become_error_completions(server) -> None:
 
 
 def test_unreachable_server() -> None:
-    [c] = OpenAIPolicy("http://127.0.0.1:9/v1", "m", max_retries=0, timeout_s=1).generate(convs(1), SamplingParams())
+    [c] = OpenAIPolicy("http://127.0.0.1:9/v1", "m", max_retries=0, timeout_s=1).generate(convs(1),
+                                                                                          SamplingParams())
     assert c.finish_reason == "error" and "Connect" in c.error
 
 
 def test_native_tool_calls_drive_an_episode(server, pool) -> None:
-    task = Task(id="t", domain="toy", prompt="solve", workspace={"sol.py": "x"}, verifier={"kind": "test-rollout-file"},
+    task = Task(id="t", domain="toy", prompt="solve", workspace={"sol.py": "x"},
+                verifier={"kind": "test-rollout-file"},
                 limits=TaskLimits(max_turns=3))
     [ep] = EnvRollouts(OpenAIPolicy(server, "tools"), pool, config=RolloutConfig()).run([task], 1)
     assert ep.status == "done" and ep.final_state.answer == "42" and ep.reward == 1.0
@@ -130,7 +134,8 @@ def test_native_tool_calls_drive_an_episode(server, pool) -> None:
 
 
 def test_malformed_native_calls_are_reported_to_the_model(server, pool) -> None:
-    task = Task(id="t", domain="toy", prompt="solve", workspace={"sol.py": "x"}, verifier={"kind": "test-rollout-file"},
+    task = Task(id="t", domain="toy", prompt="solve", workspace={"sol.py": "x"},
+                verifier={"kind": "test-rollout-file"},
                 limits=TaskLimits(max_turns=2))
     [ep] = EnvRollouts(OpenAIPolicy(server, "badtools"), pool, config=RolloutConfig()).run([task], 1)
     assert ep.status == "truncated" and ep.truncated_by == "turns"
@@ -143,7 +148,8 @@ def test_native_calls_are_sent_back_with_the_assistant_message() -> None:
     from rlvr.rollout.policies.openai import openai_messages
 
     conv = [Message(role="user", content="q"),
-            Message(role="assistant", content="", tool_calls=[ToolCall(id="c1", name="run", arguments={"command": "ls"})]),
+            Message(role="assistant", content="",
+                    tool_calls=[ToolCall(id="c1", name="run", arguments={"command": "ls"})]),
             Message(role="tool", content="a.py", tool_call_id="c1", name="run")]
     out = openai_messages(conv)
     assert out[1]["tool_calls"] == [{"id": "c1", "type": "function",

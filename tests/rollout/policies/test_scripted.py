@@ -27,9 +27,11 @@ def write(tmp_path, data) -> str:
 def test_replays_turns_by_match_and_index(tmp_path) -> None:
     pol = ScriptedPolicy.from_file(write(tmp_path, {
         "default": ["d0", "d1"],
-        "match": [{"prompt_contains": "add", "turns": ["a0", {"content": "", "tool_calls": [{"name": "submit"}]}]}]}))
+        "match": [{"prompt_contains": "add",
+                   "turns": ["a0", {"content": "", "tool_calls": [{"name": "submit"}]}]}]}))
     p = SamplingParams()
-    out = pol.generate([conv("write add"), conv("write add", 1), conv("other"), conv("other", 1), conv("other", 2)], p)
+    out = pol.generate([conv("write add"), conv("write add", 1), conv("other"), conv("other", 1),
+                        conv("other", 2)], p)
     assert [c.text for c in out] == ["a0", "", "d0", "d1", ""]
     assert out[1].tool_calls[0].name == "submit"
     assert out[0].token_ids == list(b"a0") and out[0].logprobs == [0.0, 0.0]

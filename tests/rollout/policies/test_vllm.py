@@ -1,6 +1,6 @@
 """The vllm backend end to end: engine tokens and log-probs against the trainer's forward pass, weight sync,
-policy versions on episodes, `rlvr eval` and `rlvr train` through vLLM. The engine tests (`vllm` marker) run in
-`make test-vllm`; the two input checks that need no engine run in `make test`."""
+policy versions on episodes, `rlvr eval` and `rlvr train` through vLLM. The engine tests (`vllm` marker) run
+in `make test-vllm`; the two input checks that need no engine run in `make test`."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,8 @@ from rlvr.train.update import PolicyUpdater, Sample, token_logprobs
 
 
 def engine(test):
-    """Needs vLLM: run by `make test-vllm` only (engine start-up is slow on a loaded machine: a longer timeout)."""
+    """Needs vLLM: run by `make test-vllm` only (engine start-up is slow on a loaded machine: a longer
+    timeout)."""
     return pytest.mark.vllm(pytest.mark.timeout(600)(test))
 
 
@@ -33,7 +34,8 @@ def model_dir(tmp_path_factory) -> Path:
     from rlvr.rollout.policies.builtin import build_tiny_model
 
     # head size 32: the smallest the vLLM CPU attention kernels support
-    return build_tiny_model(tmp_path_factory.mktemp("vtiny"), n_layer=2, n_embd=64, n_head=2, n_positions=256, seed=7)
+    return build_tiny_model(tmp_path_factory.mktemp("vtiny"), n_layer=2, n_embd=64, n_head=2, n_positions=256,
+                            seed=7)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,8 @@ def test_tokens_and_logprobs_match_the_trainer(policy) -> None:
             assert max(abs(a - b) for a, b in zip(c.logprobs, gen)) < TOL
             if temperature == 0.0:  # greedy really is the argmax of the trainer's logits
                 with torch.no_grad():
-                    logits = policy.model(input_ids=torch.tensor([c.prompt_token_ids + c.token_ids])).logits[0]
+                    ids = torch.tensor([c.prompt_token_ids + c.token_ids])
+                    logits = policy.model(input_ids=ids).logits[0]
                 start = len(c.prompt_token_ids) - 1
                 assert logits[start:start + len(c.token_ids)].argmax(-1).tolist() == c.token_ids
 
@@ -92,7 +95,8 @@ def test_large_seeded_batches(policy) -> None:
     convs = [conv("y" * (60 + i % 40)) for i in range(96)]
     comps = policy.generate(convs, SamplingParams(temperature=1.0, max_new_tokens=6, seeds=tuple(range(96))))
     assert sum(len(c.prompt_token_ids) for c in comps) > 4096
-    assert all(c.finish_reason in ("stop", "length") and 0 < len(c.token_ids) == len(c.logprobs) for c in comps)
+    assert all(c.finish_reason in ("stop", "length") and 0 < len(c.token_ids) == len(c.logprobs)
+               for c in comps)
     alone = policy.generate([convs[50]], SamplingParams(temperature=1.0, max_new_tokens=6, seeds=(50,)))[0]
     assert alone.token_ids == comps[50].token_ids
 
@@ -136,7 +140,8 @@ def test_training_steps_sync_weights_and_record_versions(policy, pool) -> None:
     updater = PolicyUpdater(policy.model, TrainConfig(lr=5e-3), pad_id=policy.pad_id, temperature=1.0)
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     for step in range(3):
-        eps = engine.run([lenient_task(), lenient_task().model_copy(update={"id": "r"})], 3, step=step, seed=11)
+        eps = engine.run([lenient_task(), lenient_task().model_copy(update={"id": "r"})], 3, step=step,
+                         seed=11)
         assert all(ep.policy_version == step == policy.engine_version for ep in eps)
         samples = []
         for i, ep in enumerate(eps):
@@ -162,7 +167,8 @@ def test_generate_syncs_a_stale_engine_and_reloads_from_a_directory(policy, tmp_
     policy.version += 1  # the trainer changed the weights; generate() must not use the old ones
     comp = policy.generate([conv("hello")], params)[0]
     assert policy.engine_version == policy.version
-    ref = trainer_logprobs(policy.model, comp.prompt_token_ids + comp.token_ids, 1.0)[len(comp.prompt_token_ids):]
+    ref = trainer_logprobs(policy.model, comp.prompt_token_ids + comp.token_ids,
+                           1.0)[len(comp.prompt_token_ids):]
     assert max(abs(a - b) for a, b in zip(comp.logprobs, ref)) < TOL
     saved = tmp_path / "ckpt"
     policy.model.save_pretrained(saved)  # a checkpoint on disk: the reload path
@@ -183,7 +189,8 @@ def test_generate_syncs_a_stale_engine_and_reloads_from_a_directory(policy, tmp_
 def test_lora_adapters_sync_as_merged_weights(policy) -> None:
     from peft import LoraConfig, get_peft_model
 
-    lora = get_peft_model(policy.model, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], lora_dropout=0.0,
+    lora = get_peft_model(policy.model,
+                          LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], lora_dropout=0.0,
                                                    fan_in_fan_out=True))
     with torch.no_grad():
         for name, p in lora.named_parameters():
@@ -194,7 +201,8 @@ def test_lora_adapters_sync_as_merged_weights(policy) -> None:
     comp = policy.generate([conv("adapters")], SamplingParams(max_new_tokens=10, seeds=(3,)))[0]
     ref = trainer_logprobs(lora, comp.prompt_token_ids + comp.token_ids, 1.0)[len(comp.prompt_token_ids):]
     assert max(abs(a - b) for a, b in zip(comp.logprobs, ref)) < TOL
-    assert not any(getattr(m, "merged", False) for m in lora.modules())  # training still sees separate adapters
+    # training still sees separate adapters
+    assert not any(getattr(m, "merged", False) for m in lora.modules())
     policy.model = lora.merge_and_unload()
     policy.version += 1
 

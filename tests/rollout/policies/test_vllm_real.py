@@ -1,5 +1,5 @@
-"""The sampler/trainer mismatch on the real model: tokens vLLM samples from SmolLM2-135M-Instruct, scored by the
-trainer's forward pass (transformers, float32). Runs in `make test-vllm` (marker `vllm`; the real model is
+"""The sampler/trainer mismatch on the real model: tokens vLLM samples from SmolLM2-135M-Instruct, scored by
+the trainer's forward pass (transformers, float32). Runs in `make test-vllm` (marker `vllm`; the real model is
 `$RLVR_REAL_MODEL`, built by `make real-model`, which test-vllm depends on)."""
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from tests.real.conftest import real_dir  # noqa: F401  (fixture)
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
 MEAN_TOL, MAX_TOL = 1e-3, 5e-2
-"""Float32 engine against the float32 trainer on CPU: measured mean 1e-5 and max 1e-3 or so; the bounds leave room
-for other CPUs' kernels while still failing on a real mismatch (a wrong template, position or temperature is
-off by 0.1 and more per token)."""
+"""Float32 engine against the float32 trainer on CPU: measured mean 1e-5 and max 1e-3 or so; the bounds leave
+room for other CPUs' kernels while still failing on a real mismatch (a wrong template, position or temperature
+is off by 0.1 and more per token)."""
 
 
 def mismatch(policy, model, convs, temperature: float) -> tuple[float, float, int]:

@@ -8,7 +8,8 @@ from rlvr.domains.blender.verifier import BlenderVerifier
 from rlvr.tasks.domain import Domain, VerifierKind
 
 DOMAIN = Domain(
-    "blender", BlenderSource, BlenderConfig, verifiers={"blender": VerifierKind(BlenderVerifier, BlenderSettings)},
+    "blender", BlenderSource, BlenderConfig,
+    verifiers={"blender": VerifierKind(BlenderVerifier, BlenderSettings)},
     tools=TOOLS,
     description="3D scenes in Blender: a bpy script run in the sandbox builds, textures and lights a scene; "
                 "the saved scene is checked for geometry, resource references and rendered frames "

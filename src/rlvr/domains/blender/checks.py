@@ -1,7 +1,8 @@
 """The checks of the `blender` verifier: a candidate's scene report and frames against the reference's.
 
-Pure functions over the inspection's JSON reports and decoded frames (numpy arrays), so they are tested without
-Blender. `scene_checks` returns (gates, credited checks); `rlvr.domains.blender.verifier` says what each one means.
+Pure functions over the inspection's JSON reports and decoded frames (numpy arrays), so they are tested
+without Blender. `scene_checks` returns (gates, credited checks); `rlvr.domains.blender.verifier` says what
+each one means.
 """
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ def _object_checks(name: str, want: dict[str, Any], mine: dict[str, Any], ref: d
     if want.get("material"):
         slots = mine.get("materials", [])
         ok = bool(slots) and None not in slots and want["material"] in slots
-        out.append(_check(f"{name}:material", ok, f"slots {slots}, want {want['material']!r} in filled slots"))
+        out.append(_check(f"{name}:material", ok,
+                          f"slots {slots}, want {want['material']!r} in filled slots"))
     if "light" in ref:
         got, ref_light = mine.get("light", {}), ref["light"]
         out.append(_check(f"{name}:light_type", got.get("type") == ref_light["type"],
@@ -117,7 +119,8 @@ def _object_checks(name: str, want: dict[str, Any], mine: dict[str, Any], ref: d
         fwd, rfwd = mine.get("camera", {}).get("forward", [0, 0, 0]), ref["camera"]["forward"]
         cos = sum(a * b for a, b in zip(fwd, rfwd))
         angle = math.degrees(math.acos(max(-1.0, min(1.0, cos))))
-        out.append(_check(f"{name}:aim", angle <= max(3.0, s.angle_tol_deg), f"{angle:.1f} degrees off the aim"))
+        out.append(_check(f"{name}:aim", angle <= max(3.0, s.angle_tol_deg),
+                          f"{angle:.1f} degrees off the aim"))
     return out
 
 
@@ -136,9 +139,11 @@ def _material_checks(name: str, want: dict[str, Any], report: dict[str, Any], re
                           f"images {[i.get('path') for i in used]}, want {path} feeding the base colour"))
     else:
         got, ref_c = mine.get("base_color") or [9, 9, 9], theirs["base_color"]
-        out.append(_check(f"material:{name}:colour", _close(got, ref_c, 0.02), f"{_fmt(got)}, want {_fmt(ref_c)}"))
+        out.append(_check(f"material:{name}:colour", _close(got, ref_c, 0.02),
+                          f"{_fmt(got)}, want {_fmt(ref_c)}"))
     rough = mine.get("roughness")
-    out.append(_check(f"material:{name}:roughness", rough is not None and abs(rough - theirs["roughness"]) <= 0.02,
+    out.append(_check(f"material:{name}:roughness",
+                      rough is not None and abs(rough - theirs["roughness"]) <= 0.02,
                       f"{rough}, want {theirs['roughness']:g}"))
     return out
 
@@ -159,10 +164,12 @@ def render_checks(names: list[str], report: dict[str, Any], ref: dict[str, Any],
                               score=(iou - 0.5) / (s.iou_min - 0.5)))
             both = got & want
             if not both.any():
-                out.append(_check(f"render{cam}:{name}:colour", False, "no overlap with the reference's mask"))
+                out.append(_check(f"render{cam}:{name}:colour", False,
+                                  "no overlap with the reference's mask"))
                 continue
             dist = float(np.abs(rgb[both].mean(axis=0) - rrgb[both].mean(axis=0)).max()) / 255.0
-            out.append(_check(f"render{cam}:{name}:colour", dist <= s.colour_tol, f"mean colour off by {dist:.3f}",
+            out.append(_check(f"render{cam}:{name}:colour", dist <= s.colour_tol,
+                              f"mean colour off by {dist:.3f}",
                               score=1.0 - dist / (2 * s.colour_tol)))
     return out
 
@@ -175,14 +182,16 @@ def scene_checks(spec: dict[str, Any], report: dict[str, Any], ref: dict[str, An
     meshes = [n for n, w in wanted.items() if w["type"] == "MESH"]
     missing_glb = [n for n in meshes if n not in glb.get("nodes", [])]
     gates = [gate("glb", bool(glb.get("ok")) and not missing_glb,
-                   glb.get("why") or (f"scene.glb lacks {missing_glb}" if missing_glb else "scene.glb has the objects"))]
+                   glb.get("why")
+                   or (f"scene.glb lacks {missing_glb}" if missing_glb else "scene.glb has the objects"))]
     absent = [n for n, w in wanted.items() if objects.get(n, {}).get("type") != w["type"]]
     gates.append(gate("objects", not absent, f"missing or of the wrong type: {absent}" if absent
                        else f"{len(wanted)} objects by name"))
     gates.append(gate("resources", *resource_gate(report)))
     if absent:
         return gates, []
-    shapes = [shape_gate(n, objects[n].get("mesh", {}), ref_objects[n]["mesh"], bool(wanted[n].get("manifold")),
+    shapes = [shape_gate(n, objects[n].get("mesh", {}), ref_objects[n]["mesh"],
+                         bool(wanted[n].get("manifold")),
                          s.volume_tol) for n in meshes]
     bad = [why for ok, why in shapes if not ok]
     gates.append(gate("shape", not bad, "; ".join(bad) if bad else "; ".join(why for _, why in shapes)))

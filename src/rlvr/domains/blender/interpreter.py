@@ -3,7 +3,8 @@
 Blender is large and not meant to share an interpreter with a trainer, so it gets a venv of its own
 (`make blender` builds `.venv-blender/`); the sandbox runs that venv's python (the pool mounts the chosen
 interpreter's prefix read-only). Found, in order: `$RLVR_BLENDER_PYTHON`, this interpreter when it has `bpy`
-(`pip install 'rlvr[blender]'`), `.venv-blender/bin/python` under the working directory or the source checkout.
+(`pip install 'rlvr[blender]'`), `.venv-blender/bin/python` under the working directory or the source
+checkout.
 """
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def blender_pool(ctx: VerifyContext) -> SandboxPool:
     if given is not None:
         return given  # type: ignore[return-value]
     python = require_blender()
-    if ctx.pool is not None and os.path.abspath(str(getattr(ctx.pool, "python", ""))) == os.path.abspath(python):
+    if ctx.pool is not None and os.path.abspath(str(getattr(ctx.pool, "python",
+                                                            ""))) == os.path.abspath(python):
         return ctx.pool
     with _LOCK:
         if python not in _POOLS:
@@ -74,8 +76,8 @@ def blender_pool(ctx: VerifyContext) -> SandboxPool:
 
 
 def make_blender_pool(workers: int = 2, warm: tuple[str, ...] = WARM) -> SandboxPool:
-    """A fresh isolated pool on Blender's interpreter (tests and benchmarks; close it when done); `warm=()` starts
-    Blender afresh for every command (the benchmark's baseline)."""
+    """A fresh isolated pool on Blender's interpreter (tests and benchmarks; close it when done); `warm=()`
+    starts Blender afresh for every command (the benchmark's baseline)."""
     return _pool(require_blender(), workers, warm)
 
 

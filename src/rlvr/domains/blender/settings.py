@@ -1,4 +1,5 @@
-"""The `[verifier]` table of a blender task, its own module so that the checks and the verifier both read it."""
+"""The `[verifier]` table of a blender task, its own module so that the checks and the verifier both read
+it."""
 from __future__ import annotations
 
 from rlvr.tasks.domain import VerifierSettings

@@ -1,11 +1,12 @@
-"""The tools of multi-turn `blender` tasks: run the script in Blender and read what it built, render a preview.
+"""The tools of multi-turn `blender` tasks: run the script in Blender and read what it built, render a
+preview.
 
-`run_scene` writes the script to `solution.py` in the episode's workspace (what the verifier judges at the end),
-runs it and the inspection in a Blender sandbox (the same two commands as the verifier, the same limits) and
-answers with the scene report: errors, objects with their type, world bounds, parts, holes, manifoldness,
-materials, parent and collections, images and the glTF. `render_preview` renders the saved scene from the task's
-fixed cameras and answers with each frame's object silhouettes as text (one letter per object), which a model
-that reads text can compare with what it meant to build. Neither tool sees the reference scene.
+`run_scene` writes the script to `solution.py` in the episode's workspace (what the verifier judges at the
+end), runs it and the inspection in a Blender sandbox (the same two commands as the verifier, the same limits)
+and answers with the scene report: errors, objects with their type, world bounds, parts, holes, manifoldness,
+materials, parent and collections, images and the glTF. `render_preview` renders the saved scene from the
+task's fixed cameras and answers with each frame's object silhouettes as text (one letter per object), which a
+model that reads text can compare with what it meant to build. Neither tool sees the reference scene.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ PREVIEW_COLUMNS = 32
 
 
 def _scene(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None, BlenderSettings]:
-    """Run the workspace's script (after writing `args["script"]`, when given); (error text, report, settings)."""
+    """Run the workspace's script (after writing `args["script"]`, when given); (error text, report,
+    settings)."""
     script = args.get("script")
     if script is not None:
         if not isinstance(script, str):
@@ -109,9 +111,11 @@ def render_preview_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 
 
 TOOLS: tuple[Tool, ...] = (
-    Tool("run_scene", "Write the bpy script to solution.py (optional `script`), run it in Blender and report the "
+    Tool("run_scene",
+         "Write the bpy script to solution.py (optional `script`), run it in Blender and report the "
                       "scene it saved: objects, bounds, parts, holes, materials, errors.",
-         {"type": "object", "properties": {"script": {"type": "string", "description": "the whole bpy script"}},
+         {"type": "object",
+          "properties": {"script": {"type": "string", "description": "the whole bpy script"}},
           "required": []}, run_scene_tool),
     Tool("render_preview", "Run solution.py and render the saved scene from the task's two fixed cameras; "
                            "answers with each frame's object silhouettes as letters.",

@@ -1,4 +1,5 @@
-"""Kind `blender`: run the candidate's bpy script in Blender in the sandbox, inspect the saved scene, render it.
+"""Kind `blender`: run the candidate's bpy script in Blender in the sandbox, inspect the saved scene, render
+it.
 
 One lease per verification, two commands, both under Blender's own interpreter (a fixed venv; see
 `blender_python`) and the trusted harness `harness/blender/scene.py`, mounted read-only. The Blender pool's
@@ -7,17 +8,18 @@ has started and nothing has run, not a Blender start: the two commands are still
 inspection's never ran the candidate's code.
 
 1. `run`: factory settings with an empty scene, scripts in files never auto-run, the candidate's script as
-   `__main__`; it must save `scene.blend` and `scene.glb` in the workspace. Limits: the task's (Blender-sized).
+   `__main__`; it must save `scene.blend` and `scene.glb` in the workspace. Limits: the task's
+   (Blender-sized).
 2. `inspect`, a fresh process: opens `scene.blend` with auto-run off, reports objects, evaluated meshes
    (manifold edges, parts, holes, volume, bounds), materials, images, libraries, cameras and lights, checks
-   `scene.glb`, and renders the task's fixed cameras with Cycles on the CPU (a lit frame and an object-id frame
-   each). Its one result line carries a nonce the candidate never saw.
+   `scene.glb`, and renders the task's fixed cameras with Cycles on the CPU (a lit frame and an object-id
+   frame each). Its one result line carries a nonce the candidate never saw.
 
 The reference scene (the gold script, through the same two commands) is computed once per task and process and
 cached. Every number is compared with the reference's, so the prompt's numbers and the checks cannot drift.
 
-Gates (any failing scores 0): a script, a clean run, a scene that opens, a glTF with the objects, every required
-object by name and type, the shape of each mesh (parts, holes, manifold where asked, volume within
+Gates (any failing scores 0): a script, a clean run, a scene that opens, a glTF with the objects, every
+required object by name and type, the shape of each mesh (parts, holes, manifold where asked, volume within
 `volume_tol`), and resources (every image inside the workspace, present and decodable, no outside paths, no
 empty packed data, no linked libraries outside). Credited, one check each: per object size, placement,
 rotation, parent, collection and material slots; per material colour, roughness and texture; the camera's
@@ -66,7 +68,8 @@ def harness_text() -> str:
 
 def render_spec(spec: dict[str, Any], s: BlenderSettings) -> dict[str, Any]:
     """What the harness needs: the fixed cameras and the frame settings."""
-    return {"cameras": spec["cameras"], "render": {"width": s.width, "height": s.height, "samples": s.samples}}
+    return {"cameras": spec["cameras"],
+            "render": {"width": s.width, "height": s.height, "samples": s.samples}}
 
 
 def parse_report(result: ExecResult, nonce: str) -> dict[str, Any] | None:
@@ -108,7 +111,8 @@ def _ref_key(task: Task, spec: dict[str, Any], s: BlenderSettings) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def reference(pool: SandboxPool, task: Task, spec: dict[str, Any], s: BlenderSettings) -> dict[str, Any] | str:
+def reference(pool: SandboxPool, task: Task, spec: dict[str, Any], s: BlenderSettings) -> dict[str,
+                                                                                               Any] | str:
     """The reference scene's report (cached per task, settings and harness), or why it could not be built."""
     key = _ref_key(task, spec, s)
     with _REF_LOCK:
@@ -193,7 +197,8 @@ class BlenderVerifier:
             return Verdict(score=0.0, checks=checks, timings=timings, details={"stderr": run.stderr[-2000:]})
         if report is None:
             why = f"{inspected.status.value}: {inspected.stderr[-200:]}" if not inspected.ok else "no report"
-            return Verdict(score=0.0, checks=checks + [gate("saved", False, f"the scene could not be inspected: "
+            return Verdict(score=0.0,
+                           checks=checks + [gate("saved", False, f"the scene could not be inspected: "
                                                                          f"{why}")], timings=timings)
         checks.append(gate("saved", bool(report.get("ok")), report.get("why") or "scene.blend opens"))
         if not report.get("ok"):
@@ -205,9 +210,12 @@ class BlenderVerifier:
         frames, ref_frames = decode_frames(report, s), decode_frames(ref, s)
         if ref_frames is None:
             return Verdict.infra(f"the reference inspection of {task.key} returned malformed frames")
-        if frames is None or len(frames) != len(ref_frames):  # the candidate's scene is to blame, not the sandbox
-            return Verdict(score=0.0, checks=checks + [gate("rendered", False, "the frames of the fixed cameras "
-                                                                             "came out malformed")], timings=timings)
+        # the candidate's scene is to blame, not the sandbox
+        if frames is None or len(frames) != len(ref_frames):
+            return Verdict(score=0.0,
+                           checks=checks + [gate("rendered", False, "the frames of the fixed cameras "
+                                                                             "came out malformed")],
+                                                                             timings=timings)
         gates, credited = scene_checks(spec, report, ref, frames, ref_frames, s)
         timings["compare"] = time.perf_counter() - t0
         checks += gates
@@ -218,5 +226,6 @@ class BlenderVerifier:
             if details["frames"] and "candidate" in details["frames"][0]:
                 details["preview"] = details["frames"][0]["candidate"]
         if not all(g.passed for g in checks):
-            return Verdict(score=0.0, passed=False, checks=checks + credited, details=details, timings=timings)
+            return Verdict(score=0.0, passed=False, checks=checks + credited, details=details,
+                           timings=timings)
         return Verdict.from_checks(checks + credited, details=details, timings=timings)

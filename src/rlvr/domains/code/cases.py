@@ -1,8 +1,9 @@
-"""The code verifier's cases: fixed io cases read from the task, randomised cases drawn in the sandbox by the task's
-generator and reference (`[verifier.cases]`), and the candidate's results for them judged on the host.
+"""The code verifier's cases: fixed io cases read from the task, randomised cases drawn in the sandbox by the
+task's generator and reference (`[verifier.cases]`), and the candidate's results for them judged on the host.
 
-The harness runs the candidate on the cases' inputs and streams one result a case on its channel; the comparison
-with the expected outputs (`rlvr.verify.values`: tagged values, tolerances) never runs candidate code.
+The harness runs the candidate on the cases' inputs and streams one result a case on its channel; the
+comparison with the expected outputs (`rlvr.verify.values`: tagged values, tolerances) never runs candidate
+code.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def io_expected(task: Task, s: IOSettings) -> dict[str, list[Any]]:
         args = encode(list(case[0]))
         if args is None or encode(case[1]) is None:
             raise UserError("an io case holds a value that is not plain data", file=task.source, line=lineno,
-                            field=f"verifier.io.file ({s.file})", fix="use numbers, strings, lists, tuples, dicts")
+                            field=f"verifier.io.file ({s.file})",
+                            fix="use numbers, strings, lists, tuples, dicts")
         out["inputs"].append(args["v"])
         out["outputs"].append(case[1])
     if not out["inputs"]:
@@ -50,19 +52,23 @@ def io_expected(task: Task, s: IOSettings) -> dict[str, list[Any]]:
 
 def draw_cases(pool: SandboxPool, task: Task, s: CodeSettings, seed: int,
                extra: list[list[Any]]) -> tuple[dict[str, Any] | None, str | None]:
-    """The randomised cases `{"inputs", "outputs", "extra"}`: the task's generator draws `n` inputs from `seed` in
-    the sandbox and its reference answers them (and the `extra` probe inputs); or (None, why) when either fails."""
+    """The randomised cases `{"inputs", "outputs", "extra"}`: the task's generator draws `n` inputs from
+    `seed` in the sandbox and its reference answers them (and the `extra` probe inputs); or (None, why) when
+    either fails."""
     assert s.cases is not None
     h = harness_files()
     files = {f"{JUDGE}/{CASES}": h[CASES], f"{JUDGE}/{VALUES}": h[VALUES],
-             f"{JUDGE}/gen.py": task.hidden[s.cases.generator], f"{JUDGE}/ref.py": task.hidden[s.cases.reference]}
+             f"{JUDGE}/gen.py": task.hidden[s.cases.generator],
+             f"{JUDGE}/ref.py": task.hidden[s.cases.reference]}
+    function = s.cases.entry.rsplit(":", 1)[1]  # type: ignore[index]
     cfg = {"generator": f"{JUDGE}/gen.py", "reference": f"{JUDGE}/ref.py", "seed": seed, "n": s.cases.n,
-           "function": s.cases.entry.rsplit(":", 1)[1], "extra": [encode(a)["v"] for a in extra]}  # type: ignore[index]
+           "function": function, "extra": [encode(a)["v"] for a in extra]}
     own = for_task(pool, task, timeout_s=s.timeout_s)
     limits = for_task(pool, task, timeout_s=own.timeout_s, memory_mb=max(own.memory_mb, 256))
     res = pool.run(["python", f"{JUDGE}/{CASES}"], files=files, stdin=json.dumps(cfg) + "\n", limits=limits)
     if not res.ok:
-        return None, f"the task's case generator or reference failed ({res.status.value}): {res.stderr[-300:]}"
+        return (None,
+                f"the task's case generator or reference failed ({res.status.value}): {res.stderr[-300:]}")
     try:
         return json.loads(res.stdout.strip().splitlines()[-1]), None
     except (ValueError, IndexError):
@@ -111,7 +117,8 @@ def cases_check(s: CodeSettings, rep: RunReport, expected: dict[str, Any],
         good += ok
         if not ok and not first_bad:
             seen = (msg or {}).get("error") or ("not plain data" if msg else "not run")
-            first_bad = f"case {i}: input {json.dumps(inp)[:200]}: {seen if not msg or msg.get('out') is None else 'wrong'}"
+            first_bad = (f"case {i}: input {json.dumps(inp)[:200]}: "
+                         f"{seen if not msg or msg.get('out') is None else 'wrong'}")
     n = len(expected["inputs"])
     detail = rep.cases_error or first_bad
     if rep.payload and rep.payload.get("timed_out") and good < n:

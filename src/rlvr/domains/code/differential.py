@@ -1,16 +1,16 @@
 """The code verifier's differential check: candidate and reference on fresh inputs, compared on the host.
 
-`prepare` picks the entry function and its example inputs (the `io` cases, or the literal calls the visible and
-hidden tests make), draws a pool of `POOL_FACTOR * n` fresh inputs like them from the task's key
-(`integrity_probes.draw_like`; a task with its own generator, `[verifier.cases]`, draws there instead), takes the
-verification's `n` from the pool by the verdict's seed, and collects the candidate's literal keys as probes.
-`run_reference` computes the reference's outputs in a sandbox of their own, before the candidate's run (the
-reference never shares one with the candidate); the candidate's harness run gets the inputs only. The
+`prepare` picks the entry function and its example inputs (the `io` cases, or the literal calls the visible
+and hidden tests make), draws a pool of `POOL_FACTOR * n` fresh inputs like them from the task's key
+(`integrity_probes.draw_like`; a task with its own generator, `[verifier.cases]`, draws there instead), takes
+the verification's `n` from the pool by the verdict's seed, and collects the candidate's literal keys as
+probes. `run_reference` computes the reference's outputs in a sandbox of their own, before the candidate's run
+(the reference never shares one with the candidate); the candidate's harness run gets the inputs only. The
 reference's outputs are kept per input (`ReferenceCache`, keyed by the reference's files), so a task's
-reference runs once for its pool, not once per verification: the eight samples of a GRPO group, and every later
-visit of the task, cost the candidate's run alone.
-`Differential.check` scores the fresh inputs (the verifier scales the score by it: fresh inputs never add credit);
-`Differential.findings` raises `hardcoding` (see `integrity_probes`).
+reference runs once for its pool, not once per verification: the eight samples of a GRPO group, and every
+later visit of the task, cost the candidate's run alone.
+`Differential.check` scores the fresh inputs (the verifier scales the score by it: fresh inputs never add
+credit); `Differential.findings` raises `hardcoding` (see `integrity_probes`).
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ from rlvr.verify.verdict import Check
 
 REF_DIR = "judge/ref"
 POOL_FACTOR = 4
-"""A task's pool of fresh inputs is this many times a verification's `n`: each verification takes `n` of them."""
+"""A task's pool of fresh inputs is this many times a verification's `n`: each verification takes `n` of
+them."""
 
 
 @dataclass
@@ -54,7 +55,8 @@ class Differential:
     pool: list[list[Any]] = field(default_factory=list)
     """The task's pool of fresh inputs, of which `fresh` is this verification's share."""
     roots: list[str] = field(default_factory=list)
-    """The task's import roots (`CodeSettings.import_roots`): where the reference's modules are imported from."""
+    """The task's import roots (`CodeSettings.import_roots`): where the reference's modules are imported
+    from."""
 
     def harness_config(self) -> dict[str, Any] | None:
         inputs = [encode(a)["v"] for a in [*self.fresh, *self.probes]]  # type: ignore[index]
@@ -87,8 +89,11 @@ class Differential:
         good = sum(ok for ok, _, _ in judged)
         bad = next((f"input {json.dumps(encode(self.fresh[i]) or {}).__str__()[:160]}: "
                     + ((rep.fresh.get(i) or {}).get("error") or "differs from the reference")
-                    for i, r in enumerate(self._results(rep, 0, self.ref_fresh, strict)) if r is not None and not r[0]), "")
-        return Check(name=f"fresh:{self.entry}", score=good / len(judged), weight=weight, passed=good == len(judged),
+                    for i,
+                    r in enumerate(self._results(rep, 0, self.ref_fresh, strict)) if r is not None
+                    and not r[0]), "")
+        return Check(name=f"fresh:{self.entry}", score=good / len(judged), weight=weight,
+                     passed=good == len(judged),
                      detail=rep.fresh_error or bad)
 
     def judged(self, rep: RunReport) -> list[tuple[bool, Any, Any]]:
@@ -105,7 +110,8 @@ class Differential:
         found = Findings()
         probed = [r for r in self._results(rep, len(self.fresh), self.ref_probes) if r is not None]
         general = self.judged(rep) + general
-        found.merge(probes_mod.hardcoding([ok for ok, _, _ in probed], [ok for ok, _, _ in general], self.entry,
+        found.merge(probes_mod.hardcoding([ok for ok, _, _ in probed], [ok for ok, _, _ in general],
+                                          self.entry,
                                            self.keyed_share))
         if rep.duplicate_fresh or any(not 0 <= i < len(self.fresh) + len(self.probes) for i in rep.fresh):
             found.add("report_forgery", None, None, "fresh-input results out of range or reported twice")

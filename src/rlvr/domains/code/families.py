@@ -76,9 +76,9 @@ The weights favour the string and list families on purpose. The tier exists for 
 0.8M-parameter character-level GPT-2 trained from scratch for a few minutes) learns to pick a string or list
 operation from three examples but not the arithmetic of the `linear` family (slope and intercept read off the
 examples) or the `number` family: after SFT it solved 0 % of linear and 3 % of number tasks against 16-24 % of
-list and string ones (held-out, sampled), and RL left the first two exactly there while doubling the others. At
-40 % and 10 % of the tier they were half of every batch with no learning signal; they keep 2 % each so that the
-tier still covers them (docs/BENCHMARKS.md).
+list and string ones (held-out, sampled), and RL left the first two exactly there while doubling the others.
+At 40 % and 10 % of the tier they were half of every batch with no learning signal; they keep 2 % each so that
+the tier still covers them (docs/BENCHMARKS.md).
 """
 
 
@@ -114,7 +114,8 @@ class Family:
 
     def source(self, consts: dict[str, Any]) -> str:
         """The reference solution as a module text."""
-        return f'def {self.name}({self.signature}):\n    """{self.describe(consts)}"""\n{fill(self.body, consts)}'
+        return (f'def {self.name}({self.signature}):\n    '
+                f'"""{self.describe(consts)}"""\n{fill(self.body, consts)}')
 
     def stub(self, consts: dict[str, Any]) -> str:
         """The workspace stub of the multi-turn form: signature and docstring, no behaviour."""
@@ -126,7 +127,8 @@ _FIELD = re.compile(r"\{(\w+)(!r)?\}")
 
 
 def fill(text: str, consts: dict[str, Any]) -> str:
-    """Replace `{name}` / `{name!r}` fields of drawn constants; other braces (dict literals) stay as they are."""
+    """Replace `{name}` / `{name!r}` fields of drawn constants; other braces (dict literals) stay as they
+    are."""
     def sub(m: re.Match[str]) -> str:
         if m.group(1) not in consts:
             return m.group(0)
@@ -179,70 +181,99 @@ FAMILIES: tuple[Family, ...] = (
     Family("replace_char", "easy", "s", "Return s with every {a!r} replaced by {b!r}.",
            "    return s.replace({a!r}, {b!r})\n", lambda r: dict(zip("ab", r.sample("abcde", 2)))
            , lambda r, c: (_text(r),)),
-    Family("clamp_all", "easy", "xs", "Return a new list: each element of xs limited to the range [{lo}, {hi}].",
+    Family("clamp_all", "easy", "xs",
+           "Return a new list: each element of xs limited to the range [{lo}, {hi}].",
            "    return [min(max(v, {lo}), {hi}) for v in xs]\n",
            lambda r: {"lo": (lo := r.randint(-3, 3)), "hi": lo + r.randint(2, 9)},
            lambda r, c: (_ints(r, c["lo"] - 4, c["hi"] + 4),)),
-    Family("digit_sum", "easy", "n", "Return the sum of the decimal digits of the integer n (ignore its sign).",
-           "    return sum(int(d) for d in str(abs(n)))\n", lambda r: {}, lambda r, c: (r.randint(-99999, 99999),)),
-    Family("every_kth", "easy", "xs", "Return the elements of xs at positions 0, {k}, {k2}, ... (every {k}-th one).",
+    Family("digit_sum", "easy", "n",
+           "Return the sum of the decimal digits of the integer n (ignore its sign).",
+           "    return sum(int(d) for d in str(abs(n)))\n", lambda r: {}, lambda r,
+           c: (r.randint(-99999, 99999),)),
+    Family("every_kth", "easy", "xs",
+           "Return the elements of xs at positions 0, {k}, {k2}, ... (every {k}-th one).",
            "    return xs[::{k}]\n", lambda r: {"k": (k := r.randint(2, 4)), "k2": 2 * k},
            lambda r, c: (_ints(r, n=(0, 10)),)),
-    Family("count_vowels", "easy", "s", "Return how many characters of s are vowels (a, e, i, o, u; lower case).",
+    Family("count_vowels", "easy", "s",
+           "Return how many characters of s are vowels (a, e, i, o, u; lower case).",
            "    return sum(1 for ch in s if ch in 'aeiou')\n", lambda r: {},
            lambda r, c: (_text(r, string.ascii_lowercase, (0, 12)),)),
     Family("repeat_chars", "easy", "s", "Return s with every character repeated {k} times.",
            "    return ''.join(ch * {k} for ch in s)\n", _k(2, 4), lambda r, c: (_text(r, n=(0, 6)),)),
-    Family("first_index", "easy", "xs", "Return the index of the first element of xs equal to {k}, or -1 if none is.",
+    Family("first_index", "easy", "xs",
+           "Return the index of the first element of xs equal to {k}, or -1 if none is.",
            "    for i, v in enumerate(xs):\n        if v == {k}:\n            return i\n    return -1\n",
            _k(0, 4), lambda r, c: (_ints(r, 0, 6, (0, 8)),)),
     # --- medium: state carried across a loop, or two steps composed
     Family("run_length", "medium", "s", "Return the run-length encoding of s: each run of equal characters "
            "becomes the character followed by the run's length, e.g. 'aab' -> 'a2b1'.",
-           "    out = []\n    i = 0\n    while i < len(s):\n        j = i\n        while j < len(s) and s[j] == s[i]:\n"
-           "            j += 1\n        out.append(s[i] + str(j - i))\n        i = j\n    return ''.join(out)\n",
+           "    out = []\n    i = 0\n    while i < len(s):\n        j = i\n        while j < len(s) and "
+           "s[j] == s[i]:\n"
+           "            j += 1\n        out.append(s[i] + str(j - i))\n        i = j\n    return "
+           "''.join(out)\n",
            lambda r: {}, lambda r, c: (_text(r, "abc", (0, 12)),)),
-    Family("rotate_right", "medium", "xs", "Return xs rotated right by {k} places (the last {k} elements move to "
+    Family("rotate_right", "medium", "xs",
+           "Return xs rotated right by {k} places (the last {k} elements move to "
            "the front; rotating by more than len(xs) wraps around).",
-           "    if not xs:\n        return []\n    k = {k} % len(xs)\n    return xs[-k:] + xs[:-k] if k else list(xs)\n",
+           "    if not xs:\n        return []\n    k = {k} % len(xs)\n    return xs[-k:] + xs[:-k] if k "
+           "else list(xs)\n",
            _k(1, 5), lambda r, c: (_ints(r, n=(0, 8)),)),
     Family("caesar", "medium", "s", "Return s with every lower-case letter shifted {k} places forward in the "
            "alphabet (z wraps to a); other characters stay as they are.",
-           "    return ''.join(chr((ord(ch) - 97 + {k}) % 26 + 97) if 'a' <= ch <= 'z' else ch for ch in s)\n",
+           "    return ''.join(chr((ord(ch) - 97 + {k}) % 26 + 97) if 'a' <= ch <= 'z' else ch "
+           "for ch in s)\n",
            _k(1, 25), lambda r, c: (_text(r, "abcxyz .!Q", (0, 12)),)),
-    Family("dedupe", "medium", "xs", "Return the elements of xs without repeats, keeping the first occurrence "
+    Family("dedupe", "medium", "xs",
+           "Return the elements of xs without repeats, keeping the first occurrence "
            "of each, in their original order.",
-           "    seen = set()\n    out = []\n    for v in xs:\n        if v not in seen:\n            seen.add(v)\n"
-           "            out.append(v)\n    return out\n", lambda r: {}, lambda r, c: (_ints(r, 0, 5, (0, 10)),)),
-    Family("chunk_sums", "medium", "xs", "Return the sums of consecutive chunks of {k} elements of xs (the last "
+           "    seen = set()\n    out = []\n    for v in xs:\n        if v not in seen:\n            "
+           "seen.add(v)\n"
+           "            out.append(v)\n    return out\n", lambda r: {}, lambda r,
+           c: (_ints(r, 0, 5, (0, 10)),)),
+    Family("chunk_sums", "medium", "xs",
+           "Return the sums of consecutive chunks of {k} elements of xs (the last "
            "chunk may be shorter).",
            "    return [sum(xs[i:i + {k}]) for i in range(0, len(xs), {k})]\n", _k(2, 4),
            lambda r, c: (_ints(r, n=(0, 10)),)),
     Family("running_max", "medium", "xs", "Return the list whose i-th element is the largest of xs[0..i].",
-           "    out = []\n    for v in xs:\n        out.append(v if not out else max(out[-1], v))\n    return out\n",
+           "    out = []\n    for v in xs:\n        out.append(v if not out else max(out[-1], v))\n    "
+           "return out\n",
            lambda r: {}, lambda r, c: (_ints(r, n=(0, 9)),)),
-    Family("word_lengths", "medium", "s", "Return the lengths of the words of s (words are separated by spaces).",
+    Family("word_lengths", "medium", "s",
+           "Return the lengths of the words of s (words are separated by spaces).",
            "    return [len(w) for w in s.split()]\n", lambda r: {}, lambda r, c: (_sentence(r),)),
     # --- hard: a small algorithm
-    Family("longest_run", "hard", "xs", "Return the length of the longest strictly increasing run of adjacent "
+    Family("longest_run", "hard", "xs",
+           "Return the length of the longest strictly increasing run of adjacent "
            "elements of xs (0 for an empty list).",
-           "    best = cur = 0\n    for i, v in enumerate(xs):\n        cur = cur + 1 if i and v > xs[i - 1] else 1\n"
-           "        best = max(best, cur)\n    return best\n", lambda r: {}, lambda r, c: (_ints(r, 0, 9, (0, 12)),)),
-    Family("merge_intervals", "hard", "pairs", "Merge overlapping closed intervals [a, b] (touching ones too) and "
+           "    best = cur = 0\n    for i, v in enumerate(xs):\n        cur = cur + 1 if i and v > xs[i - "
+           "1] else 1\n"
+           "        best = max(best, cur)\n    return best\n", lambda r: {}, lambda r,
+           c: (_ints(r, 0, 9, (0, 12)),)),
+    Family("merge_intervals", "hard", "pairs",
+           "Merge overlapping closed intervals [a, b] (touching ones too) and "
            "return them sorted by start, as a list of [a, b] lists.",
            "    out = []\n    for a, b in sorted(pairs):\n        if out and a <= out[-1][1]:\n"
-           "            out[-1][1] = max(out[-1][1], b)\n        else:\n            out.append([a, b])\n    return out\n",
+           "            out[-1][1] = max(out[-1][1], b)\n        else:\n            out.append([a, b])\n    "
+           "return out\n",
            lambda r: {}, lambda r, c: (_intervals(r),)),
-    Family("max_subarray", "hard", "xs", "Return the largest sum of a non-empty run of adjacent elements of the "
+    Family("max_subarray", "hard", "xs",
+           "Return the largest sum of a non-empty run of adjacent elements of the "
            "non-empty list xs.",
-           "    best = cur = xs[0]\n    for v in xs[1:]:\n        cur = max(v, cur + v)\n        best = max(best, cur)\n"
+           "    best = cur = xs[0]\n    for v in xs[1:]:\n        cur = max(v, cur + v)\n        best = "
+           "max(best, cur)\n"
            "    return best\n", lambda r: {}, lambda r, c: (_ints(r, -9, 9, (1, 10)),)),
-    Family("balanced", "hard", "s", "Return True when the brackets (), [] and {} in s are balanced and properly "
+    Family("balanced", "hard", "s",
+           "Return True when the brackets (), [] and {} in s are balanced and properly "
            "nested (other characters are ignored), else False.",
-           "    pairs = {')': '(', ']': '[', '}': '{'}\n    stack = []\n    for ch in s:\n        if ch in '([{':\n"
-           "            stack.append(ch)\n        elif ch in pairs:\n            if not stack or stack.pop() != pairs[ch]:\n"
-           "                return False\n    return not stack\n", lambda r: {}, lambda r, c: (_brackets(r),)),
-    Family("edit_distance", "hard", "a, b", "Return the Levenshtein distance between strings a and b (insertions, "
+           "    pairs = {')': '(', ']': '[', '}': '{'}\n    stack = []\n    for ch in s:\n        if ch "
+           "in '([{':\n"
+           "            stack.append(ch)\n        elif ch in pairs:\n            if not stack or stack.pop() "
+           "!= pairs[ch]:\n"
+           "                return False\n    return not stack\n", lambda r: {}, lambda r,
+           c: (_brackets(r),)),
+    Family("edit_distance", "hard", "a, b",
+           "Return the Levenshtein distance between strings a and b (insertions, "
            "deletions and substitutions cost 1).",
            "    prev = list(range(len(b) + 1))\n    for i, ca in enumerate(a, 1):\n        cur = [i]\n"
            "        for j, cb in enumerate(b, 1):\n            cur.append(min(prev[j] + 1, cur[j - 1] + 1, "

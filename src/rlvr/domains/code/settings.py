@@ -10,50 +10,51 @@ Unknown keys are refused (with "did you mean"), so a typo never weakens a task:
 - `gate` (list of test ids): regression gates (e.g. SWE-style pass-to-pass tests, usually with weight 0): when
   any of them fails, the whole score is 0, so a fix that breaks the rest of the project earns nothing.
 - `tests_weight` (float, 1.0): weight of the hidden tests together in the score beside the other checks.
-- `allowed_skips`, `allowed_xfails` (lists of test ids): skips / expected failures the task declares; any other
-  skip or xfail is a failure.
+- `allowed_skips`, `allowed_xfails` (lists of test ids): skips / expected failures the task declares; any
+  other skip or xfail is a failure.
 - `deselect` (list of test ids `file.py::[Class::]name`): tests of the hidden files left out of the run, every
-  parametrisation with them (e.g. a real project's tests that need a module or the network this sandbox lacks);
-  they are neither collected nor judged.
+  parametrisation with them (e.g. a real project's tests that need a module or the network this sandbox
+  lacks); they are neither collected nor judged.
 - `checks` (list of tables): structural soundness, each `{kind, weight = 0.1, required, modules, select,
-  max_issues = 10}` with kind `compile` (every Python file compiles; required by default), `import` (the listed
-  `modules`, default every top-level code module, import cleanly; required by default), `ruff` (lint with the
-  `select`ed rules, partial credit 1 - issues / max_issues) or `types` (mypy, partial credit likewise).
-- `cases` (table): randomised hidden cases, `{generator, reference, entry, n = 20, weight = 1.0, tolerance = 1e-9}`:
-  `generator` and `reference` are hidden files, `generate(rng)` returns positional args (a list) or keyword args
-  (a dict), the reference defines the entry's function; `entry` is the candidate's `module:function`. The
-  cases are drawn from a seed derived from the verification seed (`VerifyContext.seed`) and the task key, so the
-  same seed draws the same cases and `rlvr verify --seed N` replays a verdict (`Verdict.seed`); the reference
-  runs without the candidate and outputs never enter the candidate's sandbox.
+  max_issues = 10}` with kind `compile` (every Python file compiles; required by default), `import` (the
+  listed `modules`, default every top-level code module, import cleanly; required by default), `ruff` (lint
+  with the `select`ed rules, partial credit 1 - issues / max_issues) or `types` (mypy, partial credit
+  likewise).
+- `cases` (table): randomised hidden cases, `{generator, reference, entry, n = 20, weight = 1.0, tolerance =
+  1e-9}`: `generator` and `reference` are hidden files, `generate(rng)` returns positional args (a list) or
+  keyword args (a dict), the reference defines the entry's function; `entry` is the candidate's
+  `module:function`. The cases are drawn from a seed derived from the verification seed (`VerifyContext.seed`)
+  and the task key, so the same seed draws the same cases and `rlvr verify --seed N` replays a verdict
+  (`Verdict.seed`); the reference runs without the candidate and outputs never enter the candidate's sandbox.
 - `io` (table): fixed hidden cases for one-expression / I/O-style tasks, `{file, entry, weight = 1.0,
   tolerance = 1e-9, partial = true}`: `file` is a hidden file of one Python literal `(args, expected)` a line
-  (`args` a tuple of positional arguments), `entry` the candidate's `module:function`. The candidate runs once in
-  the sandbox under the lean harness (no pytest): it gets the arguments only, its results come back over the
-  signed channel as plain values, and the host compares them with the expected results, which never enter the
-  sandbox. Equality is strict: the same types all the way down (a tuple is not a list, True is not 1), floats
-  within `tolerance`. The score is the share of cases passed, or with `partial = false` 1 only when all pass.
-  `tests` may then be empty; `io` and `cases` exclude each other.
+  (`args` a tuple of positional arguments), `entry` the candidate's `module:function`. The candidate runs once
+  in the sandbox under the lean harness (no pytest): it gets the arguments only, its results come back over
+  the signed channel as plain values, and the host compares them with the expected results, which never enter
+  the sandbox. Equality is strict: the same types all the way down (a tuple is not a list, True is not 1),
+  floats within `tolerance`. The score is the share of cases passed, or with `partial = false` 1 only when all
+  pass. `tests` may then be empty; `io` and `cases` exclude each other.
 - `fresh` (table): the differential check, `{n = 8, weight = 1.0}`: where the task has a reference solution
   (`solution/`, or the gold answer of a single-turn task) and example inputs (the `io` cases, or literal calls
-  of a function the tests import), `n` fresh inputs shaped like the examples are taken by the verification seed
-  from the task's pool of `4 n` (drawn from the task's key) and the candidate's results compared with the reference's on the host (check `fresh:<entry>`, lists and
-  tuples alike, strict types under `io`); the score is then scaled by `1 - weight * (1 - share right)`, so
-  fresh inputs never add credit (a negative control still scores 0). A task with `cases` draws there instead.
-  `n = 0` turns it off (for tasks whose answers are not unique). It also runs the literal keys of the
-  candidate's constant branches through both (hard-coding).
+  of a function the tests import), `n` fresh inputs shaped like the examples are taken by the verification
+  seed from the task's pool of `4 n` (drawn from the task's key) and the candidate's results compared with the
+  reference's on the host (check `fresh:<entry>`, lists and tuples alike, strict types under `io`); the score
+  is then scaled by `1 - weight * (1 - share right)`, so fresh inputs never add credit (a negative control
+  still scores 0). A task with `cases` draws there instead. `n = 0` turns it off (for tasks whose answers are
+  not unique). It also runs the literal keys of the candidate's constant branches through both (hard-coding).
 - `time_limits` (table, test id -> seconds): speed requirements, measured by the harness's supervisor (another
   process, from the arrival of the worker's messages), never by a clock the candidate can reach: a test whose
   call phase took longer fails.
-- `visible_tests` (list of workspace paths): the workspace's own tests, which the `run_tests` tool runs for the
-  model (default every test_*.py / *_test.py in the workspace); they guide, the hidden tests judge.
+- `visible_tests` (list of workspace paths): the workspace's own tests, which the `run_tests` tool runs for
+  the model (default every test_*.py / *_test.py in the workspace); they guide, the hidden tests judge.
 - `import_roots` (list of workspace directories): where the candidate's code is imported from besides the
-  workspace's root, e.g. `["src"]` for a project with a src layout. The hidden tests import from them, and so do
-  the commands of the task's tools (`run_tests`, `run`, `bash`: `PYTHONPATH` names them).
+  workspace's root, e.g. `["src"]` for a project with a src layout. The hidden tests import from them, and so
+  do the commands of the task's tools (`run_tests`, `run`, `bash`: `PYTHONPATH` names them).
 - `needs_change` (bool, true): an unchanged workspace is flagged `no_change`.
 - `read_only` (list of globs): workspace files the candidate must not change, beside `Task.protected`.
-- `answer_file` (path) and `answer_template` (str, "{answer}"): for single-turn tasks, the answer's first fenced
-  Python block (else its raw text) is laid into the template (plain replacement of `{answer}`) and written to
-  this workspace path.
+- `answer_file` (path) and `answer_template` (str, "{answer}"): for single-turn tasks, the answer's first
+  fenced Python block (else its raw text) is laid into the template (plain replacement of `{answer}`) and
+  written to this workspace path.
 - `timeout_s` (float): wall-clock limit of the hidden test run; default the task's `limits.exec_timeout_s`.
 - `kind` (str): the verifier kind ("code").
 """
@@ -113,7 +114,8 @@ class CasesSettings(BaseModel):
 
 
 class IOSettings(BaseModel):
-    """Fixed hidden (arguments, expected result) pairs, compared on the host after one lean run of the candidate."""
+    """Fixed hidden (arguments, expected result) pairs, compared on the host after one lean run of the
+    candidate."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -172,7 +174,8 @@ class CodeSettings(VerifierSettings):
     visible_tests: list[str] = Field(default_factory=list)
     """Workspace tests the `run_tests` tool runs (default every test_*.py / *_test.py in the workspace)."""
     import_roots: list[str] = Field(default_factory=list)
-    """Workspace directories the candidate's code is imported from besides the root (`src` for a src layout)."""
+    """Workspace directories the candidate's code is imported from besides the root (`src` for a src
+    layout)."""
     needs_change: bool = True
     """Flag an unchanged workspace."""
     read_only: list[str] = Field(default_factory=list)
@@ -209,12 +212,14 @@ class CodeSettings(VerifierSettings):
         for path in self.visible_tests:
             name = path.split("::", 1)[0].rstrip("/")
             if name not in task.workspace and not any(p.startswith(name + "/") for p in task.workspace):
-                raise UserError(f"{path!r} is not in the workspace", file=where, field="verifier.visible_tests",
+                raise UserError(f"{path!r} is not in the workspace", file=where,
+                                field="verifier.visible_tests",
                                 fix="put it under workspace/ or fix the path")
         for root in self.import_roots:
             parts = root.strip("/").split("/")
             if root.startswith("/") or not root.strip("/") or any(p in ("", ".", "..") for p in parts):
-                raise UserError(f"{root!r} is not a workspace directory", file=where, field="verifier.import_roots",
+                raise UserError(f"{root!r} is not a workspace directory", file=where,
+                                field="verifier.import_roots",
                                 fix="name a directory relative to the workspace, such as \"src\"")
         both = sorted(set(self.deselect) & {*self.gate, *self.weights})
         if both:
@@ -243,7 +248,8 @@ def task_defaults(fields: dict[str, Any], file: Path) -> None:
     if not isinstance(verifier, dict):
         raise UserError("must be a table", file=file, field="verifier", fix="write [verifier]")
     if "tests" not in verifier:
-        verifier["tests"] = sorted(p for p in fields.get("hidden", {}) if fnmatch.fnmatch(PurePosixPath(p).name, "test_*.py"))
+        verifier["tests"] = sorted(p for p in fields.get("hidden", {})
+                                   if fnmatch.fnmatch(PurePosixPath(p).name, "test_*.py"))
     declared = tuple(fields.get("protected", ()))
     fields["protected"] = tuple(dict.fromkeys(CODE_PROTECTED_DEFAULT + declared))
 

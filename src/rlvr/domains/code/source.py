@@ -2,8 +2,8 @@
 each rebuilt exactly from (seed, index), with visible examples, hidden cases and a reference solution.
 
 The tiny tier's hidden cases are (arguments, expected result) pairs judged by the code verifier's `io` setting
-(one lean sandboxed run of the candidate, results compared on the host with exact types: cheap enough for RL on
-a CPU); the other tiers' are the same kind of cases written as a hidden pytest module."""
+(one lean sandboxed run of the candidate, results compared on the host with exact types: cheap enough for RL
+on a CPU); the other tiers' are the same kind of cases written as a hidden pytest module."""
 from __future__ import annotations
 
 import copy
@@ -52,13 +52,14 @@ class CodeConfig(BaseModel):
     tier: Tier = "easy"
     """Difficulty tier: `tiny` (one expression, the quickstart's tier), `easy`, `medium` or `hard`."""
     partial: bool = False
-    """Tiny tier: score 1 only when the answer passes every hidden case (false), or the share it passes (true).
-    One expression that agrees with the expected results on some inputs does so by coincidence (`s[-1]` where
-    `s[0]` was wanted, on inputs whose ends agree), and under GRPO's group normalisation such a share in a group
-    of failures weighs as much as a pass, teaching the wrong expression (docs/BENCHMARKS.md, "Training")."""
+    """Tiny tier: score 1 only when the answer passes every hidden case (false), or the share it passes
+    (true). One expression that agrees with the expected results on some inputs does so by coincidence
+    (`s[-1]` where `s[0]` was wanted, on inputs whose ends agree), and under GRPO's group normalisation such a
+    share in a group of failures weighs as much as a pass, teaching the wrong expression (docs/BENCHMARKS.md,
+    "Training")."""
     mode: Literal["single", "multi"] | None = None
-    """`single`: the answer is code text laid into solution.py. `multi`: the model edits a workspace with a stub
-    and visible tests, using tools. None: `single` for the tiny tier, `multi` otherwise."""
+    """`single`: the answer is code text laid into solution.py. `multi`: the model edits a workspace with a
+    stub and visible tests, using tools. None: `single` for the tiny tier, `multi` otherwise."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ def io_cases_text(p: Problem) -> str:
 
 def visible_tests(p: Problem) -> str:
     """The visible tests of the multi-turn form (the prompt's examples)."""
-    lines = [f'"""Examples for {p.name}; run them with `python -m pytest -q`."""', f"from solution import {p.name}"]
+    lines = [f'"""Examples for {p.name}; run them with `python -m pytest -q`."""',
+             f"from solution import {p.name}"]
     for i, (args, want) in enumerate(p.visible, 1):
         lines.append(f"\n\ndef test_example_{i}():\n    assert {_call(p.name, args)} == {want!r}")
     return "\n".join(lines) + "\n"
@@ -205,7 +207,8 @@ def _function_prompt(p: Problem, doc: str, mode: str) -> str:
 
 
 def _module(p: Problem) -> tuple[str, str, str]:
-    """(reference module, workspace stub, description) of a problem; a tiny one becomes a one-line function."""
+    """(reference module, workspace stub, description) of a problem; a tiny one becomes a one-line
+    function."""
     if p.name == "f":
         return (f"def f({p.params}):\n    return {p.reference}\n", f"def f({p.params}):\n    return None\n",
                 "Infer what it computes from the examples.")
@@ -234,7 +237,8 @@ class CodeSource(TaskSource):
 
     def get(self, index: int) -> Task:
         if index < 0:
-            raise UserError(f"code task index must be >= 0, got {index}", field="index", fix="use code:0, code:1, ...")
+            raise UserError(f"code task index must be >= 0, got {index}", field="index",
+                            fix="use code:0, code:1, ...")
         rng = random.Random(self.cfg.seed + index)
         tier = self.cfg.tier
         p = _tiny_problem(rng) if tier == "tiny" else _function_problem(rng, tier)
@@ -262,7 +266,8 @@ class CodeSource(TaskSource):
         return Task(prompt=_function_prompt(p, doc, "multi"),
                     workspace={SOLUTION_FILE: stub, VISIBLE_TESTS: visible_tests(p)},
                     solution={SOLUTION_FILE: module}, verifier=judge,
-                    protected=CODE_PROTECTED_DEFAULT, limits=TaskLimits(max_turns=12, max_tokens=4096, wall_s=300.0),
+                    protected=CODE_PROTECTED_DEFAULT,
+                    limits=TaskLimits(max_turns=12, max_tokens=4096, wall_s=300.0),
                     metadata={**meta, "reference_answer": module}, **common)
 
     def gold(self, task: Task) -> FinalState | None:
@@ -308,11 +313,13 @@ def wrong_answers(task: Task) -> dict[str, str]:
     name = str(meta["function"])
     visible = [(tuple(a), w) for a, w in meta["visible"]]
     if task.tier == "tiny":
-        param = task.prompt.split("(", 1)[1].split(")", 1)[0] if meta["mode"] == "single" else _tiny_param(task)
+        param = task.prompt.split("(", 1)[1].split(")",
+                                                   1)[0] if meta["mode"] == "single" else _tiny_param(task)
         ref = str(meta["consts"]["expr"])
         hidden = _hidden_cases(task)
         pool = compiled(param, tuple(x for f in TINY_FAMILIES if f.param == param for x in f.exprs))
-        wrong = next((e.text for e in pool if _is_same_type(e, hidden) and not any(_agrees(e, [c]) for c in hidden)),
+        wrong = next((e.text for e in pool if _is_same_type(e, hidden)
+                      and not any(_agrees(e, [c]) for c in hidden)),
                      _tiny_perturbed(ref, hidden[0][1]))
         if meta["mode"] == "single":
             table = {repr(a[0]): w for a, w in visible}

@@ -1,18 +1,19 @@
-"""The code verifier: runs a task's hidden tests with a trusted harness in a fresh sandbox and flags reward hacks.
+"""The code verifier: runs a task's hidden tests with a trusted harness in a fresh sandbox and flags reward
+hacks.
 
 Settings come from the task's `[verifier]` table, validated when the task loads: `rlvr.domains.code.settings`
 lists them (hidden `tests` with weights and gates, structural `checks`, randomised `cases`, fixed `io` cases,
-`visible_tests`, `needs_change`, `read_only`, `answer_file` / `answer_template`, `timeout_s`). Randomised cases
-are drawn from a seed derived from the verification seed (`VerifyContext.seed`) and the task key, which the
-Verdict records, so the same (task, final state, seed) gives the same verdict.
+`visible_tests`, `needs_change`, `read_only`, `answer_file` / `answer_template`, `timeout_s`). Randomised
+cases are drawn from a seed derived from the verification seed (`VerifyContext.seed`) and the task key, which
+the Verdict records, so the same (task, final state, seed) gives the same verdict.
 
-Score: the weighted fraction of hidden tests passed, mixed with cases, io cases and structural checks by weight,
-then scaled by the share of fresh inputs (the differential check against the reference) the candidate gets
-right, so fresh inputs never add credit, they only take away what a table of guessed inputs earned.
+Score: the weighted fraction of hidden tests passed, mixed with cases, io cases and structural checks by
+weight, then scaled by the share of fresh inputs (the differential check against the reference) the candidate
+gets right, so fresh inputs never add credit, they only take away what a table of guessed inputs earned.
 `passed`: every hidden test and case passed, required checks passed, and no integrity flag.
 
-Beside this module: `cases` (io and randomised cases, judged on the host), `workspace` (the candidate's and the
-reference's files, and what the harness is told of them), `differential` (the fresh inputs).
+Beside this module: `cases` (io and randomised cases, judged on the host), `workspace` (the candidate's and
+the reference's files, and what the harness is told of them), `differential` (the fresh inputs).
 """
 from __future__ import annotations
 
@@ -98,7 +99,8 @@ class CodeVerifier:
                 diff.ref_probes = expected.get("extra", []) if expected else []
             timings["cases_reference"] = time.perf_counter() - t1
         if diff is not None and s.cases is None and reference is not None:
-            # before the candidate's run, never beside it: nothing the candidate does can touch the reference's
+            # before the candidate's run, never beside it: nothing the candidate does can touch the
+            # reference's
             seed = self.ctx.seed if diff.fresh else None  # the fresh inputs were drawn from it
             t1 = time.perf_counter()
             limits = for_task(pool, task, timeout_s=s.timeout_s, memory_mb=256)
@@ -147,7 +149,8 @@ class CodeVerifier:
         total = sum(c.weight for c in checks)
         score = sum(c.score * c.weight for c in checks) / total if total > 0 else 0.0
         fresh = next((c for c in checks if c.name.startswith("fresh:")), None)
-        if fresh is not None:  # fresh inputs only take credit away: what the tests gave, scaled by their share
+        # fresh inputs only take credit away: what the tests gave, scaled by their share
+        if fresh is not None:
             score *= 1.0 - s.fresh.weight * (1.0 - fresh.score)
         broken_gates = [c.name for c in checks if c.name in s.gate and not c.passed]
         missing_gates = [g for g in s.gate if g not in {c.name for c in checks}]
@@ -165,7 +168,8 @@ class CodeVerifier:
     def _static_flags(self, task: Task, files: Files, s: CodeSettings) -> integrity.Findings:
         initial = task.workspace
         hidden_tests = {p: task.hidden[p] for p in s.tests}
-        found = integrity.tampering(initial, files, (*task.protected, *s.read_only), shadowable(hidden_tests, initial))
+        found = integrity.tampering(initial, files, (*task.protected, *s.read_only),
+                                    shadowable(hidden_tests, initial))
         changed = {p: t for p, t in files.items() if initial.get(p) != t}
         test_names = {n.rsplit("::", 1)[-1] for n in hidden_test_ids(hidden_tests)[0]}
         test_names |= {Path(p).stem for p in hidden_tests} | {Path(p).name for p in hidden_tests}
@@ -173,16 +177,20 @@ class CodeVerifier:
         visible = {p: t for p, t in initial.items() if p.endswith(".py") and integrity.role_of(p) == "test"}
 
         def scan(sources: Files) -> integrity.Findings:
-            if not integrity.runs_programs(changed):  # a main-guard block runs only as a program: not in the judge
+            # a main-guard block runs only as a program: not in the judge
+            if not integrity.runs_programs(changed):
                 sources = {p: integrity.without_main_guard(t) for p, t in sources.items()}
             out = integrity.scan_sources(sources, test_names, hidden_modules)
             out.merge(integrity_cases.hard_coded_cases(sources, visible))
             out.merge(integrity_rules.scan(sources))
             return out
-        # what the same files have as the task shipped them, or in the reference solution, is the task's own code
-        # (a real project's `except Exception:` or stack inspection), not the candidate's: only more of it counts
+        # what the same files have as the task shipped them, or in the reference solution, is the task's own
+        # code
+        # (a real project's `except Exception:` or stack inspection), not the candidate's: only more of it
+        # counts
         shipped = [initial, *([{**initial, **task.solution}] if task.solution else [])]
-        found.merge(scan(changed).beyond(*(scan({p: src[p] for p in changed if p in src}) for src in shipped)))
+        found.merge(scan(changed).beyond(*(scan({p: src[p] for p in changed if p in src})
+                                           for src in shipped)))
         if s.needs_change:
             found.merge(integrity.no_change(initial, files))
         return found
@@ -201,7 +209,8 @@ class CodeVerifier:
         judge_files = {p: t for p, t in task.hidden.items() if p not in secret}
         sandbox_files: dict[str, str | bytes] = {f"{CAND}/{p}": t for p, t in files.items()}
         sandbox_files.update({f"{JUDGE}/{p}": t for p, t in judge_files.items()})
-        lean = {SUPERVISOR, WORKER, VALUES, GUARDS}  # a run without hidden tests needs no pytest config or case drawer
+        # a run without hidden tests needs no pytest config or case drawer
+        lean = {SUPERVISOR, WORKER, VALUES, GUARDS}
         sandbox_files.update({f"{JUDGE}/{p}": t for p, t in harness_files().items() if s.tests or p in lean})
         sandbox_files.update({f"{JUDGE}/{p}": b for p, b in harness_bytecode().items()})
         sandbox_files.setdefault(f"{CAND}/.rlvr-keep", "")  # the candidate directory exists even when empty
@@ -230,7 +239,8 @@ class CodeVerifier:
             stdin = json.dumps(config) + "\n" + key + "\n"
             res = sb.run(["python", f"{JUDGE}/{SUPERVISOR}"], stdin=stdin, limits=limits,
                          read=[f"{JUDGE}/{p}" for p in judge_files])
-        return self._read_result(res, key, judge_files, set(hidden_test_ids(hidden_tests)[1]) - set(s.deselect))
+        return self._read_result(res, key, judge_files,
+                                 set(hidden_test_ids(hidden_tests)[1]) - set(s.deselect))
 
     def _read_result(self, res: ExecResult, key: str, judge_files: Files,
                      unconditional: set[str]) -> tuple[RunReport, str | None]:
@@ -241,21 +251,26 @@ class CodeVerifier:
             return RunReport(payload=None), f"harness crashed: {res.stderr.strip().splitlines()[-1][:300]}"
         if payload is not None and not payload.get("messages"):  # the greeting precedes any candidate code
             tail = str(payload.get("output_tail", "")).strip().splitlines()
-            return RunReport(payload=None), f"the harness's worker failed to start: {(tail or ['?'])[-1][:300]}"
+            return (RunReport(payload=None),
+                    f"the harness's worker failed to start: {(tail or ['?'])[-1][:300]}")
         rep = interpret(payload, unconditional) if payload is not None else RunReport(payload=None)
         if forged:
-            rep.findings.add("report_forgery", None, None, f"{forged} forged result lines on the harness's output")
+            rep.findings.add("report_forgery", None, None,
+                             f"{forged} forged result lines on the harness's output")
         if res.status in (ExecStatus.process_limit, ExecStatus.file_limit):
-            rep.findings.add("resource_exhaustion", None, None, f"the sandbox's cap was hit ({res.status.value})")
+            rep.findings.add("resource_exhaustion", None, None,
+                             f"the sandbox's cap was hit ({res.status.value})")
         if payload is None and res.status not in (ExecStatus.timeout, ExecStatus.memory_limit):
             rep.findings.add("exit_trick", None, None, f"the harness produced no result ({res.status.value})")
         for rel, text in judge_files.items():
             back = res.files.get(f"{JUDGE}/{rel}")
             if back is not None and back != text or back is None and res.files:
-                rep.findings.add("tampering", f"hidden/{rel}", None, "hidden test material changed during the run")
+                rep.findings.add("tampering", f"hidden/{rel}", None,
+                                 "hidden test material changed during the run")
         return rep, None
 
-    def _test_checks(self, task: Task, s: CodeSettings, rep: RunReport, details: dict[str, Any]) -> list[Check]:
+    def _test_checks(self, task: Task, s: CodeSettings, rep: RunReport,
+                     details: dict[str, Any]) -> list[Check]:
         ids, _ = hidden_test_ids({p: task.hidden[p] for p in s.tests})
         ids = [i for i in ids if i not in s.deselect]
         # beside the tests read from the files: weighted ids, and every item the run collected from the hidden
@@ -268,7 +283,8 @@ class CodeVerifier:
         for tid in ids:
             items = [c for c in rep.collected if c == tid or (c.startswith(tid + "[") and c.endswith("]"))]
             good = [i for i in items if _item_passed(i, rep.outcomes.get(i), s)]
-            slow = [i for i in good if tid in s.time_limits and rep.durations.get(i, float("inf")) > s.time_limits[tid]]
+            slow = [i for i in good if tid in s.time_limits
+                    and rep.durations.get(i, float("inf")) > s.time_limits[tid]]
             good = [i for i in good if i not in slow]
             score = len(good) / len(items) if items else 0.0
             detail = "not collected" if not items else next(
@@ -276,13 +292,15 @@ class CodeVerifier:
                  if i not in good and i not in slow), "")
             if slow:
                 took = rep.durations.get(slow[0])
-                detail = (f"{slow[0]}: took {took:.3f} s" if took is not None else f"{slow[0]}: not timed") + \
+                detail = (f"{slow[0]}: took {took:.3f} s" if took is not None
+                          else f"{slow[0]}: not timed") + \
                     f", over its limit of {s.time_limits[tid]:g} s (timed by the harness)"
             if not items and rep.collect_errors:
                 detail = "not collected: " + rep.collect_errors[0][-400:]
             if rep.payload and rep.payload.get("timed_out") and score < 1:
                 detail = "timed out; " + detail
-            checks.append(Check(name=tid, score=score, weight=s.tests_weight * s.weights.get(tid, 1.0) / total_w,
+            checks.append(Check(name=tid, score=score,
+                                weight=s.tests_weight * s.weights.get(tid, 1.0) / total_w,
                                 passed=bool(items) and score == 1.0, detail=detail))
         details["collected"] = len(rep.collected)
         return checks
@@ -300,9 +318,9 @@ _PARSE_LOCK = threading.Lock()
 
 @contextmanager
 def _quiet_parse() -> Iterator[None]:
-    """Silence the SyntaxWarnings (`1if`, invalid escapes) that parsing candidate code on the host raises: they
-    are the candidate's, and would otherwise land in the trainer's output. The lock keeps the process-wide
-    warning filters consistent when verifications run in several threads."""
+    """Silence the SyntaxWarnings (`1if`, invalid escapes) that parsing candidate code on the host raises:
+    they are the candidate's, and would otherwise land in the trainer's output. The lock keeps the
+    process-wide warning filters consistent when verifications run in several threads."""
     with _PARSE_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
         yield
@@ -330,7 +348,8 @@ def _same_interpreter(pool: SandboxPool, task: Task) -> bool:
 def _import_failed(why: str, fresh: bool) -> dict[str, Any]:
     """The payload of a run without hidden tests whose entry module fails to import: the greeting, the import
     error for the cases (and the fresh inputs), the end, exactly as the harness's worker reports it."""
-    messages: list[dict[str, Any]] = [{"t": "hello", "at": 0.0}, {"t": "cases_error", "detail": why, "at": 0.0}]
+    messages: list[dict[str, Any]] = [{"t": "hello", "at": 0.0},
+                                      {"t": "cases_error", "detail": why, "at": 0.0}]
     if fresh:
         messages.append({"t": "fresh_error", "detail": why, "at": 0.0})
     messages.append({"t": "end", "status": 0, "at": 0.0})

@@ -2,9 +2,9 @@
 
 The candidate's final workspace (its files, or a single-turn answer laid into the answer file), the reference
 solution's, and what the harness needs to know of them: the top-level module names, the modules hidden tests
-import from beside them, the installed modules they import that a candidate could shadow, and which code is the
-task's own rather than the candidate's. In the sandbox the candidate's files sit under `CAND/`, the judge's
-(hidden tests, harness) under `JUDGE/`.
+import from beside them, the installed modules they import that a candidate could shadow, and which code is
+the task's own rather than the candidate's. In the sandbox the candidate's files sit under `CAND/`, the
+judge's (hidden tests, harness) under `JUDGE/`.
 """
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def top_level(paths: Iterable[str]) -> set[str]:
 
 
 def task_code(task: Task, files: Files) -> dict[str, Any]:
-    """What of the final workspace is the task's own code rather than the candidate's, for the harness to charge
-    stack inspection to nobody: `unchanged`, the Python files exactly as the task shipped them, and
+    """What of the final workspace is the task's own code rather than the candidate's, for the harness to
+    charge stack inspection to nobody: `unchanged`, the Python files exactly as the task shipped them, and
     `task_lines`, per changed file the lines whose text the shipped file or the reference solution has (a gold
     that restores a real project's deprecation helper reading its caller's frame is the project's code)."""
     unchanged, lines = [], {}
@@ -68,11 +68,11 @@ def task_code(task: Task, files: Files) -> dict[str, Any]:
 
 
 def sibling_modules(judge_files: Iterable[str], tests: Iterable[str]) -> dict[str, str]:
-    """Module name -> judge path of the modules a hidden test imports by bare name from beside it: pytest's default
-    (`prepend`) import mode puts the first directory above a test file (or conftest) without an `__init__.py` on
-    sys.path, so `from helpers import f` finds `tests/helpers.py` (and a package `tests/helpers/`). The worker
-    serves them from the judge directory through the assert rewriter, like the tests. The judge root is on
-    sys.path already; a name that is not an identifier cannot be imported."""
+    """Module name -> judge path of the modules a hidden test imports by bare name from beside it: pytest's
+    default (`prepend`) import mode puts the first directory above a test file (or conftest) without an
+    `__init__.py` on sys.path, so `from helpers import f` finds `tests/helpers.py` (and a package
+    `tests/helpers/`). The worker serves them from the judge directory through the assert rewriter, like the
+    tests. The judge root is on sys.path already; a name that is not an identifier cannot be imported."""
     paths = set(judge_files)
     out: dict[str, str] = {}
     for test in tests:
@@ -91,8 +91,8 @@ def sibling_modules(judge_files: Iterable[str], tests: Iterable[str]) -> dict[st
 
 
 def shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = None) -> set[str]:
-    """Top-level modules the hidden tests import from outside the workspace (stdlib or installed); a module under
-    one of the workspace's import roots (src/pkg of a src layout) is the workspace's own."""
+    """Top-level modules the hidden tests import from outside the workspace (stdlib or installed); a module
+    under one of the workspace's import roots (src/pkg of a src layout) is the workspace's own."""
     provided = top_level(q for p in initial for q in (p, s.importable(p) if s else p))
     names: set[str] = set()
     for text in hidden_tests.values():

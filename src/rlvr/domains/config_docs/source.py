@@ -19,7 +19,8 @@ from rlvr.tasks.source import ProceduralSource
 from rlvr.tasks.spec import FinalState, Task
 
 TIERS = ("easy", "medium", "hard")
-NAMES = ("api", "web", "db", "cache", "worker", "auth", "search", "billing", "queue", "metrics", "gateway", "mailer")
+NAMES = ("api", "web", "db", "cache", "worker", "auth", "search", "billing", "queue", "metrics", "gateway",
+         "mailer")
 STAGES = ("lint", "build", "unit-test", "integration-test", "package", "scan", "deploy-staging", "smoke-test",
           "deploy-prod", "docs")
 IMAGES = ("python:3.11-slim", "node:20-alpine", "golang:1.22", "rust:1.78", "alpine:3.19")
@@ -28,7 +29,8 @@ DEPLOYMENT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object", "required": ["services"], "additionalProperties": False,
     "properties": {"services": {"type": "object", "minProperties": 1, "additionalProperties": {
-        "type": "object", "required": ["image", "port", "replicas", "memory_mb"], "additionalProperties": False,
+        "type": "object", "required": ["image", "port", "replicas", "memory_mb"],
+        "additionalProperties": False,
         "properties": {
             "image": {"type": "string", "pattern": "^[a-z0-9./-]+:[A-Za-z0-9._-]+$"},
             "port": {"type": "integer", "minimum": 1, "maximum": 65535},
@@ -97,7 +99,8 @@ def _deployment(rng: random.Random, count: int) -> Generated:
         need = f"between {lo} and {hi} replicas" if hi > lo else f"exactly {lo} replica{'s' * (lo > 1)}"
         dep = f", depends on {', '.join(f'`{d}`' for d in deps[name])}" if deps[name] else ", no dependencies"
         envs = "".join(f", environment variable `{k}={v}`" for k, v in env.items())
-        lines.append(f"- `{name}`: image `{image}`, port {port}, {need}, at most {mem} MiB per replica{dep}{envs}.")
+        lines.append(f"- `{name}`: image `{image}`, port {port}, {need}, at most {mem} MiB per "
+                     f"replica{dep}{envs}.")
     budget = budget_total + rng.choice([0, 64, 128])
     brief = ("Write the deployment configuration of this system as JSON of the form "
              '{"services": {NAME: {"image", "port", "replicas", "memory_mb", "depends_on", "env"}}}.\n'
@@ -121,15 +124,18 @@ def _pipeline(rng: random.Random, count: int) -> Generated:
         gold.append({"name": name, "image": image, "script": [command], "needs": deps[name],
                      "timeout_minutes": limit})
         need = f"after {', '.join(f'`{d}`' for d in deps[name])}" if deps[name] else "with no prerequisites"
-        lines.append(f"- `{name}` runs `{command}` in `{image}`, {need}, with a timeout of at most {limit} minutes.")
+        lines.append(f"- `{name}` runs `{command}` in `{image}`, {need}, with a timeout of at most "
+                     f"{limit} minutes.")
     brief = ("Write the CI pipeline as JSON of the form "
              '{"stages": [{"name", "image", "script": [COMMANDS], "needs": [STAGES], "timeout_minutes"}]}.\n'
-             + "\n".join(lines) + "\nStage names must be unique, `needs` must name stages of the pipeline, a stage "
+             + "\n".join(lines) + "\nStage names must be unique, `needs` must name stages of the "
+                                  "pipeline, a stage "
              "must come after every stage it needs, and there must be no other stages.")
     return brief, {"kind": "pipeline", "stages": stages}, {"stages": gold}, PIPELINE_SCHEMA
 
 
-KINDS: dict[str, Callable[[random.Random, int], Generated]] = {"deployment": _deployment, "pipeline": _pipeline}
+KINDS: dict[str, Callable[[random.Random, int], Generated]] = {"deployment": _deployment,
+                                                               "pipeline": _pipeline}
 SIZES = {"easy": 2, "medium": 4, "hard": 6}
 """Services or stages per task, by tier."""
 
@@ -164,12 +170,14 @@ class ConfigSource(ProceduralSource):
             "wrong_config": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer>"),
             "buried_in_list": FinalState(answer=f"<answer>{json.dumps([wrong, gold, wrong])}</answer>"),
             "buried_among_wrong": FinalState(answer=f"<answer>{json.dumps(both)}</answer>"),
-            "hedged_answers": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer><answer>{task.answer}</answer>"),
+            "hedged_answers": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer>"
+                                                f"<answer>{task.answer}</answer>"),
         }
 
 
 def break_config(gold: dict[str, Any]) -> dict[str, Any]:
-    """A schema-valid configuration with the same names that meets none of the brief's per-item requirements."""
+    """A schema-valid configuration with the same names that meets none of the brief's per-item
+    requirements."""
     if "services" in gold:
         return {"services": {n: {"image": f"{s['image']}-wrong", "port": s["port"] + 1, "replicas": 50,
                                  "memory_mb": 99999, "depends_on": [], "env": {}}

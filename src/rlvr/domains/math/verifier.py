@@ -81,7 +81,8 @@ class MathVerifier:
         found = extract_answer(final.answer, Fallback.boxed)
         details: dict[str, Any] = {"extracted": found.text, "how": found.how}
         if found.text is None:
-            return Verdict.from_checks([Check(name="answer", score=0.0, detail=found.problem)], details=details)
+            return Verdict.from_checks([Check(name="answer", score=0.0, detail=found.problem)],
+                                       details=details)
         if len(found.text) > MAX_ANSWER_CHARS:
             return Verdict.from_checks([Check(name="answer", score=0.0,
                                               detail=f"answer longer than {MAX_ANSWER_CHARS} characters")],
@@ -89,12 +90,14 @@ class MathVerifier:
         flags: list[Flag] = []
         if normalize_text(found.text) == normalize_text(task.prompt):
             flags.append(Flag(kind="parroting", message="the answer repeats the prompt"))
-        done, result = guarded(equivalent, str(task.answer), found.text, warm=("math_verify",))  # sympy may blow up on hostile input
+        # sympy may blow up on hostile input
+        done, result = guarded(equivalent, str(task.answer), found.text, warm=("math_verify",))
         ok = done and result is True
         if not done:
             details["problem"] = result
         if not ok:  # a wrong answer copied from the statement
             flags += answer_parroting(found.text, task.prompt, str(task.answer)).flags()
         check = Check(name="answer", score=float(ok), passed=ok,
-                      detail="equal to the reference" if ok else f"not equal to the reference {task.answer!s:.80}")
+                      detail="equal to the reference" if ok
+                      else f"not equal to the reference {task.answer!s:.80}")
         return Verdict.from_checks([check], flags=flags, details=details)

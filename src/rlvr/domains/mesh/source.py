@@ -24,9 +24,9 @@ TIERS = ("easy", "medium", "hard")
 SECTIONS = 64
 """Facets of the reference cylinders; the tolerances below absorb the polygonal approximation."""
 INSTRUCTION = ("Write one Python script that builds this part with the `trimesh` library (booleans work: "
-               "`a.difference(b)`, `a.union(b)`) and exports it with `mesh.export(\"out.stl\")` in the current "
-               "directory. Units are millimetres. Put the whole script inside <answer></answer> tags, "
-               "optionally in a ```python fenced block.")
+               "`a.difference(b)`, `a.union(b)`) and exports it with `mesh.export(\"out.stl\")` in "
+               "the current directory. Units are millimetres. Put the whole script inside "
+               "<answer></answer> tags, optionally in a ```python fenced block.")
 
 
 class MeshConfig(BaseModel):
@@ -57,7 +57,8 @@ def _polygon_area(r: float) -> float:
 
 
 def _wrong(spec: dict[str, Any]) -> str:
-    """A clean part of the wrong size with the wrong number of holes (and bodies when more than one is asked)."""
+    """A clean part of the wrong size with the wrong number of holes (and bodies when more than one is
+    asked)."""
     x, y, z = (e * 1.5 for e in spec["extents"])
     if spec["holes"]:
         return f"import trimesh\ntrimesh.creation.box(extents=[{x}, {y}, {z}]).export('out.stl')\n"
@@ -71,12 +72,13 @@ def _plate(rng: random.Random, tier: str) -> Part:
     d = rng.randint(4, max(5, min(width // 2, length // (2 * holes))))
     pitch = length / (holes + 1)
     xs = [round(-length / 2 + pitch * (k + 1), 3) for k in range(holes)]
-    brief = (f"A rectangular plate {length} mm long (x), {width} mm wide (y) and {thick} mm thick (z), centred on the "
-             f"origin, with {holes} round through-hole{'s' * (holes > 1)} of diameter {d} mm along z, centred on "
-             f"y = 0 at x = {', '.join(f'{x:g}' for x in xs)} mm.")
+    brief = (f"A rectangular plate {length} mm long (x), {width} mm wide (y) and {thick} mm thick (z), "
+             f"centred on the origin, with {holes} round through-hole{'s' * (holes > 1)} of diameter {d} mm "
+             f"along z, centred on y = 0 at x = {', '.join(f'{x:g}' for x in xs)} mm.")
     script = (f"import trimesh\nplate = trimesh.creation.box(extents=[{length}, {width}, {thick}])\n"
               f"for x in {xs}:\n    hole = trimesh.creation.cylinder(radius={d / 2}, height={thick * 3}, "
-              f"sections={SECTIONS})\n    hole.apply_translation([x, 0, 0])\n    plate = plate.difference(hole)\n"
+              f"sections={SECTIONS})\n    hole.apply_translation([x, 0, 0])\n    plate = "
+              f"plate.difference(hole)\n"
               "plate.export('out.stl')\n")
     volume = length * width * thick - holes * _polygon_area(d / 2) * thick
     spec = _spec(volume, [length, width, thick], 1, holes)
@@ -87,10 +89,10 @@ def _tube(rng: random.Random, tier: str) -> Part:
     r_out = rng.randint(8, 30)
     r_in = rng.randint(3, r_out - 2)
     height = rng.randint(10, 80)
-    brief = (f"A tube (hollow cylinder) along z with outer diameter {2 * r_out} mm, inner diameter {2 * r_in} mm "
-             f"and length {height} mm, centred on the origin.")
-    script = (f"import trimesh\ntube = trimesh.creation.annulus(r_min={r_in}, r_max={r_out}, height={height}, "
-              f"sections={SECTIONS})\ntube.export('out.stl')\n")
+    brief = (f"A tube (hollow cylinder) along z with outer diameter {2 * r_out} mm, inner diameter "
+             f"{2 * r_in} mm and length {height} mm, centred on the origin.")
+    script = (f"import trimesh\ntube = trimesh.creation.annulus(r_min={r_in}, r_max={r_out}, "
+              f"height={height}, sections={SECTIONS})\ntube.export('out.stl')\n")
     volume = (_polygon_area(r_out) - _polygon_area(r_in)) * height
     spec = _spec(volume, [2 * r_out, 2 * r_out, height], 1, 1)
     spec["extent_abs_tol"] = round(2 * r_out * (1 - math.cos(math.pi / SECTIONS)) + 0.05, 3)
@@ -102,9 +104,10 @@ def _bracket(rng: random.Random, tier: str) -> Part:
     height = rng.randint(20, 60)
     hole = tier == "hard"
     d = rng.randint(3, max(4, min(width, height - thick) // 2)) if hole else 0
-    brief = (f"An L-shaped bracket: a base plate {length} mm (x) by {width} mm (y) by {thick} mm (z) lying on z = 0 "
-             f"from x = 0 to x = {length} and y = 0 to y = {width}, and an upright wall {thick} mm thick standing on "
-             f"its end x = 0 to x = {thick}, full width, reaching z = {height} mm. The two are one solid.")
+    brief = (f"An L-shaped bracket: a base plate {length} mm (x) by {width} mm (y) by {thick} mm (z) "
+             f"lying on z = 0 from x = 0 to x = {length} and y = 0 to y = {width}, and an upright wall "
+             f"{thick} mm thick standing on its end x = 0 to x = {thick}, full width, reaching z = {height} "
+             f"mm. The two are one solid.")
     script = (f"import trimesh\nbase = trimesh.creation.box(extents=[{length}, {width}, {thick}])\n"
               f"base.apply_translation([{length / 2}, {width / 2}, {thick / 2}])\n"
               f"wall = trimesh.creation.box(extents=[{thick}, {width}, {height}])\n"
@@ -112,11 +115,14 @@ def _bracket(rng: random.Random, tier: str) -> Part:
     volume = length * width * thick + thick * width * (height - thick)
     if hole:
         zc = round((thick + height) / 2, 3)
-        brief += (f" The wall has a round through-hole of diameter {d} mm along x, centred at y = {width / 2:g}, "
-                  f"z = {zc:g}.")
-        script += (f"hole = trimesh.creation.cylinder(radius={d / 2}, height={thick * 3}, sections={SECTIONS})\n"
-                   f"hole.apply_transform(trimesh.transformations.rotation_matrix(1.5707963267948966, [0, 1, 0]))\n"
-                   f"hole.apply_translation([{thick / 2}, {width / 2}, {zc}])\npart = part.difference(hole)\n")
+        brief += (f" The wall has a round through-hole of diameter {d} mm along x, centred at y = "
+                  f"{width / 2:g}, z = {zc:g}.")
+        script += (f"hole = trimesh.creation.cylinder(radius={d / 2}, height={thick * 3}, "
+                   f"sections={SECTIONS})\n"
+                   f"hole.apply_transform(trimesh.transformations.rotation_matrix(1.5707963267948966, "
+                   f"[0, 1, 0]))\n"
+                   f"hole.apply_translation([{thick / 2}, {width / 2}, {zc}])\npart = "
+                   f"part.difference(hole)\n")
         volume -= _polygon_area(d / 2) * thick
     script += "part.export('out.stl')\n"
     spec = _spec(volume, [length, width, height], 1, int(hole))
@@ -126,12 +132,14 @@ def _bracket(rng: random.Random, tier: str) -> Part:
 def _blocks(rng: random.Random, tier: str) -> Part:
     count = {"easy": 2, "medium": 3, "hard": 4}[tier]
     size, gap = rng.randint(5, 20), rng.randint(2, 10)
-    brief = (f"{count} separate cubes of side {size} mm in a row along x with a gap of {gap} mm between neighbours, "
-             f"all sitting on z = 0 with their y centred on 0; the first cube spans x = 0 to x = {size}. Export "
+    brief = (f"{count} separate cubes of side {size} mm in a row along x with a gap of {gap} mm between "
+             f"neighbours, all sitting on z = 0 with their y centred on 0; the first cube spans x = 0 to x = "
+             f"{size}. Export "
              "them together as one mesh file.")
     script = (f"import trimesh\ncubes = []\nfor k in range({count}):\n"
               f"    c = trimesh.creation.box(extents=[{size}, {size}, {size}])\n"
-              f"    c.apply_translation([{size / 2} + k * {size + gap}, 0, {size / 2}])\n    cubes.append(c)\n"
+              f"    c.apply_translation([{size / 2} + k * {size + gap}, 0, {size / 2}])\n    "
+              f"cubes.append(c)\n"
               "trimesh.util.concatenate(cubes).export('out.stl')\n")
     spec = _spec(count * size**3, [count * size + (count - 1) * gap, size, size], count, 0)
     wrong = (f"import trimesh\ntrimesh.creation.annulus(r_min={size / 4}, r_max={size}, height={size * 2}, "
@@ -154,7 +162,8 @@ class MeshSource(ProceduralSource):
         part = self.config.part or sorted(PARTS)[(index // len(TIERS)) % len(PARTS)]
         brief, script, spec, wrong = PARTS[part](rng, tier)
         return Task(id=self.id_at(index), domain="mesh", prompt=f"{brief}\n\n{INSTRUCTION}", answer=script,
-                    hidden={"spec.json": json.dumps(spec), "wrong.py": wrong}, tier=tier, difficulty=TIERS.index(tier) / 2,
+                    hidden={"spec.json": json.dumps(spec), "wrong.py": wrong}, tier=tier,
+                    difficulty=TIERS.index(tier) / 2,
                     limits=TaskLimits(max_tokens=1024, exec_timeout_s=30.0, memory_mb=1024),
                     metadata={"part": part}, source=f"mesh:{self.config.seed}:{index}",
                     seed=self.config.seed, index=index)
@@ -166,8 +175,8 @@ class MeshSource(ProceduralSource):
         wrong = task.hidden["wrong.py"]
         both = (str(task.answer).replace("export('out.stl')", "export('gold.stl')")
                 + wrong.replace("export('out.stl')", "export('wrong.stl')")
-                + "import trimesh\ntrimesh.util.concatenate([trimesh.load('gold.stl'), trimesh.load('wrong.stl')])"
-                  ".export('out.stl')\n")
+                + "import trimesh\ntrimesh.util.concatenate([trimesh.load('gold.stl'), "
+                  "trimesh.load('wrong.stl')]).export('out.stl')\n")
         return {
             **super().negatives(task),
             "wrong_part": FinalState(answer=fenced(wrong)),

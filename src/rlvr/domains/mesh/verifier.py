@@ -1,4 +1,5 @@
-"""Kind `mesh`: run the candidate's trimesh script in the sandbox, load the exported mesh here, check geometry.
+"""Kind `mesh`: run the candidate's trimesh script in the sandbox, load the exported mesh here, check
+geometry.
 
 The script runs with the task's limits in a fresh workspace that holds nothing but the script. A second
 command in the same workspace, run by a fixed interpreter in isolated mode (`python -I`, so files the script
@@ -65,7 +66,8 @@ def load_mesh(data: bytes, name: str) -> Any:
         raise ValueError(f"{len(data)} bytes is over the {MAX_MESH_BYTES} byte limit")
     try:
         mesh = trimesh.load(io.BytesIO(data), file_type=Path(name).suffix.lstrip("."), force="mesh")
-    except Exception as exc:  # noqa: BLE001  (a malformed file is the candidate's fault, whatever trimesh raises)
+    # a malformed file is the candidate's fault, whatever trimesh raises
+    except Exception as exc:  # noqa: BLE001
         raise ValueError(f"trimesh cannot load it: {type(exc).__name__}: {exc!s:.200}") from None
     if not isinstance(mesh, trimesh.Trimesh) or len(mesh.faces) == 0:
         raise ValueError("no triangles")
@@ -83,11 +85,13 @@ def geometry_checks(mesh: Any, spec: dict[str, Any]) -> tuple[list[Check], list[
              _gate("bodies", bodies == spec["bodies"], f"{bodies} bodies, want {spec['bodies']}")]
     volume = abs(float(mesh.volume)) if watertight else 0.0
     rel = abs(volume - spec["volume"]) / spec["volume"]
-    checks = [Check(name="volume", score=float(rel <= spec["volume_rel_tol"]), passed=rel <= spec["volume_rel_tol"],
+    checks = [Check(name="volume", score=float(rel <= spec["volume_rel_tol"]),
+                    passed=rel <= spec["volume_rel_tol"],
                     detail=f"{volume:.1f} mm3, want {spec['volume']:.1f} (±{spec['volume_rel_tol']:.0%})")]
     for axis, got, want in zip("xyz", mesh.extents, spec["extents"]):
         ok = abs(float(got) - want) <= spec["extent_abs_tol"]
-        checks.append(Check(name=f"extent:{axis}", score=float(ok), passed=ok, detail=f"{got:.2f} mm, want {want:g}"))
+        checks.append(Check(name=f"extent:{axis}", score=float(ok), passed=ok,
+                            detail=f"{got:.2f} mm, want {want:g}"))
     genus = (2 * bodies - int(mesh.euler_number)) // 2 if watertight else -1
     checks.append(Check(name="holes", score=float(genus == spec["holes"]), passed=genus == spec["holes"],
                         detail=f"{genus} through-holes, want {spec['holes']}"))
@@ -145,10 +149,13 @@ class MeshVerifier:
         with pool.lease({SCRIPT: script}) as sandbox:
             run = sandbox.run(["python", SCRIPT], limits=limits)
             dump = sandbox.run(["python", "-I", "-c", _DUMP], limits=dump_limits) if run.ok else None
-        if run.status is ExecStatus.infra_error or (dump is not None and dump.status is ExecStatus.infra_error):
-            return Verdict.infra(f"sandbox failure: {(dump if run.ok else run).error}")  # type: ignore[union-attr]
+        if run.status is ExecStatus.infra_error or (dump is not None
+                                                    and dump.status is ExecStatus.infra_error):
+            failed = dump if run.ok else run
+            return Verdict.infra(f"sandbox failure: {failed.error}")  # type: ignore[union-attr]
         checks = [_gate("script", True, f"{len(script)} characters"),
-                  _gate("runs", run.ok, f"{run.status.value}: {run.stderr[-300:]}" if not run.ok else "exit 0")]
+                  _gate("runs", run.ok,
+                        f"{run.status.value}: {run.stderr[-300:]}" if not run.ok else "exit 0")]
         if dump is None:
             return Verdict(score=0.0, checks=checks, details={"stderr": run.stderr[-2000:]})
         preview_dir = self.ctx.extras.get("preview_dir")
@@ -159,7 +166,8 @@ class MeshVerifier:
         # the file is the candidate's: parse and measure it in a child process with memory and time limits
         done, judged = guarded(_judge, dump.stdout, spec, preview, warm=("trimesh", "matplotlib.pyplot"))
         if not done:
-            return Verdict(score=0.0, checks=checks + [_gate("exported", False, f"loading it failed: {judged}")])
+            return Verdict(score=0.0,
+                           checks=checks + [_gate("exported", False, f"loading it failed: {judged}")])
         exported, gates, credited, details = judged  # type: ignore[misc]
         checks.append(exported)
         if not exported.passed:

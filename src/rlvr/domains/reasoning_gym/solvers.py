@@ -87,12 +87,15 @@ def solve_boxnet(entry: dict[str, Any]) -> str | None:
             return None
         target = targets[box[4:]].pop(0)
         while (x, y) != target:
-            nx, ny = (x + (1 if target[0] > x else -1), y) if x != target[0] else (x, y + (1 if target[1] > y else -1))
+            nx, ny = (x + (1 if target[0] > x else -1), y) if x != target[0] else (x,
+                                                                                   y + (1 if target[1] > y
+                                                                                        else -1))
             plan.append({f"Agent[{x}, {y}]": f"move({box}, square[{nx}, {ny}])"})
             x, y = nx, ny
         plan.append({f"Agent[{x}, {y}]": f"move({box}, target_{box[4:]})"})
     return json.dumps(plan)
 
 
-SOLVERS: dict[str, Callable[[dict[str, Any]], str | None]] = {"boxnet": solve_boxnet, "rush_hour": solve_rush_hour}
+SOLVERS: dict[str, Callable[[dict[str, Any]], str | None]] = {"boxnet": solve_boxnet,
+                                                              "rush_hour": solve_rush_hour}
 """Dataset name -> a function returning one valid answer of an entry (or None when it finds none)."""

@@ -36,7 +36,8 @@ SKIPPED = {"composite": "combines other datasets; use the rg-<dataset> domains a
 NEIGHBOURS = 12
 """How many neighbouring items to try when looking for a wrong answer of the right type."""
 
-_REGISTER_CALL = re.compile(r"^register_dataset\(\s*([A-Za-z_]\w*|\"[^\"]+\"|'[^']+')\s*,\s*(\w+)", re.MULTILINE)
+_REGISTER_CALL = re.compile(r"^register_dataset\(\s*([A-Za-z_]\w*|\"[^\"]+\"|'[^']+')\s*,\s*(\w+)",
+                            re.MULTILINE)
 
 
 def quiet() -> contextlib.AbstractContextManager[Any]:
@@ -46,7 +47,8 @@ def quiet() -> contextlib.AbstractContextManager[Any]:
 
 class ReasoningGymConfig(BaseModel):
     """Settings of one reasoning-gym domain. Any other key is a field of the dataset's own config dataclass
-    (its generator and difficulty settings, e.g. `min_digits` or `max_depth`), checked when the domain is made."""
+    (its generator and difficulty settings, e.g. `min_digits` or `max_depth`), checked when the domain is
+    made."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -55,8 +57,8 @@ class ReasoningGymConfig(BaseModel):
     size: int = Field(500, ge=1, le=10_000_000)
     """Number of tasks (reasoning-gym datasets are finite and indexed)."""
     level: int | None = Field(None, ge=0, le=20)
-    """Difficulty level from the dataset's curriculum (0 easiest); sets its difficulty settings, which explicit
-    settings still override. None: the dataset's defaults."""
+    """Difficulty level from the dataset's curriculum (0 easiest); sets its difficulty settings, which
+    explicit settings still override. None: the dataset's defaults."""
 
 
 def _package_root() -> Path | None:
@@ -73,7 +75,8 @@ def _docline(source: str, cls: str) -> str:
 
 @functools.cache
 def scan_datasets() -> dict[str, tuple[str, str]]:
-    """{dataset name: (category, one-line description)} read from the package's sources without importing it."""
+    """{dataset name: (category, one-line description)} read from the package's sources without importing
+    it."""
     root = _package_root()
     found: dict[str, tuple[str, str]] = {}
     if root is None:
@@ -106,7 +109,8 @@ def _dataset_classes(name: str) -> tuple[type, type]:
 
 
 def settings_of(name: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """Check `settings` against the dataset's config dataclass; unknown keys raise UserError naming the valid ones."""
+    """Check `settings` against the dataset's config dataclass; unknown keys raise UserError naming the valid
+    ones."""
     import dataclasses
 
     _, config_cls = _dataset_classes(name)
@@ -114,7 +118,8 @@ def settings_of(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(settings) - fields)
     if unknown:
         raise UserError(f"unknown setting {unknown[0]!r} for reasoning-gym dataset {name!r}",
-                        field=f"{PREFIX}{name}.{unknown[0]}", fix=f"valid settings: {', '.join(sorted(fields))}")
+                        field=f"{PREFIX}{name}.{unknown[0]}",
+                        fix=f"valid settings: {', '.join(sorted(fields))}")
     return dict(settings)
 
 
@@ -124,7 +129,8 @@ def level_settings(name: str, level: int) -> dict[str, Any]:
     from reasoning_gym.factory import CURRICULA, create_curriculum
 
     if name not in CURRICULA:
-        raise UserError(f"reasoning-gym dataset {name!r} has no curriculum, so no levels", field=f"{PREFIX}{name}.level",
+        raise UserError(f"reasoning-gym dataset {name!r} has no curriculum, so no levels",
+                        field=f"{PREFIX}{name}.level",
                         fix="set its difficulty fields directly instead")
     curriculum = create_curriculum(name)
     curriculum.set_global_level(level)
@@ -147,7 +153,8 @@ def _build(name: str, seed: int, size: int, settings_json: str) -> Any:
             return create_dataset(name, seed=seed, size=size, **settings)
     except (AssertionError, ValueError, TypeError) as exc:
         raise UserError(f"invalid settings for reasoning-gym dataset {name!r}: {exc or type(exc).__name__}",
-                        field=f"{PREFIX}{name}", fix="check the values against the dataset's config") from None
+                        field=f"{PREFIX}{name}",
+                        fix="check the values against the dataset's config") from None
 
 
 def dataset(name: str, seed: int, size: int, settings: dict[str, Any]) -> Any:
@@ -216,7 +223,8 @@ class ReasoningGymSource(TaskSource):
             answer=answer if answer is None else str(answer), hidden=hidden,
             metadata={"dataset": self.dataset_name, "settings": self.settings, "rg_seed": self.config.seed,
                       "rg_size": self.config.size,
-                      "rg_difficulty": json.loads(json.dumps(difficulty, default=str)) if difficulty else None},
+                      "rg_difficulty": json.loads(json.dumps(difficulty, default=str)) if difficulty
+                      else None},
             source=f"{self.name}:{self.config.seed}:{index}", seed=self.config.seed, index=index,
         )
 
@@ -241,7 +249,8 @@ class ReasoningGymSource(TaskSource):
             controls["wrong_answer"] = FinalState(answer=f"<answer>{wrong}</answer>")
             if gold is not None:
                 controls["buried_answer"] = FinalState(answer=f"<answer>{wrong}\n{gold}\n{wrong}</answer>")
-                controls["hedged_answers"] = FinalState(answer=f"<answer>{wrong}</answer>\n<answer>{gold}</answer>")
+                controls["hedged_answers"] = FinalState(answer=f"<answer>{wrong}</answer>\n"
+                                                               f"<answer>{gold}</answer>")
         if gold is not None:
             controls["answer_in_prose"] = FinalState(answer=f"<answer>It is not {gold}.</answer>")
         return controls
@@ -253,8 +262,9 @@ class ReasoningGymSource(TaskSource):
         return item(self.dataset_name, self.config.seed, self.config.size, self.settings, index)
 
     def wrong_answer(self, task: Task) -> str | None:
-        """A wrong answer of the right type: the answer of a neighbouring item, preferring one that this item's
-        own scorer rejects (a lenient scorer may accept them all; the strict verifier still must not)."""
+        """A wrong answer of the right type: the answer of a neighbouring item, preferring one that this
+        item's own scorer rejects (a lenient scorer may accept them all; the strict verifier still must
+        not)."""
         # the task's own dataset parameters: a proof may hand a task to a source made with other settings
         meta = task.metadata
         seed, size, settings = int(meta["rg_seed"]), int(meta["rg_size"]), dict(meta.get("settings", {}))
@@ -274,7 +284,8 @@ class ReasoningGymSource(TaskSource):
             if not _accepted(ds, str(other), entry):
                 return str(other)
             fallback = fallback or str(other)
-        return fallback if task.answer is not None else None  # many-solution scorers must reject it themselves
+        # many-solution scorers must reject it themselves
+        return fallback if task.answer is not None else None
 
 
 def _accepted(ds: Any, answer: str, entry: dict[str, Any]) -> bool:

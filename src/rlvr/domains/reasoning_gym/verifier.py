@@ -122,7 +122,9 @@ def strict_score(name: str, ds: Any, entry: dict[str, Any], answer: str,
         return False, "not the exact answer, and this dataset's scorer is too lenient to trust alone", score
     strict, probe = scorer_is_strict(ds, entry, reference)
     if not strict:
-        return False, f"the dataset's scorer accepted the probe {probe!r} here; only the exact answer counts", score
+        return (False,
+                f"the dataset's scorer accepted the probe {probe!r} here; only the exact answer counts",
+                score)
     return True, "accepted by the dataset's scorer", score
 
 
@@ -144,27 +146,30 @@ class ReasoningGymVerifier:
     def verify(self, task: Task, final: FinalState) -> Verdict:
         meta = task.metadata
         name = str(meta["dataset"])
-        ds = dataset(name, int(meta["rg_seed"]), int(meta["rg_size"]), dict(meta.get("settings", {})))
         entry = entry_of(task)
         found = extract_answer(final.answer, Fallback.whole)
         details: dict[str, Any] = {"extracted": found.text, "how": found.how}
         if found.text is None:
-            return Verdict.from_checks([Check(name="answer", score=0.0, detail=found.problem)], details=details)
+            return Verdict.from_checks([Check(name="answer", score=0.0, detail=found.problem)],
+                                       details=details)
         flags: list[Flag] = []
         if normalize_text(found.text) == normalize_text(str(entry.get("question", ""))):
             flags.append(Flag(kind="parroting", message="the answer repeats the question"))
-        if entry.get("answer") is not None and normalize_text(found.text) == normalize_text(str(entry["answer"])):
+        expected = entry.get("answer")
+        if expected is not None and normalize_text(found.text) == normalize_text(str(expected)):
             ok, why, score = True, "exact match", None
-        else:  # the package's scorers run third-party parsers (sympy) on the answer: keep them out of this process
+        else:  # the package's scorers run third-party parsers (sympy) on the answer: not in this process
             done, result = guarded(strict_score_of, name, int(meta["rg_seed"]), int(meta["rg_size"]),
                                    dict(meta.get("settings", {})), int(task.index or 0), found.text,
                                    task.hidden.get(EXAMPLE_FILE), warm=("reasoning_gym",))
-            ok, why, score = result if done else (False, f"the dataset's scorer failed on this answer: {result}", None)
+            failed = (False, f"the dataset's scorer failed on this answer: {result}", None)
+            ok, why, score = result if done else failed
         if score is not None:
             details["package_score"] = score
         if EXAMPLE_FILE in task.hidden:
             details["multiple_solutions"] = True
         if not ok and entry.get("answer") is not None:  # a wrong answer copied from the question
-            flags += answer_parroting(found.text, str(entry.get("question", "")), str(entry["answer"])).flags()
+            flags += answer_parroting(found.text, str(entry.get("question", "")),
+                                      str(entry["answer"])).flags()
         check = Check(name="answer", score=float(ok), passed=ok, detail=why)
         return Verdict.from_checks([check], flags=flags, details=details)

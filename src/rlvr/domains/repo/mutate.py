@@ -1,6 +1,6 @@
-"""Bug injection for the `repo` domain: ast-based mutation operators that edit one expression or statement of a
-source file in place (the rest of the file keeps its text), and the pack builder that keeps only mutants that
-break at least one test of a project whose original passes them all.
+"""Bug injection for the `repo` domain: ast-based mutation operators that edit one expression or statement of
+a source file in place (the rest of the file keeps its text), and the pack builder that keeps only mutants
+that break at least one test of a project whose original passes them all.
 
 Run `python -m rlvr.domains.repo.mutate` to rebuild `projects/manifest.json` after editing a project.
 """
@@ -58,7 +58,8 @@ class Mutant:
 
 
 def _span(node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
-    return (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    return ((node.lineno, node.col_offset),  # type: ignore[attr-defined]
+            (node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
 
 
 def _replace(node: ast.expr, new: ast.expr, summary: str) -> Edit:
@@ -87,7 +88,8 @@ def flip_comparison(tree: ast.Module) -> Iterator[Edit]:
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _FLIP:
             new = copy.deepcopy(node)
             new.ops = [_FLIP[type(node.ops[0])]()]
-            yield _replace(node, new, f"comparison {type(node.ops[0]).__name__} -> {type(new.ops[0]).__name__}")
+            yield _replace(node, new,
+                           f"comparison {type(node.ops[0]).__name__} -> {type(new.ops[0]).__name__}")
 
 
 def off_by_one(tree: ast.Module) -> Iterator[Edit]:
@@ -103,7 +105,8 @@ def off_by_one(tree: ast.Module) -> Iterator[Edit]:
 def swap_operands(tree: ast.Module) -> Iterator[Edit]:
     """`a - b` -> `b - a` for the non-commutative operators."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op,
+                                                      (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)):
             new = ast.BinOp(left=copy.deepcopy(node.right), op=node.op, right=copy.deepcopy(node.left))
             yield _replace(node, new, f"operands of {type(node.op).__name__} swapped")
 
@@ -156,7 +159,8 @@ def stub_function(tree: ast.Module) -> Iterator[Edit]:
                 and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)):
             first, last = node.body[1], node.body[-1]
             indent = " " * first.col_offset
-            yield Edit((first.lineno, 0), (last.end_lineno + 1, 0), f"{indent}pass\n",  # type: ignore[operator]
+            end = last.end_lineno + 1  # type: ignore[operator]
+            yield Edit((first.lineno, 0), (end, 0), f"{indent}pass\n",
                        f"body of {node.name} removed")
 
 
@@ -165,7 +169,8 @@ OPERATORS: dict[str, Callable[[ast.Module], Iterator[Edit]]] = {
     "wrong_operator": wrong_operator, "flip_boolean": flip_boolean, "negate_condition": negate_condition,
     "drop_statement": drop_statement, "stub_function": stub_function,
 }
-"""Mutation operators by name; each yields edits in a fixed order, so (file, operator, site) names a mutant."""
+"""Mutation operators by name; each yields edits in a fixed order, so (file, operator, site) names a
+mutant."""
 
 
 def apply_edit(source: str, edit: Edit) -> str:
@@ -213,7 +218,7 @@ def mutant(file: str, source: str, operator: str, site: int) -> Mutant:
     raise KeyError(f"{file}: no {operator} site {site}")
 
 
-# ------------------------------------------------------------------------------------------------ pack builder
+# ----------------------------------------------------------------------------------------------- pack builder
 def read_project(name: str, projects_dir: Path = PROJECTS_DIR) -> dict[str, str]:
     """A project's files (sources and tests) as text, keyed by POSIX path."""
     root = projects_dir / name

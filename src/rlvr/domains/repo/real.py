@@ -3,8 +3,8 @@
 The pack is built, not shipped: `make repo-real` (`rlvr tasks build repo repo-real -o PACK`) runs the
 builder on the pinned projects below into `.rlvr-cache/repo-real/pack` (or `$RLVR_REPO_REAL_PACK`)
 and stamps it; a second run with the same pins does nothing. Each task is a project's tree with one break from
-the builder's generators; the hidden tests are the project's own stable test files, every kept test a gate, so a
-fix scores 1 only when the whole kept suite passes (`rlvr.domains.repo.build`).
+the builder's generators; the hidden tests are the project's own stable test files, every kept test a gate, so
+a fix scores 1 only when the whole kept suite passes (`rlvr.domains.repo.build`).
 """
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ from rlvr.tasks.spec import FinalState, Task
 
 PROJECTS: tuple[str, ...] = ("pypi:inflection==0.5.1", "pypi:toolz==1.0.0", "pypi:parse==1.20.2",
                              "pypi:xmltodict==0.14.2", "pypi:cachetools==5.5.0")
-"""The pinned projects (all MIT or BSD licensed, pure Python, test suites in their sdists; cachetools has a src
-layout)."""
+"""The pinned projects (all MIT or BSD licensed, pure Python, test suites in their sdists; cachetools has a
+src layout)."""
 PER_PROJECT = 64
 """Most tasks kept per project (the pack holds up to len(PROJECTS) * PER_PROJECT)."""
 STAMP = ".built.json"
 BUILD_VERSION = 8
-"""What the pack's stamp records of the builder: raise it when a change to the builder or the verifier's harness
-changes which tasks a build keeps, so a cached pack of the old build is rebuilt."""
+"""What the pack's stamp records of the builder: raise it when a change to the builder or the verifier's
+harness changes which tasks a build keeps, so a cached pack of the old build is rebuilt."""
 
 
 def default_pack() -> Path:
@@ -52,7 +52,8 @@ class RepoRealSource(TaskSource):
         self.cfg = cfg or RepoRealConfig()
         self.path = Path(self.cfg.pack) if self.cfg.pack else default_pack()
         self.name = "repo-real"
-        self.description = "Bug-fix and implementation tasks in real Python projects (built by `make repo-real`)"
+        self.description = ("Bug-fix and implementation tasks in real Python projects (built by `make "
+                            "repo-real`)")
 
     @cached_property
     def _names(self) -> list[str]:

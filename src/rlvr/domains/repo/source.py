@@ -4,7 +4,8 @@ Each task is one mutant from `projects/manifest.json`: a bug injected by an ast 
 documented function's body removed, for a feature task) into a project whose original passes its whole test
 suite, kept only when it breaks at least one test. The model works over several turns in the project; the
 verifier runs a pristine copy of the project's tests from hidden/: the fail-to-pass tests carry the score and
-the pass-to-pass tests (weight 0) gate the reward: if any of them fails, the score is 0. The gold is the original.
+the pass-to-pass tests (weight 0) gate the reward: if any of them fails, the score is 0. The gold is the
+original.
 """
 from __future__ import annotations
 
@@ -77,9 +78,11 @@ def _prompt(entry: dict[str, Any]) -> str:
             f"Run the tests with `python -m pytest -q {repo_mutate.TESTS_DIR}`.\n")
     if entry["operator"] == "stub_function":
         fn = entry["summary"].split()[2]
-        return (head + f"The function `{fn}` in `{entry['file']}` has no implementation yet. Implement it as its "
+        return (head + f"The function `{fn}` in `{entry['file']}` has no implementation yet. "
+                       f"Implement it as its "
                 f"docstring describes. These tests cover it and fail now:\n{failing}" + tail)
-    return head + f"After a recent change these tests fail:\n{failing}\n\nFind the bug in the package and fix it." + tail
+    return (head + f"After a recent change these tests fail:\n{failing}\n\nFind the bug in the package "
+                   f"and fix it." + tail)
 
 
 def _claimed_fix(source: str, line: int) -> str:
@@ -103,7 +106,8 @@ class RepoSource(TaskSource):
         self.cfg = cfg or RepoConfig()
         self._built: dict[tuple[int, int], Task] = {}
         self.name = "repo"
-        self.description = "Bug-fix and feature tasks in small Python projects (fail-to-pass + pass-to-pass tests)"
+        self.description = ("Bug-fix and feature tasks in small Python projects (fail-to-pass + "
+                            "pass-to-pass tests)")
 
     @cached_property
     def _entries(self) -> list[dict[str, Any]]:
@@ -136,20 +140,25 @@ class RepoSource(TaskSource):
         files = project_files(e["project"])
         original = files[e["file"]]
         if repo_mutate.sha(original) != e["source_sha"]:
-            raise UserError(f"{e['file']} changed since the repo manifest was built", file=repo_mutate.MANIFEST,
+            raise UserError(f"{e['file']} changed since the repo manifest was built",
+                            file=repo_mutate.MANIFEST,
                             fix="rebuild it: python -m rlvr.domains.repo.mutate")
         m = repo_mutate.mutant(e["file"], original, e["operator"], e["site"])
         tests_prefix = repo_mutate.TESTS_DIR + "/"
         hidden = {HIDDEN_DIR + "/" + rel[len(tests_prefix):]: text for rel, text in files.items()
                   if rel.startswith(tests_prefix)}
-        weights = {**{_hidden_id(t): 0.0 for t in e["pass_to_pass"]}, **{_hidden_id(t): 1.0 for t in e["fail_to_pass"]}}
+        weights = {**{_hidden_id(t): 0.0 for t in e["pass_to_pass"]},
+                   **{_hidden_id(t): 1.0 for t in e["fail_to_pass"]}}
         return Task(
             id=self.id_at(index), domain="repo", prompt=_prompt(e), workspace={**files, e["file"]: m.source},
-            hidden=hidden, solution={e["file"]: original}, verifier={"tests": sorted(hidden), "weights": weights,
-                                                                   "gate": sorted(_hidden_id(t) for t in e["pass_to_pass"])},
-            protected=CODE_PROTECTED_DEFAULT, limits=LIMITS, difficulty=0.6 if e["operator"] == "stub_function" else 0.5,
+            hidden=hidden, solution={e["file"]: original},
+            verifier={"tests": sorted(hidden), "weights": weights,
+                      "gate": sorted(_hidden_id(t) for t in e["pass_to_pass"])},
+            protected=CODE_PROTECTED_DEFAULT, limits=LIMITS,
+            difficulty=0.6 if e["operator"] == "stub_function" else 0.5,
             source=f"repo:{self.cfg.seed}:{index}", seed=self.cfg.seed, index=index,
-            metadata={k: e[k] for k in ("project", "file", "operator", "site", "line", "summary", "fail_to_pass",
+            metadata={k: e[k]
+                      for k in ("project", "file", "operator", "site", "line", "summary", "fail_to_pass",
                                         "pass_to_pass")})
 
     def negatives(self, task: Task) -> dict[str, FinalState]:

@@ -1,6 +1,7 @@
 """Business-rule tasks: invoices under pricing rules, staff rotas under constraints, expense decisions under
-a policy. Each task declares its checks in the declarative format of `rlvr.domains.rules.verifier` (`[verifier] checks`),
-so the same verifier also judges hand-written rules tasks in task directories or JSONL packs.
+a policy. Each task declares its checks in the declarative format of `rlvr.domains.rules.verifier`
+(`[verifier] checks`), so the same verifier also judges hand-written rules tasks in task directories or JSONL
+packs.
 
 Task `i` is built from `Random(seed + i)`.
 """
@@ -45,7 +46,8 @@ def _money(x: float) -> float:
 
 
 def _invoice(rng: random.Random, n: int) -> Scenario:
-    threshold, rate, fee, free_from = rng.choice([5, 10, 12]), rng.choice([0.05, 0.1, 0.2]), 7.5, rng.choice([200, 400])
+    threshold, rate, fee, free_from = rng.choice([5, 10, 12]), rng.choice([0.05, 0.1,
+                                                                           0.2]), 7.5, rng.choice([200, 400])
     tax = rng.choice([0.08, 0.19, 0.21])
     lines, rows = [], []
     for k in range(n + 1):
@@ -61,11 +63,14 @@ def _invoice(rng: random.Random, n: int) -> Scenario:
     gold = {"lines": lines, "subtotal": subtotal, "shipping": shipping, "tax": tax_amount,
             "total": _money(subtotal + shipping + tax_amount)}
     brief = ("Price this order under the company's rules.\n\n| sku | quantity | unit price |\n|---|---|---|\n"
-             + "\n".join(rows) + f"\n\nRules: a line with quantity {threshold} or more gets {rate:.0%} off that "
-             f"line; the subtotal is the sum of the line totals; shipping is {fee:.2f} unless the subtotal is "
-             f"{free_from} or more, then it is free; tax is {tax:.0%} of subtotal plus shipping; the total is "
+             + "\n".join(rows) + f"\n\nRules: a line with quantity {threshold} or more gets "
+                                 f"{rate:.0%} off that "
+             f"line; the subtotal is the sum of the line totals; shipping is {fee:.2f} unless the "
+             f"subtotal is {free_from} or more, then it is free; tax is {tax:.0%} of subtotal plus shipping; "
+             f"the total is "
              "subtotal + shipping + tax. Round every amount to cents.\nAnswer as "
-             '{"lines": [{"sku", "total"}], "subtotal", "shipping", "tax", "total"}, lines in the table\'s order.')
+             '{"lines": [{"sku", "total"}], "subtotal", "shipping", "tax", "total"}, lines in the '
+             'table\'s order.')
     checks: list[dict[str, Any]] = [
         {"op": "keys", "path": "", "keys": ["lines", "subtotal", "shipping", "tax", "total"], "gate": True},
         {"op": "count", "path": "lines[*]", "min": len(lines), "max": len(lines), "gate": True},
@@ -125,14 +130,16 @@ def _expenses(rng: random.Random, n: int) -> Scenario:
         rows.append(f"| {cid} | {cat} | {amount} | {'yes' if receipt else 'no'} |")
     brief = ("Decide each expense claim under the policy, in this order of precedence: a claim of "
              f"{receipt_from} or more without a receipt is rejected; otherwise a claim over {limit}, or any "
-             "hardware claim, is escalated; everything else is approved.\n\n| id | category | amount | receipt |\n"
+             "hardware claim, is escalated; everything else is approved.\n\n| id | category | amount | "
+             "receipt |\n"
              "|---|---|---|---|\n" + "\n".join(rows)
              + '\n\nAnswer as {"decisions": [{"id", "status"}]} with status approve, reject or escalate.')
     checks: list[dict[str, Any]] = [
         {"op": "keys", "path": "", "keys": ["decisions"], "gate": True},
         {"op": "count", "path": "decisions[*]", "min": len(claims), "max": len(claims), "gate": True},
         {"op": "unique", "path": "decisions[*].id", "gate": True},
-        {"op": "each_in", "path": "decisions[*].status", "values": ["approve", "reject", "escalate"], "gate": True},
+        {"op": "each_in", "path": "decisions[*].status", "values": ["approve", "reject", "escalate"],
+         "gate": True},
     ]
     for k, d in enumerate(decisions):
         checks.append({"op": "equals", "path": f"decisions[{k}].id", "value": d["id"], "gate": True})
@@ -176,5 +183,6 @@ class RulesSource(ProceduralSource):
             "wrong_answer": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer>"),
             "buried_in_list": FinalState(answer=f"<answer>{json.dumps([wrong, gold, wrong])}</answer>"),
             "buried_among_wrong": FinalState(answer=f"<answer>{json.dumps(merged)}</answer>"),
-            "hedged_answers": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer><answer>{task.answer}</answer>"),
+            "hedged_answers": FinalState(answer=f"<answer>{json.dumps(wrong)}</answer>"
+                                                f"<answer>{task.answer}</answer>"),
         }

@@ -98,7 +98,8 @@ def select(doc: Any, path: str) -> list[Any]:
             if step == "*":
                 nxt.extend(value if isinstance(value, list) else [MISSING])
             elif isinstance(step, int):
-                nxt.append(value[step] if isinstance(value, list) and -len(value) <= step < len(value) else MISSING)
+                nxt.append(value[step] if isinstance(value, list) and -len(value) <= step < len(value)
+                           else MISSING)
             else:
                 nxt.append(value.get(step, MISSING) if isinstance(value, dict) else MISSING)
         current = nxt
@@ -131,12 +132,14 @@ def _equals(vals: list[Any], c: CheckSpec) -> Outcome:
 
 
 def _one_of(vals: list[Any], c: CheckSpec) -> Outcome:
-    return _one(len(vals) == 1 and any(_same(vals[0], v, c.tol) for v in c.values or []), f"got {_show(vals)}")
+    return _one(len(vals) == 1 and any(_same(vals[0], v, c.tol) for v in c.values or []),
+                f"got {_show(vals)}")
 
 
 def _range(vals: list[Any], c: CheckSpec) -> Outcome:
     n = [_number(v) for v in vals]
-    ok = bool(n) and all(x is not None and (c.min is None or x >= c.min) and (c.max is None or x <= c.max) for x in n)
+    ok = bool(n) and all(x is not None and (c.min is None or x >= c.min) and (c.max is None or x <= c.max)
+                         for x in n)
     return _one(ok, f"want [{c.min}, {c.max}], got {_show(vals)}")
 
 
@@ -177,7 +180,9 @@ def _covers(vals: list[Any], c: CheckSpec) -> Outcome:
     have, want = {repr(v) for v in vals}, {repr(v) for v in c.values or []}
     missing, extra = want - have, have - want
     ok = not missing and not (c.exact and extra)
-    return _one(ok, f"missing {sorted(missing)[:3]}" if missing else f"extra {sorted(extra)[:3]}" if extra else "ok")
+    return _one(ok,
+                f"missing {sorted(missing)[:3]}" if missing else f"extra {sorted(extra)[:3]}" if extra
+                else "ok")
 
 
 def _sum_equals(vals: list[Any], c: CheckSpec) -> Outcome:
@@ -200,7 +205,8 @@ def _allowed(vals: list[Any], c: CheckSpec) -> Outcome:
 
 
 OPS: dict[str, Callable[[list[Any], CheckSpec], Outcome]] = {
-    "equals": _equals, "one_of": _one_of, "range": _range, "matches": _matches, "keys": _keys, "count": _count,
+    "equals": _equals, "one_of": _one_of, "range": _range, "matches": _matches, "keys": _keys,
+    "count": _count,
     "unique": _unique, "each_in": _each_in, "covers": _covers, "sum_equals": _sum_equals,
     "at_most_per": _at_most_per, "allowed": _allowed,
 }
@@ -221,8 +227,8 @@ class RulesSettings(VerifierSettings):
     @classmethod
     def _non_empty(cls, value: Any) -> Any:
         if not isinstance(value, list) or not value:
-            raise ValueError("a rules task needs a non-empty list of checks (add [[verifier.checks]] tables with "
-                             "op and path)")
+            raise ValueError("a rules task needs a non-empty list of checks (add [[verifier.checks]] "
+                             "tables with op and path)")
         return value
 
     def check(self, task: Task) -> None:
@@ -265,9 +271,11 @@ class RulesVerifier:
             label = spec.name or f"{spec.op}:{spec.path or '(answer)'}"
             if spec.gate:
                 gates_ok = gates_ok and score >= 1.0
-                checks.append(Check(name=f"gate:{label}", score=score, weight=0.0, passed=score >= 1.0, detail=detail))
+                checks.append(Check(name=f"gate:{label}", score=score, weight=0.0, passed=score >= 1.0,
+                                    detail=detail))
             else:
-                checks.append(Check(name=label, score=score, weight=spec.weight, passed=score >= 1.0, detail=detail))
+                checks.append(Check(name=label, score=score, weight=spec.weight, passed=score >= 1.0,
+                                    detail=detail))
         if not gates_ok:
             return Verdict(score=0.0, passed=False, checks=checks)
         if not any(c.weight > 0 for c in checks):  # only gates were declared, and all hold

@@ -41,7 +41,8 @@ def verify_seed(seed: int, task_key: str, repeat: int) -> int:
 
 
 def group_id(step: int, seed: int, task_key: str, repeat: int) -> str:
-    """The group of the samples of one task in one step; a task listed twice in a batch gets a second group."""
+    """The group of the samples of one task in one step; a task listed twice in a batch gets a second
+    group."""
     return f"{step}:{seed}:{task_key}" + (f":{repeat}" if repeat else "")
 
 
@@ -62,8 +63,8 @@ class Sample:
 
 
 def samples(tasks: Sequence[Task], group_size: int, repeats: Sequence[int] | None = None) -> list[Sample]:
-    """`group_size` samples per task, in task order then sample order. `repeats`: how many times each task came
-    earlier in the whole batch, when `tasks` is one rank's share of it (default: counted in `tasks`)."""
+    """`group_size` samples per task, in task order then sample order. `repeats`: how many times each task
+    came earlier in the whole batch, when `tasks` is one rank's share of it (default: counted in `tasks`)."""
     if group_size < 1:
         raise ValueError(f"group_size must be at least 1, got {group_size}")
     seen: dict[str, int] = {}
@@ -102,16 +103,19 @@ class RolloutStats:
 
     @classmethod
     def merged(cls, stats: Sequence[RolloutStats]) -> RolloutStats:
-        """Several drivers' stats as one run's: they ran side by side (ranks), so wall time is the slowest one's
-        and counts add up."""
+        """Several drivers' stats as one run's: they ran side by side (ranks), so wall time is the slowest
+        one's and counts add up."""
         return cls(wall_s=max(s.wall_s for s in stats), idle_s=max(s.idle_s for s in stats),
-                   generate_s=max(s.generate_s for s in stats), generate_calls=sum(s.generate_calls for s in stats),
-                   generated_tokens=sum(s.generated_tokens for s in stats), episodes=sum(s.episodes for s in stats))
+                   generate_s=max(s.generate_s for s in stats),
+                   generate_calls=sum(s.generate_calls for s in stats),
+                   generated_tokens=sum(s.generated_tokens for s in stats),
+                   episodes=sum(s.episodes for s in stats))
 
 
 @runtime_checkable
 class Rollouts(Protocol):
-    """Runs the episodes of a batch of tasks at a step, each scored as it ends; keeps the stats of its last run."""
+    """Runs the episodes of a batch of tasks at a step, each scored as it ends; keeps the stats of its last
+    run."""
 
     stats: RolloutStats
 

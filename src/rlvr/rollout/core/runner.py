@@ -1,5 +1,6 @@
-"""The built-in env loop (`EnvRollouts`, a `Rollouts` driver): many episodes at once, generation batched across every live episode while tools and
-scoring of the others run on worker threads; produces Episode records with exact token data.
+"""The built-in env loop (`EnvRollouts`, a `Rollouts` driver): many episodes at once, generation batched
+across every live episode while tools and scoring of the others run on worker threads; produces Episode
+records with exact token data.
 
 Each episode that ends is scored exactly once, by the run's `Scorer` (rlvr.verify.scorer: verification,
 its retries, the verdict cache, the flag penalty), on the worker thread that finished it. Infra faults (a
@@ -34,8 +35,8 @@ from rlvr.verify.scorer import Scorer
 
 BATCH_WINDOW_S = 0.005
 """How long generation waits, once an episode is ready, for others to become ready and join the same batched
-call: resets and tool calls that finish within a few milliseconds of each other (a step's first turn, above all)
-are generated together instead of in a small call followed by a large one."""
+call: resets and tool calls that finish within a few milliseconds of each other (a step's first turn, above
+all) are generated together instead of in a small call followed by a large one."""
 
 
 @dataclass
@@ -66,11 +67,12 @@ class EnvRollouts:
     built-in env (`rlvr.envs.env.Env`): the policy generates, the env runs its tool calls."""
 
     def __init__(self, policy: Policy, pool: SandboxPool | None, scorer: Scorer | None = None, *,
-                 config: RolloutConfig | None = None, sampling: SamplingParams | None = None, run_id: str = "",
+                 config: RolloutConfig | None = None, sampling: SamplingParams | None = None,
+                 run_id: str = "",
                  progress: Progress | None = None, on_episode: OnEpisode | None = None) -> None:
         """`scorer` defaults to one on `pool` with the config's retries, no flag penalty and its own cache.
-        `progress(done, total)` and `on_episode(episode)` are called on the driver's thread as each episode ends
-        (so an interrupted run's caller still holds every finished episode)."""
+        `progress(done, total)` and `on_episode(episode)` are called on the driver's thread as each episode
+        ends (so an interrupted run's caller still holds every finished episode)."""
         self.policy = policy
         self.pool = pool
         self.config = config or RolloutConfig()
@@ -80,9 +82,10 @@ class EnvRollouts:
         self.progress = progress
         self.on_episode = on_episode
         self.encoder: ChatEncoder | None = policy if isinstance(policy, ChatEncoder) else None
-        self._eos: tuple[frozenset[int], str] = (  # what ends a turn in the token record (trainable backends)
-            (policy.eos_ids, policy.tokenizer.eos_token or "") if is_trainable(policy)  # type: ignore[attr-defined]
-            else (frozenset(), ""))
+        # what ends a turn in the token record (trainable backends)
+        self._eos: tuple[frozenset[int], str] = (frozenset(), "")
+        if is_trainable(policy):
+            self._eos = (policy.eos_ids, policy.tokenizer.eos_token or "")  # type: ignore[attr-defined]
         self.stats = RolloutStats()
 
     # --------------------------------------------------------------------------------------------- driver
@@ -90,13 +93,14 @@ class EnvRollouts:
                       on_episode: OnEpisode | None = None, policy: Policy | None = None) -> EnvRollouts:
         """The same loop (pool, Scorer, config) sampling with `sampling`, on this policy or `policy` (a gold
         policy playing reference solutions)."""
-        return EnvRollouts(policy or self.policy, self.pool, self.scorer, config=self.config, sampling=sampling,
+        return EnvRollouts(policy or self.policy, self.pool, self.scorer, config=self.config,
+                           sampling=sampling,
                            run_id=self.run_id, progress=progress, on_episode=on_episode)
 
     def run(self, tasks: Sequence[Task], group_size: int, *, step: int = 0, seed: int = 0,
             repeats: Sequence[int] | None = None) -> list[Episode]:
-        """`group_size` episodes per task (sharing a group_id), in task order then sample order. `repeats`: how
-        many times each task came earlier in the whole batch, when `tasks` is one rank's share of it."""
+        """`group_size` episodes per task (sharing a group_id), in task order then sample order. `repeats`:
+        how many times each task came earlier in the whole batch, when `tasks` is one rank's share of it."""
         t0 = time.perf_counter()
         self.stats = RolloutStats()
         lives = [self._new(sample, step, seed, group_size) for sample in samples(tasks, group_size, repeats)]
@@ -138,7 +142,8 @@ class EnvRollouts:
                         break
                 if ready:
                     self._generate(ready, pool, events)
-        finally:  # a stuck worker cannot be joined: after a stall the error ends the run instead of a second hang
+        # a stuck worker cannot be joined: after a stall the error ends the run instead of a second hang
+        finally:
             pool.shutdown(wait=not stalled, cancel_futures=stalled)
         if user_error is not None:
             raise user_error
@@ -195,7 +200,8 @@ class EnvRollouts:
         except UserError as exc:  # bad input (e.g. an unknown verifier kind): stop the run with its message
             self._fail(live, str(exc))
             events.put(("done", live, exc))
-        except Exception as exc:  # noqa: BLE001 (an infra fault or a bug below us: mask this episode, keep the batch)
+        # an infra fault or a bug below us: mask this episode, keep the batch
+        except Exception as exc:  # noqa: BLE001
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             self._fail(live, detail)
             events.put(("done", live, None))
@@ -244,8 +250,8 @@ class EnvRollouts:
         return "ready"
 
     def _capped(self, live: _Live, messages: Sequence[Message]) -> list[Message]:
-        """Tool results cut to `rollout.max_tool_output_tokens` (head and tail around a visible marker), so one
-        large output cannot fill the context; counted in the episode's `tool_outputs_cut`."""
+        """Tool results cut to `rollout.max_tool_output_tokens` (head and tail around a visible marker), so
+        one large output cannot fill the context; counted in the episode's `tool_outputs_cut`."""
         limit = self.config.max_tool_output_tokens
         decode = getattr(self.encoder, "decode", None)
         if limit is None or self.encoder is None or decode is None:
@@ -308,7 +314,8 @@ class EnvRollouts:
         for live in ready:
             prompt, budget, cut = self._prepare(live)
             if cut is not None:
-                self._submit(pool, events, live, lambda lv, c=cut: self._finish(lv, "truncated", c), "scoring")
+                self._submit(pool, events, live, lambda lv, c=cut: self._finish(lv, "truncated", c),
+                             "scoring")
                 continue
             batch.append(live)
             prompts.append(prompt)
@@ -316,18 +323,22 @@ class EnvRollouts:
         if not batch:
             return
         sp = self.sampling
-        params = SamplingParams(temperature=sp.temperature, top_p=sp.top_p, max_new_tokens=max(budgets), stop=sp.stop,
-                                seeds=tuple(lv.ep.seed + 1_000_003 * lv.turn for lv in batch), budgets=tuple(budgets))
+        params = SamplingParams(temperature=sp.temperature, top_p=sp.top_p, max_new_tokens=max(budgets),
+                                stop=sp.stop,
+                                seeds=tuple(lv.ep.seed + 1_000_003 * lv.turn for lv in batch),
+                                budgets=tuple(budgets))
         t0 = time.perf_counter()
         try:
             kw: dict[str, Any] = {"prompt_token_ids": prompts} if self.encoder is not None else {}
             comps = self.policy.generate([lv.messages for lv in batch], params, **kw)
             if len(comps) != len(batch):
-                raise RuntimeError(f"the policy returned {len(comps)} completions for {len(batch)} conversations")
+                raise RuntimeError(f"the policy returned {len(comps)} completions for {len(batch)} "
+                                   f"conversations")
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 (a backend fault: each episode retries, then is masked)
-            comps = [Completion(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}") for _ in batch]
+            comps = [Completion(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
+                     for _ in batch]
         dt = time.perf_counter() - t0
         self.stats.generate_s += dt
         self.stats.generate_calls += 1
@@ -361,7 +372,8 @@ class EnvRollouts:
             live.stream.add_completion(comp, *self._eos)
 
     def _prepare(self, live: _Live) -> tuple[list[int] | None, int, str | None]:
-        """(prompt tokens, max new tokens, truncation reason) for the next turn, eliding old output if needed."""
+        """(prompt tokens, max new tokens, truncation reason) for the next turn, eliding old output if
+        needed."""
         budgets = live.env.budgets
         left = budgets.max_tokens - live.env.tokens
         budget = min(self.sampling.max_new_tokens, left)
@@ -371,7 +383,8 @@ class EnvRollouts:
             return None, budget, None
         limit = self.context_limit
         reserve = min(budget, max(1, limit // 8))
-        trial = live.stream.copy()  # committed only if the turn fits, so the record never outgrows the context
+        # committed only if the turn fits, so the record never outgrows the context
+        trial = live.stream.copy()
         prompt = trial.prompt(live.messages)
         if len(prompt) + reserve > limit:
             msgs, _, fits = elide(live.messages, lambda ms: trial.count(ms) + reserve <= limit)

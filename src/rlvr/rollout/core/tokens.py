@@ -22,8 +22,9 @@ from rlvr.rollout.policies.builtin import CHAT_TEMPLATE
 from rlvr.rollout.policy import Completion, SamplingParams
 
 PLAIN = "plain"
-"""`policy.chat_template = "plain"`: the compact template, `<|role|>content<|end|>` per message (rlvr.rollout.policies.builtin).
-The built-in model has these markers as single tokens; any other model reads them as ordinary text."""
+"""`policy.chat_template = "plain"`: the compact template, `<|role|>content<|end|>` per message
+(rlvr.rollout.policies.builtin). The built-in model has these markers as single tokens; any other model reads
+them as ordinary text."""
 AUTO = "auto"
 """`policy.chat_template = "auto"`: the tokenizer's own template; a tokenizer without one gets `plain`."""
 
@@ -52,7 +53,8 @@ def choose_chat_template(tokenizer: Any, choice: str, model: str) -> str | dict[
     path = Path(choice).expanduser()
     if not path.is_file():
         raise UserError(f"chat template {choice!r} is neither auto, plain nor a file", file=model,
-                        field="policy.chat_template", fix='use "auto", "plain" or the path of a Jinja template file')
+                        field="policy.chat_template",
+                        fix='use "auto", "plain" or the path of a Jinja template file')
     return path.read_text(encoding="utf-8")
 
 
@@ -72,10 +74,11 @@ def template_takes_tools(template: str | dict[str, str] | None) -> bool:
 
 
 class ChatTemplateCodec:
-    """render / encode / decode through a Hugging Face tokenizer (`self.tokenizer`), shared by the local backends.
+    """render / encode / decode through a Hugging Face tokenizer (`self.tokenizer`), shared by the local
+    backends.
 
-    Special-token strings inside message contents are defused (a zero-width space after their first character),
-    so tool output written by candidate code cannot forge role markers or an end of turn.
+    Special-token strings inside message contents are defused (a zero-width space after their first
+    character), so tool output written by candidate code cannot forge role markers or an end of turn.
     """
 
     tokenizer: Any
@@ -93,8 +96,8 @@ class ChatTemplateCodec:
 
     @functools.cached_property
     def native_tools(self) -> bool:
-        """True when the chat template renders tool schemas itself (`tools=`); otherwise the tools are known to
-        the model only from the Env's system message, which describes them in text either way."""
+        """True when the chat template renders tool schemas itself (`tools=`); otherwise the tools are known
+        to the model only from the Env's system message, which describes them in text either way."""
         return template_takes_tools(getattr(self.tokenizer, "chat_template", None))
 
     def render(self, conversation: Sequence[Message], add_generation_prompt: bool = True,
@@ -109,15 +112,16 @@ class ChatTemplateCodec:
             m["content"] = self._defuse(m["content"])
         kw: dict[str, Any] = {"tools": list(tools)} if tools and self.native_tools else {}
         try:
-            return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt,
+            return self.tokenizer.apply_chat_template(msgs, tokenize=False,
+                                                      add_generation_prompt=add_generation_prompt,
                                                       **kw)
         except (TemplateError, TypeError, KeyError, ValueError) as exc:
             role = "tool" if any(m["role"] == "tool" for m in msgs) else msgs[-1]["role"] if msgs else "empty"
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise UserError(f"its chat template cannot render a conversation with {role} messages ({detail})",
                             file=getattr(self, "name", None) or "the model", field="policy.chat_template",
-                            fix='set policy.chat_template = "plain", or the path of a Jinja template that renders '
-                                'system, user, assistant and tool messages') from None
+                            fix='set policy.chat_template = "plain", or the path of a Jinja template '
+                                'that renders system, user, assistant and tool messages') from None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of rendered text (special-token markers in it become their single tokens)."""
@@ -127,17 +131,19 @@ class ChatTemplateCodec:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def prepare(self, conversations: Sequence[list[Message]], params: SamplingParams,
-                prompt_token_ids: Sequence[list[int] | None] | None) -> tuple[list[list[int]], list[int], list[int],
+                prompt_token_ids: Sequence[list[int] | None] | None) -> tuple[list[list[int]], list[int],
+                                                                              list[int],
                                                                                 list[Completion], list[int]]:
         """(prompts, seeds, budgets, default results, live indices) of a generation batch.
 
-        A prompt is the given token ids or the rendered conversation; a budget is the conversation's token budget
-        cut to what the context still holds; a conversation with no budget left or an empty prompt is not live
-        and keeps its default result (empty, finish_reason "length").
+        A prompt is the given token ids or the rendered conversation; a budget is the conversation's token
+        budget cut to what the context still holds; a conversation with no budget left or an empty prompt is
+        not live and keeps its default result (empty, finish_reason "length").
         """
         n = len(conversations)
         given = list(prompt_token_ids) if prompt_token_ids is not None else [None] * n
-        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c, g in zip(conversations, given)]
+        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c,
+                   g in zip(conversations, given)]
         seeds = list(params.seeds) if params.seeds is not None else list(range(n))
         if len(seeds) != n:
             raise ValueError(f"{len(seeds)} seeds for {n} conversations")
@@ -179,8 +185,8 @@ class TokenStream:
         return list(self.ids)
 
     def restart(self, rendered: str) -> None:
-        """Replace the record by a fresh rendering (generated tokens in it lose their loss mask there); the old
-        record, when it holds generated tokens, is kept as a segment that trains on its own."""
+        """Replace the record by a fresh rendering (generated tokens in it lose their loss mask there); the
+        old record, when it holds generated tokens, is kept as a segment that trains on its own."""
         if self.ids:
             self.restarts += 1
             if any(self.mask):
@@ -213,7 +219,8 @@ class TokenStream:
     def render(self, messages: Sequence[Message]) -> str:
         """A fresh rendering of `messages` with the generation prompt (and the episode's tools, if any)."""
         if self.tools:
-            return self.encoder.render(messages, add_generation_prompt=True, tools=self.tools)  # type: ignore[call-arg]
+            render = self.encoder.render
+            return render(messages, add_generation_prompt=True, tools=self.tools)  # type: ignore[call-arg]
         return self.encoder.render(messages, add_generation_prompt=True)
 
     def count(self, messages: Sequence[Message]) -> int:

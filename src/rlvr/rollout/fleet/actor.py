@@ -1,21 +1,22 @@
-"""One vLLM engine on a Ray node: what runs at the far end of disaggregated generation (`[policy] engines = K`).
+"""One vLLM engine on a Ray node: what runs at the far end of disaggregated generation (`[policy] engines =
+K`).
 
-An `EngineActor` (started by rlvr.rollout.fleet.members through rlvr.scale.cluster, with one GPU or, on CPU, one
-CPU) holds a `NodeEngine`: VLLMPolicy's own in-process engine (same options, same sampling, the same `Completion`
-records with token ids and behaviour log-probs) whose weights change only by what the trainer broadcasts over the
-weight-sync group (rlvr.rollout.fleet.weight_sync). Joining and receiving run inside the engine's vLLM workers, as
-functions sent by `collective_rpc`, so that with tensor parallelism every worker of an engine holds its own end
-of the group and receives for itself.
+An `EngineActor` (started by rlvr.rollout.fleet.members through rlvr.scale.cluster, with one GPU or, on CPU,
+one CPU) holds a `NodeEngine`: VLLMPolicy's own in-process engine (same options, same sampling, the same
+`Completion` records with token ids and behaviour log-probs) whose weights change only by what the trainer
+broadcasts over the weight-sync group (rlvr.rollout.fleet.weight_sync). Joining and receiving run inside the
+engine's vLLM workers, as functions sent by `collective_rpc`, so that with tensor parallelism every worker of
+an engine holds its own end of the group and receives for itself.
 
 Two ways weights arrive:
 - weights (`receive`): each bucket is loaded with vLLM's in-place `reload_weights` as it arrives; a partial
   sync (the trainer skipped whole unchanged blocks) leaves the other layers as they were;
-- a LoRA adapter (`receive_adapter`, engines started with `lora_rank`): the first adapter (and one whose config
-  or tensor names and shapes differ from the one served) is written as a PEFT adapter directory on this node
-  (tmpfs where there is one) and loaded by vLLM's own LoRA support as a new `LoRARequest` that every later
-  generate call uses; the previous adapter is removed. A later adapter of the same form replaces the served one
-  in the engine's workers, from memory (`_worker_update_adapter`), under the same request. The base weights stay
-  the model directory's, which is what the trainer's adapters sit on.
+- a LoRA adapter (`receive_adapter`, engines started with `lora_rank`): the first adapter (and one whose
+  config or tensor names and shapes differ from the one served) is written as a PEFT adapter directory on this
+  node (tmpfs where there is one) and loaded by vLLM's own LoRA support as a new `LoRARequest` that every
+  later generate call uses; the previous adapter is removed. A later adapter of the same form replaces the
+  served one in the engine's workers, from memory (`_worker_update_adapter`), under the same request. The base
+  weights stay the model directory's, which is what the trainer's adapters sit on.
 Either way the prefix cache is reset and the version recorded.
 """
 from __future__ import annotations
@@ -46,7 +47,8 @@ def max_lora_rank(rank: int) -> int:
     for r in LORA_RANKS:
         if r >= rank:
             return r
-    raise UserError(f"LoRA rank {rank} is above vLLM's largest, {LORA_RANKS[-1]}", field="policy.engine_lora_rank",
+    raise UserError(f"LoRA rank {rank} is above vLLM's largest, {LORA_RANKS[-1]}",
+                    field="policy.engine_lora_rank",
                     fix=f"use a rank of at most {LORA_RANKS[-1]}")
 
 
@@ -92,17 +94,17 @@ def _worker_receive_adapter(worker: Any, meta: Meta, aliases: Aliases, directory
 def _worker_update_adapter(worker: Any, meta: Meta, aliases: Aliases, lora_id: int, config: dict,
                            directory: str) -> bool:
     """Run by `collective_rpc` on each vLLM worker: receive the adapter's tensors and put them in place of the
-    registered adapter `lora_id` (the one the engine serves); False where this worker does not hold it (it then
-    writes the adapter to `directory`, whence vLLM loads it when a request next needs it).
+    registered adapter `lora_id` (the one the engine serves); False where this worker does not hold it (it
+    then writes the adapter to `directory`, whence vLLM loads it when a request next needs it).
 
     Sound because it is vLLM's own reload of an adapter in place (what `LRUCacheWorkerLoRAManager.add_adapter`
     does for a `LoRARequest` with `load_inplace`), with the file read replaced by the received tensors:
-    `LoRAModel.from_lora_tensors` is what `from_local_checkpoint` ends in (names parsed and mapped, lora_dtype),
-    with the PEFTHelper (rank, alpha) and checks `_load_adapter` makes; then the manager's `remove_adapter`,
-    `add_adapter` (which packs q/k/v and gate/up as the model fuses them and folds alpha / r into lora_b) and
-    `activate_adapter` (`set_lora` of every module into the freed slot, the same one: a single slot). The
-    tensor names the first adapter had were checked against the model's modules when it loaded, and this path
-    is only taken for an adapter of the same config and tensors."""
+    `LoRAModel.from_lora_tensors` is what `from_local_checkpoint` ends in (names parsed and mapped,
+    lora_dtype), with the PEFTHelper (rank, alpha) and checks `_load_adapter` makes; then the manager's
+    `remove_adapter`, `add_adapter` (which packs q/k/v and gate/up as the model fuses them and folds alpha / r
+    into lora_b) and `activate_adapter` (`set_lora` of every module into the freed slot, the same one: a
+    single slot). The tensor names the first adapter had were checked against the model's modules when it
+    loaded, and this path is only taken for an adapter of the same config and tensors."""
     from vllm.lora.lora_model import LoRAModel
     from vllm.lora.peft_helper import PEFTHelper
     from vllm.utils.gpu_sync_debug import gpu_sync_allowed
@@ -119,7 +121,8 @@ def _worker_update_adapter(worker: Any, meta: Meta, aliases: Aliases, lora_id: i
         with atomic_path(Path(directory) / "adapter_model.safetensors", durable=False) as tmp:
             write_safetensors(tmp, list(tensors.items()))
         return False
-    peft_helper = PEFTHelper.from_dict({**config, "vllm_max_position_embeddings": owner.max_position_embeddings})
+    peft_helper = PEFTHelper.from_dict({**config,
+                                        "vllm_max_position_embeddings": owner.max_position_embeddings})
     peft_helper.validate_legal(owner.lora_config)
     model = manager.model
     mapper = getattr(model, "hf_to_vllm_mapper", None)
@@ -137,15 +140,16 @@ def _worker_update_adapter(worker: Any, meta: Meta, aliases: Aliases, lora_id: i
     return True
 
 
-SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
+SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64",
+                      "int64": "I64",
                       "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 
 
 def write_safetensors(path: Path, pairs: list[tuple[str, Any]]) -> None:
     """Write (name, tensor) pairs as a safetensors file straight from the tensors' memory. safetensors' own
     `save_file` refuses tensors that share a buffer (these are views of the received buckets) and copies each
-    first; the format is an 8-byte header length, a JSON header of dtype, shape and byte range per tensor, then
-    the bytes in that order."""
+    first; the format is an 8-byte header length, a JSON header of dtype, shape and byte range per tensor,
+    then the bytes in that order."""
     import struct
 
     import torch
@@ -154,7 +158,8 @@ def write_safetensors(path: Path, pairs: list[tuple[str, Any]]) -> None:
     offset = 0
     for name, t in pairs:
         size = t.numel() * t.element_size()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[str(t.dtype).removeprefix("torch.")], "shape": list(t.shape),
+        header[name] = {"dtype": SAFETENSORS_DTYPES[str(t.dtype).removeprefix("torch.")],
+                        "shape": list(t.shape),
                         "data_offsets": [offset, offset + size]}
         offset += size
     blob = json.dumps(header, separators=(",", ":")).encode()
@@ -190,7 +195,8 @@ class NodeEngine(VLLMPolicy):
         if engine_tp > 1:  # the engine's workers are its own processes, one GPU each, on this actor's GPUs
             options.update(tensor_parallel_size=engine_tp, distributed_executor_backend="mp")
         if lora_rank:  # one adapter at a time: the trainer's current one
-            options.update(enable_lora=True, max_lora_rank=max_lora_rank(lora_rank), max_loras=1, max_cpu_loras=1)
+            options.update(enable_lora=True, max_lora_rank=max_lora_rank(lora_rank), max_loras=1,
+                           max_cpu_loras=1)
         kw["engine_options"] = options
         self._lora_serial, self._lora_form = 0, None
         super().__init__(model, **kw)
@@ -198,13 +204,16 @@ class NodeEngine(VLLMPolicy):
 
     def join(self, host: str, port: int, first_rank: int, world_size: int, backend: str,
              prefix: str) -> list[int]:
-        return self._llm.collective_rpc(_worker_join, args=(host, port, first_rank, world_size, backend, prefix))
+        return self._llm.collective_rpc(_worker_join,
+                                        args=(host, port, first_rank, world_size, backend, prefix))
 
-    def receive(self, meta: Meta, version: int, aliases: Aliases | None = None, partial: bool = False) -> None:
+    def receive(self, meta: Meta, version: int, aliases: Aliases | None = None,
+                partial: bool = False) -> None:
         with self._lock, _quiet_reload(partial):
             self._llm.collective_rpc(_worker_receive, args=(meta, aliases or {}))
             self._llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
-            self._drop_adapter()  # vLLM drops adapters when base weights change; the engine serves what it got
+            # vLLM drops adapters when base weights change; the engine serves what it got
+            self._drop_adapter()
             self.engine_version = version
 
     def receive_adapter(self, meta: Meta, version: int, config: dict, aliases: Aliases | None = None) -> None:
@@ -213,13 +222,15 @@ class NodeEngine(VLLMPolicy):
                             fix="set policy.engine_lora_rank to train.lora_rank")
         from vllm.lora.request import LoRARequest
 
-        form = (json.dumps(config, sort_keys=True, default=str), [(n, d, list(s)) for n, d, s in meta], aliases or {})
+        form = (json.dumps(config, sort_keys=True, default=str), [(n, d, list(s)) for n, d, s in meta],
+                aliases or {})
         with self._lock:
             if self._lora_request is not None and form == self._lora_form:
                 try:
                     self._update_adapter(meta, config, aliases or {})
                 except BaseException:
-                    self._lora_form = None  # what the workers hold is unknown: the next sync loads a new adapter
+                    # what the workers hold is unknown: the next sync loads a new adapter
+                    self._lora_form = None
                     raise
                 self._llm.reset_prefix_cache()
                 self.engine_version = version
@@ -227,7 +238,8 @@ class NodeEngine(VLLMPolicy):
             serial = self._lora_serial + 1
             directory = tempfile.mkdtemp(prefix=f"rlvr-lora-{serial}-", dir=scratch_dir())
             try:
-                self._llm.collective_rpc(_worker_receive_adapter, args=(meta, aliases or {}, directory, config))
+                self._llm.collective_rpc(_worker_receive_adapter,
+                                         args=(meta, aliases or {}, directory, config))
                 request = LoRARequest(f"rlvr-lora-{serial}", serial, directory)
                 self._llm.llm_engine.add_lora(request)  # loaded now, not by the first request that needs it
             except BaseException:
@@ -239,9 +251,10 @@ class NodeEngine(VLLMPolicy):
             self.engine_version = version
 
     def _update_adapter(self, meta: Meta, config: dict, aliases: Aliases) -> None:
-        """The fast path of `receive_adapter`: the served adapter's tensors replaced in the workers. The file the
-        adapter was loaded from is then stale: it is removed, so that vLLM could never load it again unnoticed; a
-        worker that no longer held the adapter wrote the new one there instead, and it is loaded now."""
+        """The fast path of `receive_adapter`: the served adapter's tensors replaced in the workers. The file
+        the adapter was loaded from is then stale: it is removed, so that vLLM could never load it again
+        unnoticed; a worker that no longer held the adapter wrote the new one there instead, and it is loaded
+        now."""
         from vllm.lora.request import LoRARequest
 
         request = self._lora_request
@@ -250,7 +263,8 @@ class NodeEngine(VLLMPolicy):
         if all(held):
             Path(request.lora_path, "adapter_model.safetensors").unlink(missing_ok=True)
         else:
-            self._llm.llm_engine.add_lora(LoRARequest(request.lora_name, request.lora_int_id, request.lora_path,
+            self._llm.llm_engine.add_lora(LoRARequest(request.lora_name, request.lora_int_id,
+                                                      request.lora_path,
                                                       load_inplace=True))
 
     def _drop_adapter(self) -> None:
@@ -280,10 +294,12 @@ class EngineActor:
         return {"node": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
                 "version": self.engine.engine_version, "gpus": ray.get_gpu_ids()}
 
-    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> tuple[int, list[Completion]]:
+    def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> tuple[int,
+                                                                                           list[Completion]]:
         """Completions of token-id prompts, as VLLMPolicy gives them, and the version that sampled them."""
         assert self.engine is not None
-        comps = self.engine.generate([[] for _ in prompt_token_ids], params, prompt_token_ids=prompt_token_ids)
+        comps = self.engine.generate([[] for _ in prompt_token_ids], params,
+                                     prompt_token_ids=prompt_token_ids)
         return self.engine.engine_version, comps
 
     def alive(self) -> int:
@@ -298,14 +314,16 @@ class EngineActor:
 
     def receive_weights(self, meta: Meta, version: int, aliases: Aliases | None = None,
                         partial: bool = False) -> float:
-        """Receive the weights the trainer broadcasts (`aliases`: the names that are an earlier tensor, not sent
-        again; `partial`: only some blocks, the rest unchanged) and generate with them from now on; seconds."""
+        """Receive the weights the trainer broadcasts (`aliases`: the names that are an earlier tensor, not
+        sent again; `partial`: only some blocks, the rest unchanged) and generate with them from now on;
+        seconds."""
         assert self.engine is not None
         t0 = time.perf_counter()
         self.engine.receive(meta, version, aliases, partial)
         return time.perf_counter() - t0
 
-    def receive_adapter(self, meta: Meta, version: int, config: dict, aliases: Aliases | None = None) -> float:
+    def receive_adapter(self, meta: Meta, version: int, config: dict,
+                        aliases: Aliases | None = None) -> float:
         """Receive a LoRA adapter (tensors as peft names them, `config` its adapter_config.json) and generate
         with base + adapter from now on; seconds taken."""
         assert self.engine is not None

@@ -1,17 +1,19 @@
-"""Disaggregated generation (`[policy] engines = K`): the trainer's side of a fleet of vLLM engines as Ray actors,
-fed the trainer's weights after each update over a torch.distributed group of their own.
+"""Disaggregated generation (`[policy] engines = K`): the trainer's side of a fleet of vLLM engines as Ray
+actors, fed the trainer's weights after each update over a torch.distributed group of their own.
 
 What runs where. The trainer's process holds an `EnginesPolicy`: the tokenizer, the transformers model it
-updates (`.model`) and the policy versions, exactly as `VLLMPolicy` does (it is one), but no engine. Each engine
-is an `EngineActor` (rlvr.rollout.fleet.actor) on some Ray node, held by an `EnginePool` (rlvr.rollout.fleet.members)
-that places and starts it through rlvr.scale.cluster. A generate call renders the prompts in the trainer, sends
-each engine its share as token ids (a conversation's group, the samples of one task, stays on one engine while
-the weights do not change, so their shared prompt is prefilled once) and waits for all of them.
+updates (`.model`) and the policy versions, exactly as `VLLMPolicy` does (it is one), but no engine. Each
+engine is an `EngineActor` (rlvr.rollout.fleet.actor) on some Ray node, held by an `EnginePool`
+(rlvr.rollout.fleet.members) that places and starts it through rlvr.scale.cluster. A generate call renders the
+prompts in the trainer, sends each engine its share as token ids (a conversation's group, the samples of one
+task, stays on one engine while the weights do not change, so their shared prompt is prefilled once) and waits
+for all of them.
 
-Weight sync (`sync_weights`) sends what changed (rlvr.rollout.fleet.weight_sync): under LoRA, with engines started with
-`lora_rank`, only the adapter, which each engine loads with vLLM's LoRA support; otherwise the trainer's weights
-(LoRA merged; a tied weight once), skipping the blocks whose frozen tensors the engines already hold. The tensor
-names, dtypes and shapes go through Ray (a control message), the bytes by broadcast in buckets.
+Weight sync (`sync_weights`) sends what changed (rlvr.rollout.fleet.weight_sync): under LoRA, with engines
+started with `lora_rank`, only the adapter, which each engine loads with vLLM's LoRA support; otherwise the
+trainer's weights (LoRA merged; a tied weight once), skipping the blocks whose frozen tensors the engines
+already hold. The tensor names, dtypes and shapes go through Ray (a control message), the bytes by broadcast
+in buckets.
 
 A lost engine (its actor killed, its node gone) costs no episode: its share of the generate call in flight is
 run again on the engines left (when none is left, those conversations get an error completion: an infra fault,
@@ -21,15 +23,16 @@ synchronous mode (where the trainer's weights are the engines' version): the wei
 the new membership and the new engine receives the current weights in full before any request reaches it. A
 sync that fails because an engine died is retried once over the engines left.
 
-Scaling (`engines_min` <= `engines` <= `engines_max`). A generate call that waited longer than `scale_up_wait_s`
-from its arrival to its completions, with the fleet below `engines_max` and no start under way, raises the
-target by one: the autoscaler is asked for the engines' resources (`cluster.want`), and the engine
-starts as soon as a node can place it, without blocking generation. An engine idle for `scale_down_idle_s` with
-the fleet above `engines_min` is stopped. Each change of the serving fleet is a `ScaleEvent` in `scale_events`.
+Scaling (`engines_min` <= `engines` <= `engines_max`). A generate call that waited longer than
+`scale_up_wait_s` from its arrival to its completions, with the fleet below `engines_max` and no start under
+way, raises the target by one: the autoscaler is asked for the engines' resources (`cluster.want`), and the
+engine starts as soon as a node can place it, without blocking generation. An engine idle for
+`scale_down_idle_s` with the fleet above `engines_min` is stopped. Each change of the serving fleet is a
+`ScaleEvent` in `scale_events`.
 
 Versions and staleness are VLLMPolicy's: `version` is the trainer's, `engine_version` the one every engine
-holds (all engines sync together, under the lock that also guards generate), `generate()` syncs first when they
-differ unless `separate_weights()` turned that off (asynchronous mode), and every completion records the
+holds (all engines sync together, under the lock that also guards generate), `generate()` syncs first when
+they differ unless `separate_weights()` turned that off (asynchronous mode), and every completion records the
 version its engine reported, which must be `engine_version`.
 """
 from __future__ import annotations
@@ -82,7 +85,8 @@ class ScaleEvent:
 
 # ------------------------------------------------------------------------------------ sharing a batch
 def group_key(conversation: Sequence[Message], index: int) -> str:
-    """What the samples of one group share: the conversation up to its first user message (the task prompt)."""
+    """What the samples of one group share: the conversation up to its first user message (the task
+    prompt)."""
     head: list[str] = []
     for m in conversation:
         head.append(f"{m.role}\x00{m.content}")
@@ -92,8 +96,8 @@ def group_key(conversation: Sequence[Message], index: int) -> str:
 
 
 def assign(keys: Sequence[str], engines: int, sticky: dict[str, int]) -> list[int]:
-    """The engine of each conversation: a key seen before keeps its engine, a new key goes to the engine with the
-    fewest conversations in this call (new keys are remembered in `sticky`)."""
+    """The engine of each conversation: a key seen before keeps its engine, a new key goes to the engine with
+    the fewest conversations in this call (new keys are remembered in `sticky`)."""
     counts = Counter(keys)
     load = [0] * engines
     for key, count in counts.items():
@@ -107,14 +111,15 @@ def assign(keys: Sequence[str], engines: int, sticky: dict[str, int]) -> list[in
 
 
 def shares(where: Sequence[int], params: SamplingParams) -> list[tuple[int, list[int], SamplingParams]]:
-    """(engine, indices, sampling) of each engine's part of a call: each part keeps its conversations' own seeds
-    and budgets, so a stream does not depend on how a batch was split (`params.seeds` must be set)."""
+    """(engine, indices, sampling) of each engine's part of a call: each part keeps its conversations' own
+    seeds and budgets, so a stream does not depend on how a batch was split (`params.seeds` must be set)."""
     assert params.seeds is not None
     out = []
     for e in sorted(set(where)):
         idx = [i for i, w in enumerate(where) if w == e]
         out.append((e, idx, replace(params, seeds=tuple(params.seeds[i] for i in idx),
-                                    budgets=None if params.budgets is None else tuple(params.budgets[i] for i in idx))))
+                                    budgets=None if params.budgets is None
+                                    else tuple(params.budgets[i] for i in idx))))
     return out
 
 
@@ -140,15 +145,18 @@ class EnginesPolicy(VLLMPolicy):
                  engines_min: int | None = None, engines_max: int | None = None, lora_rank: int = 0,
                  scale_up_wait_s: float | None = None, scale_down_idle_s: float | None = None,
                  address: str | None = None, dtype: str = "float32", max_context: int | None = None,
-                 device: str = "auto", kv_cache_mb: int | None = 512, seed: int = 0, trust_remote_code: bool = False,
+                 device: str = "auto", kv_cache_mb: int | None = 512, seed: int = 0,
+                 trust_remote_code: bool = False,
                  chat_template: str = AUTO) -> None:
         if engines < 1 or engine_tp < 1:
             raise UserError(f"engines = {engines}, engine_tp = {engine_tp}", field="policy.engines",
                             fix="both must be at least 1")
         self.engines_min, self.engines_max = fleet_bounds(engines, engines_min, engines_max)
-        self.engines, self.engine_tp, self.chat_template, self.lora_rank = engines, engine_tp, chat_template, lora_rank
+        self.engines, self.engine_tp, self.chat_template, self.lora_rank = (engines, engine_tp, chat_template,
+                                                                            lora_rank)
         self.target = engines
-        """Engines the fleet keeps (replacing lost ones); scaling moves it between engines_min and engines_max."""
+        """Engines the fleet keeps (replacing lost ones); scaling moves it between engines_min and
+        engines_max."""
         self.scale_up_wait_s, self.scale_down_idle_s = scale_up_wait_s, scale_down_idle_s
         self.scale_events: list[ScaleEvent] = []
         """Every change of the serving fleet, in order."""
@@ -165,7 +173,8 @@ class EnginesPolicy(VLLMPolicy):
         self._ready: list[tuple[Member, str]] = []  # started, waiting for a point where they can be synced
         self._sticky: dict[str, int] = {}
         self._changes = Changes()
-        self._base_held = True  # the engines' base weights are the model directory's (what LoRA adapters sit on)
+        # the engines' base weights are the model directory's (what LoRA adapters sit on)
+        self._base_held = True
         self._requested = 0
         super().__init__(model_path_or_name, dtype=dtype, max_context=max_context, device=device,
                          kv_cache_mb=kv_cache_mb, seed=seed, trust_remote_code=trust_remote_code,
@@ -175,14 +184,16 @@ class EnginesPolicy(VLLMPolicy):
     def from_config(cls, target: str, cfg: PolicyConfig, **kw: Any) -> EnginesPolicy:
         """The policy of `[policy]` with `engines` set (`kw`: the options every vllm policy takes)."""
         return cls(target, engines=cfg.engines, engine_tp=cfg.engine_tp, engines_min=cfg.engines_min,
-                   engines_max=cfg.engines_max, lora_rank=cfg.engine_lora_rank, scale_up_wait_s=cfg.scale_up_wait_s,
+                   engines_max=cfg.engines_max, lora_rank=cfg.engine_lora_rank,
+                   scale_up_wait_s=cfg.scale_up_wait_s,
                    scale_down_idle_s=cfg.scale_down_idle_s, **kw)
 
     def _placement(self, device: str) -> int:
         """GPUs per engine (0: CPU engines), refusing what the cluster cannot place."""
         gpu = device != "cpu" and cluster.resources().get("GPU", 0) > 0
         if device.startswith("cuda") and not gpu:
-            raise UserError(f"policy.device = {device!r} but the Ray cluster has no GPUs", field="policy.device",
+            raise UserError(f"policy.device = {device!r} but the Ray cluster has no GPUs",
+                            field="policy.device",
                             fix='use device = "auto" or "cpu", or add GPU nodes')
         if self.engine_tp > 1 and not gpu:
             raise UserError(f"engine_tp = {self.engine_tp} needs CUDA GPUs, which this cluster does not have",
@@ -194,9 +205,11 @@ class EnginesPolicy(VLLMPolicy):
 
     def _start_engine(self, path: Path, dtype: str, device: str, kv_cache_mb: int | None, seed: int) -> Any:
         """Start the engine actors (called by VLLMPolicy.__init__ in place of its in-process engine)."""
-        options = {"dtype": dtype, "max_context": self.max_context, "device": "cpu" if not self._gpus else device,
+        options = {"dtype": dtype, "max_context": self.max_context,
+                   "device": "cpu" if not self._gpus else device,
                    "kv_cache_mb": kv_cache_mb, "seed": seed, "trust_remote_code": self.trust_remote_code,
-                   "chat_template": self.chat_template, "engine_tp": self.engine_tp, "lora_rank": self.lora_rank}
+                   "chat_template": self.chat_template, "engine_tp": self.engine_tp,
+                   "lora_rank": self.lora_rank}
         self._pool = EnginePool(path, options, gpus=self._gpus, engine_tp=self.engine_tp)
         self._pool.start(self.engines, timeout_s=START_TIMEOUT_S)
         return None  # no engine in this process
@@ -217,8 +230,8 @@ class EnginesPolicy(VLLMPolicy):
         seconds it took (bytes sent go to `sync_bytes`).
 
         `weights` and `version` as for VLLMPolicy.sync_weights. A sync that fails because engines died is
-        retried once over the engines left; a failure beyond that is an InfraError (the engines' weights are then
-        unknown, so the run stops rather than sample with them).
+        retried once over the engines left; a failure beyond that is an InfraError (the engines' weights are
+        then unknown, so the run stops rather than sample with them).
         """
         t0 = time.perf_counter()
         version = self.version if version is None else version
@@ -256,7 +269,8 @@ class EnginesPolicy(VLLMPolicy):
                     raise UserError(f"LoRA rank {config.get('r')} is above the engines' {self.lora_rank}",
                                     field="policy.engine_lora_rank", fix="set it to train.lora_rank or more")
                 sent, secs = 0, 0.0
-                if not self._base_held:  # the engines hold merged weights: put the base back under the adapter
+                # the engines hold merged weights: put the base back under the adapter
+                if not self._base_held:
                     sent, secs = self._broadcast(base_weights(self.model), version)
                     self._base_held = True
                 more, secs2 = self._broadcast(pairs, version, config=config)
@@ -264,7 +278,9 @@ class EnginesPolicy(VLLMPolicy):
                 return sent + more, secs + secs2
             pairs = self._weight_pairs(weights)
             own = weights is None and not is_adapter_model(self.model)
-            chosen, prints = self._changes.select(pairs, frozen_mask(self.model, pairs) if own else [False] * len(pairs))
+            chosen, prints = self._changes.select(pairs,
+                                                  frozen_mask(self.model, pairs) if own
+                                                  else [False] * len(pairs))
             sent, secs = self._broadcast(chosen, version, partial=len(chosen) < len(pairs))
             self._changes.commit(prints)
             if is_adapter_model(self.model):
@@ -285,7 +301,8 @@ class EnginesPolicy(VLLMPolicy):
         group = self.pool.group(bool(pairs) and pairs[0][1].device.type == "cuda")
         meta, aliases = tensor_meta(pairs), tensor_aliases(pairs)
         if config is None:
-            refs = [m.actor.receive_weights.remote(meta, version, aliases, partial) for m in self.pool.members]
+            refs = [m.actor.receive_weights.remote(meta, version, aliases, partial)
+                    for m in self.pool.members]
         else:
             refs = [m.actor.receive_adapter.remote(meta, version, config, aliases) for m in self.pool.members]
         try:
@@ -320,7 +337,8 @@ class EnginesPolicy(VLLMPolicy):
     def await_engines(self, n: int, timeout_s: float = START_TIMEOUT_S) -> int:
         """Wait until `n` engines serve or `timeout_s` passes; how many serve. Started engines are admitted
         with a sync of the trainer's weights as version `engine_version`, so this is for synchronous mode (or
-        any point where the trainer's weights are the engines' version); elsewhere they wait for the next sync."""
+        any point where the trainer's weights are the engines' version); elsewhere they wait for the next
+        sync."""
         deadline = time.monotonic() + timeout_s
         while len(self.pool.members) < n and time.monotonic() < deadline:
             with self._lock:
@@ -397,8 +415,10 @@ class EnginesPolicy(VLLMPolicy):
         if not n:
             return []
         given = list(prompt_token_ids) if prompt_token_ids is not None else [None] * n
-        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c, g in zip(conversations, given)]
-        seeds = tuple(params.seeds) if params.seeds is not None else tuple(range(n))  # not renumbered per engine
+        prompts = [list(g) if g is not None else self.encode(self.render(c)) for c,
+                   g in zip(conversations, given)]
+        # not renumbered per engine
+        seeds = tuple(params.seeds) if params.seeds is not None else tuple(range(n))
         if len(seeds) != n:
             raise ValueError(f"{len(seeds)} seeds for {n} conversations")
         params = replace(params, seeds=seeds)
@@ -412,11 +432,13 @@ class EnginesPolicy(VLLMPolicy):
                 break
             todo = self._dispatch(todo, keys, prompts, params, results)
         why = "its engine was lost and no other engine could run it"
-        return [r if r is not None else Completion(text="", finish_reason="error", error=why) for r in results]
+        return [r if r is not None else Completion(text="", finish_reason="error", error=why)
+                for r in results]
 
     def _dispatch(self, todo: list[int], keys: list[str], prompts: list[list[int]], params: SamplingParams,
                   results: list[Completion | None]) -> list[int]:
-        """Run conversations `todo` on the serving engines, filling `results`; the ones whose engine was lost."""
+        """Run conversations `todo` on the serving engines, filling `results`; the ones whose engine was
+        lost."""
         ray = self._ray
         members = list(self.pool.members)
         assert params.seeds is not None
@@ -427,7 +449,8 @@ class EnginesPolicy(VLLMPolicy):
         for e, idx, part in shares(where, sub):
             member = members[e]
             member.busy += 1
-            calls.append((member, [todo[i] for i in idx], member.actor.generate.remote([prompts[todo[i]] for i in idx],
+            calls.append((member, [todo[i] for i in idx],
+                          member.actor.generate.remote([prompts[todo[i]] for i in idx],
                                                                                        part)))
         lost: list[int] = []
         for member, idx, ref in calls:

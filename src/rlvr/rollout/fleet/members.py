@@ -1,17 +1,17 @@
-"""The engines of disaggregated generation as a changing set: who serves, who is starting, who was lost, and the
-weight-sync group over whoever serves now.
+"""The engines of disaggregated generation as a changing set: who serves, who is starting, who was lost, and
+the weight-sync group over whoever serves now.
 
 An `EnginePool` (held by rlvr.rollout.fleet.engines's `EnginesPolicy`) starts `EngineActor`s through
-rlvr.scale.cluster, one GPU each (`engine_tp` with tensor parallelism) or one CPU. The engines the policy starts
-with are waited for; every later one (a replacement for a lost engine, a scale-up) starts in the background:
-`launch` returns at once and `started` hands over, without waiting, the engines whose start has finished. The
-policy admits those only at a point where it can sync them (rlvr.rollout.fleet.engines), so that no engine serves
-before it holds the current weights.
+rlvr.scale.cluster, one GPU each (`engine_tp` with tensor parallelism) or one CPU. The engines the policy
+starts with are waited for; every later one (a replacement for a lost engine, a scale-up) starts in the
+background: `launch` returns at once and `started` hands over, without waiting, the engines whose start has
+finished. The policy admits those only at a point where it can sync them (rlvr.rollout.fleet.engines), so that
+no engine serves before it holds the current weights.
 
-The weight-sync group has a fixed world size (torch.distributed's), so it belongs to one membership: `open_group`
-builds it over the serving engines under a fresh store prefix, and any change of membership (`lose`, `admit`,
-`retire`) drops it; the next sync builds the next one. An engine that dies is noticed by the fault its calls
-raise (`cluster.actor_faults`); it is killed for good and never comes back.
+The weight-sync group has a fixed world size (torch.distributed's), so it belongs to one membership:
+`open_group` builds it over the serving engines under a fresh store prefix, and any change of membership
+(`lose`, `admit`, `retire`) drops it; the next sync builds the next one. An engine that dies is noticed by the
+fault its calls raise (`cluster.actor_faults`); it is killed for good and never comes back.
 """
 from __future__ import annotations
 
@@ -139,7 +139,8 @@ class EnginePool:
 
     # -------------------------------------------------------------------------------------- membership
     def admit(self, member: Member) -> None:
-        """A started engine joins the serving set (the caller syncs it before any generate call reaches it)."""
+        """A started engine joins the serving set (the caller syncs it before any generate call reaches
+        it)."""
         member.last_used = time.monotonic()
         self.members.append(member)
         self.drop_group()
@@ -152,7 +153,8 @@ class EnginePool:
         cluster.kill(member.actor)
 
     def retire(self, member: Member) -> None:
-        """An engine no longer needed: stopped (its KV cache freed), out of the serving set and of the group."""
+        """An engine no longer needed: stopped (its KV cache freed), out of the serving set and of the
+        group."""
         if member in self.members:
             self.members.remove(member)
             self.drop_group()
@@ -186,7 +188,8 @@ class EnginePool:
         host = ray.util.get_node_ip_address()
         prefix = f"rlvr-weights-{next(self._groups)}"
         store = WeightGroup.host_store(host, world)
-        refs = [m.actor.init_weight_group.remote(host, store.port, 1 + i * self.engine_tp, world, backend, prefix)
+        refs = [m.actor.init_weight_group.remote(host, store.port, 1 + i * self.engine_tp, world, backend,
+                                                 prefix)
                 for i, m in enumerate(self.members)]
         joined: Future[WeightGroup] = Future()
 
@@ -202,7 +205,8 @@ class EnginePool:
         try:
             ray.get(refs, timeout=GROUP_TIMEOUT_S)
         except ray.exceptions.RayError as exc:
-            raise InfraError(f"an engine could not join the weight-sync group: {cluster.cause(exc)}") from None
+            raise InfraError(f"an engine could not join the weight-sync group: "
+                             f"{cluster.cause(exc)}") from None
         self._group, self._group_of = joined.result(timeout=GROUP_TIMEOUT_S), members
         return self._group
 
@@ -217,4 +221,5 @@ class EnginePool:
         self.drop_group()
         self.cancel_starts()
         members, self.members = self.members, []
-        cluster.stop([m.actor for m in members], "close", timeout_s=60)  # one already gone is killed all the same
+        # one already gone is killed all the same
+        cluster.stop([m.actor for m in members], "close", timeout_s=60)

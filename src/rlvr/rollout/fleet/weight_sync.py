@@ -2,16 +2,18 @@
 
 The trainer (rank 0) and every engine worker (ranks 1..) form a process group on a TCPStore that the trainer
 hosts: gloo on CPU, NCCL where both sides hold their weights on CUDA. It is built from
-`ProcessGroupGloo`/`ProcessGroupNCCL` directly, so the default process group is never touched: the engine's own
-vLLM uses that one, and a trainer may be a torchrun rank with its own. A sync sends the tensor names, dtypes and
-shapes as a control message (`tensor_meta`, through Ray, by rlvr.rollout.fleet.engines), then broadcasts the bytes
-in buckets of up to `BUCKET_BYTES` (`WeightGroup.send`); each receiver plans the same buckets from the meta alone
-and yields the tensors as their bucket arrives, the next bucket in flight meanwhile (`WeightGroup.receive`). A
-tensor that is an earlier one under another name (a tied weight) is sent once (`tensor_aliases`).
+`ProcessGroupGloo`/`ProcessGroupNCCL` directly, so the default process group is never touched: the engine's
+own vLLM uses that one, and a trainer may be a torchrun rank with its own. A sync sends the tensor names,
+dtypes and shapes as a control message (`tensor_meta`, through Ray, by rlvr.rollout.fleet.engines), then
+broadcasts the bytes in buckets of up to `BUCKET_BYTES` (`WeightGroup.send`); each receiver plans the same
+buckets from the meta alone and yields the tensors as their bucket arrives, the next bucket in flight
+meanwhile (`WeightGroup.receive`). A tensor that is an earlier one under another name (a tied weight) is sent
+once (`tensor_aliases`).
 
 What a sync sends (the trainer's side, `Changes` and `adapter_weights`):
 - Under LoRA only the adapters move (`adapter_weights`: the peft state dict and adapter config that
-  `save_pretrained` would write); the engines load them as a vLLM LoRA adapter over their untouched base weights.
+  `save_pretrained` would write); the engines load them as a vLLM LoRA adapter over their untouched base
+  weights.
 - With all weights trained, tensors that did not change since the engines last received them are skipped.
   Only frozen tensors (no `requires_grad`: frozen embeddings, buffers) are ever candidates: an optimizer step
   changes every trainable one. A frozen tensor is skipped when the SHA-256 of its bytes equals the one it had
@@ -21,8 +23,8 @@ What a sync sends (the trainer's side, `Changes` and `adapter_weights`):
   reading the frozen tensors once per sync (about 1 GB/s on one core, less than sending them).
   Tensors are skipped a whole unit at a time (`unit_of`: a transformer block, else a module), because vLLM's
   in-place reload rebuilds each of its layers from what it receives, and its layers fuse tensors of one block
-  (q/k/v into one projection, gate/up, a layer's weight and bias): a layer given only some of its tensors would
-  be rebuilt with the rest uninitialised.
+  (q/k/v into one projection, gate/up, a layer's weight and bias): a layer given only some of its tensors
+  would be rebuilt with the rest uninitialised.
 
 Nothing here knows Ray or vLLM: it is torch.distributed and bytes (and peft's names, for adapters).
 """
@@ -76,7 +78,8 @@ def tensor_aliases(pairs: Sequence[tuple[str, Any]]) -> Aliases:
 
 
 def buckets(meta: Meta, limit: int = BUCKET_BYTES, aliases: Aliases | None = None) -> list[list[Slot]]:
-    """The broadcast plan of a sync, computed alike by sender and receivers from the meta (aliases are not sent)."""
+    """The broadcast plan of a sync, computed alike by sender and receivers from the meta (aliases are not
+    sent)."""
     import math
 
     import torch
@@ -125,9 +128,9 @@ def fingerprint(t: Any) -> bytes:
 
 
 class Changes:
-    """The trainer's record of the frozen tensors the engines hold (name -> fingerprint), and the choice of what
-    a sync sends (see the module docstring). `forget()` whenever the engines' weights are unknown or new: a
-    failed sync, an engine joined, weights loaded from elsewhere; the next sync then sends everything."""
+    """The trainer's record of the frozen tensors the engines hold (name -> fingerprint), and the choice of
+    what a sync sends (see the module docstring). `forget()` whenever the engines' weights are unknown or new:
+    a failed sync, an engine joined, weights loaded from elsewhere; the next sync then sends everything."""
 
     def __init__(self) -> None:
         self.held: dict[str, bytes] = {}
@@ -137,7 +140,8 @@ class Changes:
         """(the pairs to send, the fingerprints to `commit` once they are received): every unit holding a
         trainable tensor, or a frozen one whose fingerprint is not the one held."""
         prints = {name: fingerprint(t) for (name, t), f in zip(pairs, frozen) if f}
-        stale = {unit_of(name) for (name, _), f in zip(pairs, frozen) if not f or self.held.get(name) != prints[name]}
+        stale = {unit_of(name) for (name, _),
+                 f in zip(pairs, frozen) if not f or self.held.get(name) != prints[name]}
         return [(name, t) for name, t in pairs if unit_of(name) in stale], prints
 
     def commit(self, prints: dict[str, bytes]) -> None:
@@ -170,9 +174,11 @@ def adapter_weights(model: Any) -> tuple[list[tuple[str, Any]], dict[str, Any]]:
     if config.get("bias", "none") != "none" or config.get("use_dora") or config.get("modules_to_save"):
         from peft import get_peft_model_state_dict
 
-        return [(k, v.detach()) for k, v in get_peft_model_state_dict(model, adapter_name=name).items()], config
+        return [(k, v.detach()) for k,
+                v in get_peft_model_state_dict(model, adapter_name=name).items()], config
     mark = f".{name}."
-    pairs = [(k.replace(mark, "."), p.detach()) for k, p in model.named_parameters() if ".lora_" in k and mark in k]
+    pairs = [(k.replace(mark, "."), p.detach()) for k,
+             p in model.named_parameters() if ".lora_" in k and mark in k]
     return pairs, config
 
 
@@ -189,8 +195,8 @@ def _jsonable(value: Any) -> Any:
 
 
 class WeightGroup:
-    """A process group between the trainer (rank 0, which hosts the store) and the engine workers, made without
-    the default process group; it carries weights one way, by broadcast from rank 0."""
+    """A process group between the trainer (rank 0, which hosts the store) and the engine workers, made
+    without the default process group; it carries weights one way, by broadcast from rank 0."""
 
     def __init__(self, pg: Any, store: Any, rank: int, world_size: int, device: str,
                  bucket_bytes: int = BUCKET_BYTES) -> None:
@@ -200,10 +206,11 @@ class WeightGroup:
 
     @classmethod
     def open(cls, host: str, port: int, rank: int, world_size: int, backend: str, device: str = "cpu",
-             store: Any = None, timeout_s: float = GROUP_TIMEOUT_S, prefix: str = "rlvr-weights") -> WeightGroup:
-        """Join the group (blocks until every rank has joined); rank 0 passes the store it hosts. A group rebuilt
-        for new members (an engine replaced or added) takes a fresh `prefix`, so that no key of the old group's
-        rendezvous is read by the new one."""
+             store: Any = None, timeout_s: float = GROUP_TIMEOUT_S,
+             prefix: str = "rlvr-weights") -> WeightGroup:
+        """Join the group (blocks until every rank has joined); rank 0 passes the store it hosts. A group
+        rebuilt for new members (an engine replaced or added) takes a fresh `prefix`, so that no key of the
+        old group's rendezvous is read by the new one."""
         import torch.distributed as dist
 
         timeout = datetime.timedelta(seconds=timeout_s)
@@ -258,13 +265,14 @@ class WeightGroup:
         return sum(s.nbytes for bucket in plan for s in bucket)
 
     def receive(self, meta: Meta, aliases: Aliases | None = None) -> Iterator[tuple[str, Any]]:
-        """Ranks 1..: the (name, tensor) pairs as their bucket arrives, the next bucket arriving while the caller
-        loads this one. Each bucket is a fresh buffer, since a loader may keep what it was given until a layer
-        is complete. An alias comes right after the tensor it is."""
+        """Ranks 1..: the (name, tensor) pairs as their bucket arrives, the next bucket arriving while the
+        caller loads this one. Each bucket is a fresh buffer, since a loader may keep what it was given until
+        a layer is complete. An alias comes right after the tensor it is."""
         import torch
 
         plan = buckets(meta, self.bucket_bytes, aliases)
-        named = {src: [j for j, k in (aliases or {}).items() if k == src] for src in set((aliases or {}).values())}
+        named = {src: [j for j, k in (aliases or {}).items() if k == src]
+                 for src in set((aliases or {}).values())}
 
         def post(k: int) -> Any:
             buf = torch.empty(bucket_size(plan[k]), dtype=torch.uint8, device=self.device)

@@ -8,12 +8,12 @@ A `Rollouts` driver (`rlvr.rollout.core.rollouts`), where the built-in env loop 
 
 For each episode: a gateway session (its own key and budgets), a lease on the agents' isolated pool (running
 on the agent's interpreter, `[agent] python`, mounted read-only like a requirements venv) holding the task's
-workspace, the agent's files read-only at /rlvr/agent (`$RLVR_AGENT_DIR`), and at /rlvr/episode the prompt, the
-key, the launcher (`rlvr.rollout.gateway.launch`) and a Unix socket served by the gateway for that key alone.
-The job has no network but its loopback: the launcher forwards 127.0.0.1 to that socket. When the agent exits
-(or a budget stops it: turns and tokens by the gateway, wall time by the job's timeout), the final workspace,
-and its stdout as the answer, go to the run's Scorer. The agent's crash, hang or garbage is the episode's
-(the policy's) fault and is scored like any episode; only a sandbox infrastructure fault masks it.
+workspace, the agent's files read-only at /rlvr/agent (`$RLVR_AGENT_DIR`), and at /rlvr/episode the prompt,
+the key, the launcher (`rlvr.rollout.gateway.launch`) and a Unix socket served by the gateway for that key
+alone. The job has no network but its loopback: the launcher forwards 127.0.0.1 to that socket. When the agent
+exits (or a budget stops it: turns and tokens by the gateway, wall time by the job's timeout), the final
+workspace, and its stdout as the answer, go to the run's Scorer. The agent's crash, hang or garbage is the
+episode's (the policy's) fault and is scored like any episode; only a sandbox infrastructure fault masks it.
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ STDERR_KEPT = 4000
 def check_agent(cfg: AgentConfig) -> None:
     """Refuse an agent that cannot start, before any episode: one UserError naming the option and the fix."""
     if not cfg.command.strip():
-        raise UserError("the agent command is empty", field="agent.command", fix='e.g. --agent "python agent.py"')
+        raise UserError("the agent command is empty", field="agent.command",
+                        fix='e.g. --agent "python agent.py"')
     try:
         shlex.split(cfg.command)
     except ValueError as exc:
@@ -57,7 +58,8 @@ def check_agent(cfg: AgentConfig) -> None:
     if not Path(cfg.dir).expanduser().is_dir():
         raise UserError("the agent directory does not exist", file=cfg.dir, field="agent.dir",
                         fix="give --agent-dir DIR holding the agent's files")
-    if cfg.python is not None and not Path(agent_python(cfg) or "").is_file():  # a venv directory: its bin/python
+    # a venv directory: its bin/python
+    if cfg.python is not None and not Path(agent_python(cfg) or "").is_file():
         raise UserError("the agent's interpreter does not exist", file=cfg.python, field="agent.python",
                         fix="give --agent-python PATH/bin/python of a venv with the agent's packages")
 
@@ -86,7 +88,8 @@ class AgentRollouts:
     def __init__(self, gateway: Gateway, pool: Any, scorer: Scorer, cfg: AgentConfig, *, run_id: str = "",
                  max_turns: int | None = None, max_tokens: int | None = None,
                  on_episode: OnEpisode | None = None, progress: Progress | None = None) -> None:
-        """`on_episode(episode)` and `progress(done, total)` are called as each episode ends (on its thread)."""
+        """`on_episode(episode)` and `progress(done, total)` are called as each episode ends (on its
+        thread)."""
         from rlvr.sandbox.pool import BwrapPool
 
         if not isinstance(pool, BwrapPool):
@@ -94,7 +97,8 @@ class AgentRollouts:
                             fix='set [sandbox] isolation = "bwrap"')
         check_agent(cfg)
         self.gateway, self.pool, self.scorer, self.cfg = gateway, pool, scorer, cfg
-        self.run_id, self.max_turns, self.max_tokens, self.on_episode = run_id, max_turns, max_tokens, on_episode
+        self.run_id, self.max_turns, self.max_tokens, self.on_episode = (run_id, max_turns, max_tokens,
+                                                                         on_episode)
         self.agent_dir = Path(cfg.dir).expanduser().resolve()
         self.progress = progress
         self.stats = RolloutStats()
@@ -105,12 +109,14 @@ class AgentRollouts:
     def with_sampling(self, sampling: SamplingParams, *, progress: Progress | None = None,
                       on_episode: OnEpisode | None = None) -> AgentRollouts:
         """The same agents, pool and Scorer through a gateway that samples with `sampling` (held-out
-        evaluation's sampled and greedy passes); that gateway is kept for the next call and closed by `close`."""
+        evaluation's sampled and greedy passes); that gateway is kept for the next call and closed by
+        `close`."""
         gateway = self._derived.get(sampling)
         if gateway is None:
             gateway = self._derived[sampling] = Gateway(self.gateway.policy, sampling,
                                                         model_name=self.gateway.model_name)
-        return AgentRollouts(gateway, self.pool, self.scorer, self.cfg, run_id=self.run_id, max_turns=self.max_turns,
+        return AgentRollouts(gateway, self.pool, self.scorer, self.cfg, run_id=self.run_id,
+                             max_turns=self.max_turns,
                              max_tokens=self.max_tokens, progress=progress, on_episode=on_episode)
 
     def close(self) -> None:
@@ -120,8 +126,8 @@ class AgentRollouts:
 
     def run(self, tasks: Sequence[Task], group_size: int = 1, *, step: int = 0, seed: int = 0,
             repeats: Sequence[int] | None = None) -> list[Episode]:
-        """`group_size` episodes per task (sharing a group_id), in task order then sample order, with the group
-        ids and seeds of every driver (`rlvr.rollout.core.rollouts.samples`)."""
+        """`group_size` episodes per task (sharing a group_id), in task order then sample order, with the
+        group ids and seeds of every driver (`rlvr.rollout.core.rollouts.samples`)."""
         t0 = time.perf_counter()
         jobs = samples(tasks, group_size, repeats)
         self._done, total = 0, len(jobs)
@@ -130,9 +136,11 @@ class AgentRollouts:
         self.stats = RolloutStats(episodes=len(episodes), wall_s=time.perf_counter() - t0,
                                   generated_tokens=sum(e.num_generated_tokens for e in episodes),
                                   generate_calls=sum(e.num_turns for e in episodes))
-        if episodes and all(e.metadata.get("agent_exit_code") in (126, 127) and e.num_turns == 0 for e in episodes):
+        if episodes and all(e.metadata.get("agent_exit_code") in (126, 127) and e.num_turns == 0
+                            for e in episodes):
             why = (episodes[0].metadata.get("agent_stderr") or "").strip().splitlines()[-1:] or ["exit 127"]
-            raise UserError(f"the agent command cannot start in the sandbox ({why[0]})", field="agent.command",
+            raise UserError(f"the agent command cannot start in the sandbox ({why[0]})",
+                            field="agent.command",
                             fix="name a program the sandbox has (the agent's interpreter's bin/ is on PATH), "
                                 "or a file under --agent-dir as $RLVR_AGENT_DIR/...")
         return episodes
@@ -147,7 +155,8 @@ class AgentRollouts:
             self.episode(task, ep, verify_with=verify_seed(seed, task.key, sample.repeat))
         except UserError:
             raise
-        except Exception as exc:  # noqa: BLE001 (infrastructure below the agent: mask this episode, keep the rest)
+        # infrastructure below the agent: mask this episode, keep the rest
+        except Exception as exc:  # noqa: BLE001
             ep.status, ep.metadata["error"] = "infra_error", f"{type(exc).__name__}: {exc}"
         ep.timings["total"] = time.perf_counter() - t0
         if self.on_episode is not None:
@@ -176,7 +185,8 @@ class AgentRollouts:
                 _readable(sb.dir / next(r for r, target in sb.mounts if target == AGENT_DIR))
                 with serve_unix(self.gateway, str(sb.dir / rel / "gateway.sock"), only=session.key):
                     t0 = time.perf_counter()
-                    res = sb.run(["python", f"{EPISODE_DIR}/launch.py", EPISODE_DIR, AGENT_DIR], limits=limits)
+                    res = sb.run(["python", f"{EPISODE_DIR}/launch.py", EPISODE_DIR, AGENT_DIR],
+                                 limits=limits)
                     ep.timings["tools"] = time.perf_counter() - t0
                 files = sb.read_files(None)
         finally:
@@ -188,7 +198,8 @@ class AgentRollouts:
             ep.status, ep.metadata["error"] = "infra_error", res.error or "sandbox infrastructure fault"
             return ep
         truncated_by = session.truncated_by or ("wall" if res.status == ExecStatus.timeout else None)
-        ep.status, ep.truncated_by = ("truncated" if truncated_by else "done"), truncated_by  # type: ignore[assignment]
+        ep.status = "truncated" if truncated_by else "done"  # type: ignore[assignment]
+        ep.truncated_by = truncated_by
         answer = res.stdout.strip() or None
         ep.final_state = FinalState(files=files, answer=answer)
         scored = self.scorer.score(task, ep.final_state, ep.seed if verify_with is None else verify_with)

@@ -1,15 +1,17 @@
 """The gateway: an OpenAI-compatible endpoint in front of the policy that records every call's tokens for RL.
 
-An agent of any framework trains through its `base_url`. Each episode opens a `AgentSession` with its own API key;
-each request's messages are rendered by the policy's own chat template, and the exact prompt token ids, the
-sampled token ids, their behaviour log-probs and the policy version go into that session's token record,
-built like the rollout engine's (`rlvr.rollout.core.tokens.TokenStream`: prompts are extended, never re-tokenized).
+An agent of any framework trains through its `base_url`. Each episode opens a `AgentSession` with its own API
+key; each request's messages are rendered by the policy's own chat template, and the exact prompt token ids,
+the sampled token ids, their behaviour log-probs and the policy version go into that session's token record,
+built like the rollout engine's (`rlvr.rollout.core.tokens.TokenStream`: prompts are extended, never
+re-tokenized).
 
 Segments: when a call's history is not an extension of the previous call's prompt and completion (the agent
 edited, trimmed or summarised its history), the record so far is closed as a segment and a new one starts
 from a fresh rendering. Each segment is trained on its own tokens, so no token is ever credited with a
 context the model did not see (`AgentSession.fill` puts the last segment in the Episode's token fields and the
-earlier ones in `metadata["segments"]`; `rlvr.rollout.episode.split_segments` makes one training record of each).
+earlier ones in `metadata["segments"]`; `rlvr.rollout.episode.split_segments` makes one training record of
+each).
 
 Turns the model writes with rlvr's text tool calls (`<tool_call>{...}</tool_call>`) go back as OpenAI
 `tool_calls`; when the agent sends such a turn back, the gateway renders the raw text it generated, so the
@@ -89,7 +91,8 @@ class AgentSession:
     versions: list[int] = field(default_factory=list)
     finish_reasons: list[str] = field(default_factory=list)
     turns: dict[str, tuple[str, str | None, list[dict[str, Any]]]] = field(default_factory=dict)
-    """First tool-call id (or `content:TEXT`) -> (raw text, content sent, tool_calls sent) of the turns it wrote."""
+    """First tool-call id (or `content:TEXT`) -> (raw text, content sent, tool_calls sent) of the turns it
+    wrote."""
     truncated_by: str | None = None
     """The budget that ran out (turns, tokens, context, wall), when one did."""
     stopped: threading.Event = field(default_factory=threading.Event)
@@ -97,7 +100,8 @@ class AgentSession:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self, why: str) -> None:
-        """A budget ran out: the agent is stopped (its launcher polls `/rlvr/stop`) and the episode truncated."""
+        """A budget ran out: the agent is stopped (its launcher polls `/rlvr/stop`) and the episode
+        truncated."""
         self.truncated_by = self.truncated_by or why
         self.stopped.set()
 
@@ -115,9 +119,11 @@ class AgentSession:
         segs = self.record()
         if segs:
             last = segs[-1]
-            ep.token_ids, ep.loss_mask, ep.logprobs, ep.messages = (last.token_ids, last.loss_mask, last.logprobs,
+            ep.token_ids, ep.loss_mask, ep.logprobs, ep.messages = (last.token_ids, last.loss_mask,
+                                                                    last.logprobs,
                                                                     last.messages)
-        ep.metadata["segments"] = [{"token_ids": s.token_ids, "loss_mask": s.loss_mask, "logprobs": s.logprobs,
+        ep.metadata["segments"] = [{"token_ids": s.token_ids, "loss_mask": s.loss_mask,
+                                    "logprobs": s.logprobs,
                                     "messages": [m.model_dump(exclude_defaults=True) for m in s.messages]}
                                    for s in segs[:-1]]
         ep.metadata["finish_reasons"] = list(self.finish_reasons)
@@ -152,7 +158,8 @@ class Response:
 class Gateway:
     """Sessions, routes and batched generation over one policy (an hf or vllm backend with a tokenizer)."""
 
-    def __init__(self, policy: Policy, sampling: SamplingParams | None = None, *, model_name: str | None = None,
+    def __init__(self, policy: Policy, sampling: SamplingParams | None = None, *,
+                 model_name: str | None = None,
                  batch_window_s: float = BATCH_WINDOW_S, max_batch: int = 64) -> None:
         if not isinstance(policy, ChatEncoder) or not hasattr(policy, "eos_ids"):
             raise UserError(f"the gateway needs a policy that renders and tokenizes ({type(policy).__name__} "
@@ -212,7 +219,8 @@ class Gateway:
         """One request: `body` is the decoded JSON (None for GET); `only` limits the listener to one key."""
         try:
             path = path.split("?", 1)[0].rstrip("/")
-            routes = {("POST", "/v1/chat/completions"): self._chat, ("POST", "/v1/completions"): self._complete,
+            routes = {("POST", "/v1/chat/completions"): self._chat,
+                      ("POST", "/v1/completions"): self._complete,
                       ("GET", "/v1/models"): self._models, ("GET", "/rlvr/stop"): self._stop}
             fn = routes.get((method, path))
             if fn is None:
@@ -261,8 +269,10 @@ class Gateway:
         req = wire.completion_request(body)
         with session.lock:
             stream = TokenStream(_Raw(self.encoder))  # type: ignore[arg-type]
-            comp, prompt = self._call(session, req, [Message(role="user", content=req.prompt or "")], stream, "raw")
-        turn = Reply(id="cmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text, content=comp.text,
+            comp, prompt = self._call(session, req, [Message(role="user", content=req.prompt or "")], stream,
+                                      "raw")
+        turn = Reply(id="cmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text,
+                     content=comp.text,
                     tool_calls=[], finish_reason="length" if comp.finish_reason == "length" else "stop",
                     prompt_tokens=len(prompt), completion_tokens=len(comp.token_ids))
         if req.stream:
@@ -279,14 +289,16 @@ class Gateway:
         if hit is None:
             return None
         raw, content, sent = hit
-        same_calls = [(c.get("id"), c["function"].get("name"), c["function"].get("arguments")) for c in calls] == [
+        same_calls = [(c.get("id"), c["function"].get("name"), c["function"].get("arguments"))
+                      for c in calls] == [
             (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in sent]
         return raw if same_calls and (d["content"] or None) == (content or None) else None
 
     # ------------------------------------------------------------------------------------------- one call
     def _call(self, session: AgentSession, req: Request, msgs: list[Message], fresh: TokenStream, mode: str
               ) -> tuple[Completion, list[int]]:
-        """Budgets, the prompt (extending the segment, or a new one), generation and the record of one call."""
+        """Budgets, the prompt (extending the segment, or a new one), generation and the record of one
+        call."""
         if session.closed:
             raise ApiError(401, "this episode has ended; its key is no longer valid", code="invalid_api_key")
         if session.max_turns is not None and session.calls >= session.max_turns:
@@ -302,7 +314,8 @@ class Gateway:
         room = self.encoder.max_context - len(prompt)
         if room <= 0:
             session.stop("context")
-            raise ApiError(400, f"this model's maximum context length is {self.encoder.max_context} tokens; the "
+            raise ApiError(400,
+                           f"this model's maximum context length is {self.encoder.max_context} tokens; the "
                            f"messages take {len(prompt)}", param="messages", code="context_length_exceeded")
         seed = (req.seed if req.seed is not None else session.seed) + 1_000_003 * session.calls
         comp = self._submit(session, prompt, min(budget, room), seed, req.stop)
@@ -364,7 +377,8 @@ class Gateway:
 
     def _generate(self, batch: list[_Call], stop: tuple[str, ...]) -> None:
         sp = self.sampling
-        params = SamplingParams(temperature=sp.temperature, top_p=sp.top_p, max_new_tokens=max(c.budget for c in batch),
+        params = SamplingParams(temperature=sp.temperature, top_p=sp.top_p,
+                                max_new_tokens=max(c.budget for c in batch),
                                 stop=tuple(sp.stop) + stop, seeds=tuple(c.seed for c in batch),
                                 budgets=tuple(c.budget for c in batch))
         try:
@@ -373,7 +387,8 @@ class Gateway:
             if len(comps) != len(batch):
                 raise RuntimeError(f"{len(comps)} completions for {len(batch)} prompts")
         except Exception as exc:  # noqa: BLE001 (a backend fault: these calls fail with a server error)
-            comps = [Completion(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}") for _ in batch]
+            comps = [Completion(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
+                     for _ in batch]
         for call, comp in zip(batch, comps):
             call.done.set_result(comp)
 

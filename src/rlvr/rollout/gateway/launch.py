@@ -1,8 +1,8 @@
 """Runs inside the episode's sandbox: forwards 127.0.0.1 to the gateway's socket, then runs the agent command.
 
-Standard library only (it runs on the agent's interpreter, whatever that has). The sandbox's job has no network
-but its own loopback, so the gateway reaches it as a Unix socket mounted read-only beside this file; a forwarder
-listening on 127.0.0.1 makes it an ordinary `OPENAI_BASE_URL` for any HTTP client. The agent runs as
+Standard library only (it runs on the agent's interpreter, whatever that has). The sandbox's job has no
+network but its own loopback, so the gateway reaches it as a Unix socket mounted read-only beside this file; a
+forwarder listening on 127.0.0.1 makes it an ordinary `OPENAI_BASE_URL` for any HTTP client. The agent runs as
 `/bin/sh -c COMMAND` in its own process group, in the workspace, with OPENAI_BASE_URL, OPENAI_API_KEY,
 RLVR_PROMPT_FILE and RLVR_AGENT_DIR set; its stdout is the job's stdout (the final answer of answer tasks). A
 thread polls the gateway's `/rlvr/stop`: when a budget runs out the agent's group is killed, and this exits 0.

@@ -1,4 +1,5 @@
-"""The gateway's HTTP side: a small threaded HTTP/1.1 server (standard library) on loopback TCP or a Unix socket.
+"""The gateway's HTTP side: a small threaded HTTP/1.1 server (standard library) on loopback TCP or a Unix
+socket.
 
     gw = Gateway(policy, sampling)
     with serve(gw) as server:                       # http://127.0.0.1:PORT/v1, every session's key
@@ -86,7 +87,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
-        head = (f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}\r\nContent-Type: application/json\r\n"
+        head = (f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}\r\nContent-Type: "
+                f"application/json\r\n"
                 f"Content-Length: {len(data)}\r\n")
         if self.close_connection:
             head += "Connection: close\r\n"

@@ -1,8 +1,9 @@
-"""The OpenAI wire format of the gateway: requests checked and turned into rlvr records, responses shaped back.
+"""The OpenAI wire format of the gateway: requests checked and turned into rlvr records, responses shaped
+back.
 
-Everything here is pure (no policy, no sockets): `chat_request` and `completion_request` validate a decoded JSON
-body and raise `ApiError` (rendered as OpenAI's `{"error": {...}}`) naming the parameter at fault; `chat_response`,
-`chat_chunks` and their completion counterparts build what the OpenAI SDK expects back.
+Everything here is pure (no policy, no sockets): `chat_request` and `completion_request` validate a decoded
+JSON body and raise `ApiError` (rendered as OpenAI's `{"error": {...}}`) naming the parameter at fault;
+`chat_response`, `chat_chunks` and their completion counterparts build what the OpenAI SDK expects back.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 class ApiError(Exception):
     """A request the gateway refuses, in OpenAI's error format."""
 
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param: str | None = None,
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: str | None = None,
                  code: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
@@ -159,12 +161,14 @@ def chat_request(body: Any) -> Request:
             got = m.get("role") if isinstance(m, dict) else m
             raise bad(f"{where}.role must be one of {', '.join(ROLES)}, got {got!r}", f"{where}.role")
         calls = m.get("tool_calls") or []
-        if not isinstance(calls, list) or any(not isinstance(c, dict) or not isinstance(c.get("function"), dict)
+        if not isinstance(calls,
+                          list) or any(not isinstance(c, dict) or not isinstance(c.get("function"), dict)
                                               for c in calls):
             raise bad(f"{where}.tool_calls must be a list of {{\"id\", \"type\": \"function\", \"function\": "
                       f"{{\"name\", \"arguments\"}}}}", f"{where}.tool_calls")
         req.messages.append({"role": ROLES[m["role"]], "content": _text(m.get("content"), where),
-                             "tool_calls": calls, "tool_call_id": m.get("tool_call_id"), "name": m.get("name")})
+                             "tool_calls": calls, "tool_call_id": m.get("tool_call_id"),
+                             "name": m.get("name")})
     req.tools = _tools(body)
     req.tool_choice = _tool_choice(body, req.tools)
     return req
@@ -198,17 +202,20 @@ def tools_text(tools: Sequence[dict[str, Any]], choice: Any) -> str:
 
 
 def call_text(calls: Sequence[ToolCall]) -> str:
-    """Calls written in rlvr's text format (how an assistant message the gateway did not write is rendered)."""
+    """Calls written in rlvr's text format (how an assistant message the gateway did not write is
+    rendered)."""
     return "".join(OPEN + json.dumps({"name": c.name, "arguments": c.arguments}) + CLOSE for c in calls)
 
 
 def visible_content(text: str) -> str:
-    """What the caller sees as `content` of a turn whose calls go out as `tool_calls`: the text without them."""
+    """What the caller sees as `content` of a turn whose calls go out as `tool_calls`: the text without
+    them."""
     return CALL_RE.sub("", text).strip()
 
 
 def openai_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
-    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+    return [{"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
             for c in calls]
 
 
@@ -270,8 +277,10 @@ def chat_response(t: Reply) -> dict[str, Any]:
 def chat_chunks(t: Reply, include_usage: bool) -> Iterator[dict[str, Any]]:
     """The streamed form of a chat turn: role, content, each tool call, the finish reason (and the usage)."""
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        c: dict[str, Any] = {"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
-                             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        c: dict[str, Any] = {"id": t.id, "object": "chat.completion.chunk", "created": t.created,
+                             "model": t.model,
+                             "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": finish}]}
         if include_usage:
             c["usage"] = None
         return c
@@ -283,7 +292,8 @@ def chat_chunks(t: Reply, include_usage: bool) -> Iterator[dict[str, Any]]:
         yield chunk({"tool_calls": [{"index": i, **call}]})
     yield chunk({}, t.finish_reason)
     if include_usage:
-        yield {"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model, "choices": [],
+        yield {"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
+               "choices": [],
                "usage": t.usage}
 
 

@@ -65,13 +65,15 @@ BACKENDS = {"hf": _hf, "openai": _openai, "scripted": _scripted, "vllm": _vllm}
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
-    """`hf:PATH`, `openai:URL#MODEL`, `scripted:FILE`, `vllm:PATH`, or `builtin:tiny` (hf) -> (backend, target)."""
+    """`hf:PATH`, `openai:URL#MODEL`, `scripted:FILE`, `vllm:PATH`, or `builtin:tiny` (hf) -> (backend,
+    target)."""
     if spec.startswith("builtin:"):
         return "hf", spec
     backend, sep, target = spec.partition(":")
     if not sep or backend not in BACKENDS or not target:
         raise UserError(f"bad policy spec {spec!r}", field="policy",
-                        fix="use hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE, vllm:PATH or builtin:tiny")
+                        fix="use hf:PATH_OR_NAME, openai:BASE_URL#MODEL, scripted:FILE, vllm:PATH or "
+                            "builtin:tiny")
     return backend, target
 
 

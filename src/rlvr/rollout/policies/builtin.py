@@ -60,7 +60,8 @@ def build_tokenizer():  # -> PreTrainedTokenizerFast (transformers imported lazi
 
 def build_tiny_model(path: str | Path, *, n_layer: int = 4, n_embd: int = 128, n_head: int = 4,
                      n_positions: int = 512, seed: int = 0) -> Path:
-    """Build the tokenizer and a randomly initialised GPT-2 at `path` (save_pretrained), deterministic for the seed.
+    """Build the tokenizer and a randomly initialised GPT-2 at `path` (save_pretrained), deterministic for the
+    seed.
 
     The directory loads like any local model: `AutoModelForCausalLM.from_pretrained(path)`.
     """
@@ -72,8 +73,10 @@ def build_tiny_model(path: str | Path, *, n_layer: int = 4, n_embd: int = 128, n
                         fix="choose n_embd as a multiple of n_head")
     path = Path(path)
     tok = build_tokenizer()
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-                     bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
+                     n_head=n_head,
+                     bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+                     pad_token_id=tok.pad_token_id,
                      tie_word_embeddings=True, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     # no dropout: RL ratios compare the sampling pass with the trainer's pass, which must be the same function
     state = torch.random.get_rng_state()

@@ -44,7 +44,8 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
     except ModuleNotFoundError as exc:
-        raise UserError(f"converting GGUF needs {exc.name}", file=src, fix="pip install 'rlvr[train,real]'") from None
+        raise UserError(f"converting GGUF needs {exc.name}", file=src,
+                        fix="pip install 'rlvr[train,real]'") from None
     hf_logging.disable_progress_bar()
     t0 = time.perf_counter()
     steps = 4
@@ -69,7 +70,8 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
     model.load_state_dict(loaded.state_dict(), strict=True)
     model.generation_config = loaded.generation_config
     del loaded
-    with atomic_dir(out, replace=True) as tmp:  # an existing `out` is an incomplete earlier output (no MARKER)
+    # an existing `out` is an incomplete earlier output (no MARKER)
+    with atomic_dir(out, replace=True) as tmp:
         tmp.chmod(0o755)  # mkdtemp's 0700 would make the model private to its builder
         step(3, f"saving {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters")
         model.save_pretrained(tmp)
@@ -80,7 +82,8 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, *, dtype: str = "fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlvr.rollout.policies.gguf", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rlvr.rollout.policies.gguf",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("gguf", help="the .gguf model file")
     parser.add_argument("out_dir", help="the Hugging Face model directory to write")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])

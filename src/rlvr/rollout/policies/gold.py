@@ -1,11 +1,11 @@
 """Gold trajectories: a task's reference solution played through the real env as a multi-turn tool episode.
 
-`GoldPolicy` is a policy that acts from the reference solution instead of a model. On a multi-turn task it looks
-at the workspace and runs the visible tests (which fail before the fix), writes the files the reference changes,
-runs the tests again (they pass) and submits; on a single-turn task it gives the reference answer. Each turn is
-decided from the conversation so far, so what a turn says about the tests is what the tool really answered.
-The rollout engine plays it like any policy: the tools run in the sandbox, the episode is scored by the
-Scorer, and only episodes that pass are gold (`gold_episodes`).
+`GoldPolicy` is a policy that acts from the reference solution instead of a model. On a multi-turn task it
+looks at the workspace and runs the visible tests (which fail before the fix), writes the files the reference
+changes, runs the tests again (they pass) and submits; on a single-turn task it gives the reference answer.
+Each turn is decided from the conversation so far, so what a turn says about the tests is what the tool really
+answered. The rollout engine plays it like any policy: the tools run in the sandbox, the episode is scored by
+the Scorer, and only episodes that pass are gold (`gold_episodes`).
 
 Given the trained policy (an encoder: the hf or vllm backend), the turns are encoded by the policy's own
 tokenizer and chat template, each ended by its end-of-turn token, so the episode's token record is exactly
@@ -34,7 +34,8 @@ from rlvr.tasks import registry
 from rlvr.tasks.source import ListSource, TaskSource
 from rlvr.tasks.spec import FinalState, Task
 
-__all__ = ["GOLD_SAMPLING", "EncodedGoldPolicy", "GoldPlan", "GoldPolicy", "gold_state", "plan_for", "play", "recovery_plan",
+__all__ = ["GOLD_SAMPLING", "EncodedGoldPolicy", "GoldPlan", "GoldPolicy", "gold_state", "plan_for", "play",
+           "recovery_plan",
            "tool_call_text", "unmask_prefix"]
 
 
@@ -77,13 +78,14 @@ class GoldPlan:
             return self.gold.answer or ""
         stages = self.stages()
         k = done - len(self.prefix)
-        parts = [self._stage(s, conversation) for s in stages[k]] if k < len(stages) else [self._stage("submit", conversation)]
+        parts = [self._stage(s, conversation)
+                 for s in stages[k]] if k < len(stages) else [self._stage("submit", conversation)]
         return "\n".join(parts)
 
     def stages(self) -> list[list[str]]:
         """The gold turns, each a list of stages: look (list the files, read the ones the fix changes, run the
-        tests), write (the fix, then the tests again), submit; merged from the end when the turn budget is short.
-        A recovery starts from its failed turns and goes straight to the fix."""
+        tests), write (the fix, then the tests again), submit; merged from the end when the turn budget is
+        short. A recovery starts from its failed turns and goes straight to the fix."""
         order = ["write", "submit"] if self.prefix else ["look", "write", "submit"]
         room = max(1, self.task.limits.max_turns - len(self.prefix))
         turns = [[s] for s in order]
@@ -96,17 +98,21 @@ class GoldPlan:
         tests = bool(visible_tests(self.task))
         if stage == "look":
             calls = [tool_call_text("list_files")]
-            calls += [tool_call_text("read_file", {"path": p}) for p in self.changed if p in self.task.workspace]
+            calls += [tool_call_text("read_file", {"path": p}) for p in self.changed
+                      if p in self.task.workspace]
             if tests:
                 calls.append(tool_call_text("run_tests"))
-            return "I'll look at the workspace" + (" and run the tests" if tests else "") + " first.\n" + "\n".join(calls)
+            return "I'll look at the workspace" + (" and run the tests" if tests
+                                                   else "") + " first.\n" + "\n".join(calls)
         if stage == "write":
-            writes = [tool_call_text("write_file", {"path": p, "content": c}) for p, c in self.changed.items()]
+            writes = [tool_call_text("write_file", {"path": p, "content": c}) for p,
+                      c in self.changed.items()]
             if tests:
                 writes.append(tool_call_text("run_tests"))
             return self._reading(conversation) + "\n" + "\n".join(writes)
         answer = {"answer": self.gold.answer} if self.gold.answer is not None else {}
-        lead = "The tests pass now. Submitting." if self._last_tests(conversation) == "passed" else "Submitting."
+        lead = ("The tests pass now. Submitting." if self._last_tests(conversation) == "passed"
+                else "Submitting.")
         return lead + "\n" + tool_call_text("submit", answer)
 
     def _reading(self, conversation: Sequence[Message]) -> str:
@@ -114,7 +120,8 @@ class GoldPlan:
         last = self._last_tests(conversation)
         files = ", ".join(self.changed) or "nothing"
         if self.prefix:
-            return f"That did not work. I'll write {files} again, correctly" + (" and run the tests." if last else ".")
+            return f"That did not work. I'll write {files} again, correctly" + (" and run the tests." if last
+                                                                                else ".")
         if last == "failed":
             return f"The tests fail. I'll write the fix to {files} and run them again."
         return f"I'll write {files}."
@@ -138,8 +145,8 @@ def plan_for(task: Task, source: TaskSource | None = None) -> GoldPlan:
 
 
 def recovery_plan(episode: Episode, task: Task, source: TaskSource | None = None) -> GoldPlan | None:
-    """A failed episode's turns before its last one, then the gold continuation (None: nothing to recover from,
-    a single-turn task or an episode without a turn to keep)."""
+    """A failed episode's turns before its last one, then the gold continuation (None: nothing to recover
+    from, a single-turn task or an episode without a turn to keep)."""
     if not task.multi_turn:
         return None
     turns = [m for m in episode.messages if m.role == "assistant"]
@@ -221,8 +228,8 @@ class EncodedGoldPolicy(GoldPolicy):
 
     @functools.cached_property
     def _end(self) -> int:
-        """The token that ends an assistant turn: the tokenizer's eos token where it is one of the end ids (the
-        one the chat template writes after a message), else the smallest of them."""
+        """The token that ends an assistant turn: the tokenizer's eos token where it is one of the end ids
+        (the one the chat template writes after a message), else the smallest of them."""
         eos = getattr(self.encoder.tokenizer, "eos_token_id", None)
         return eos if eos in self.encoder.eos_ids else min(self.encoder.eos_ids)
 
@@ -247,7 +254,8 @@ def unmask_prefix(episode: Episode, turns: int) -> Episode:
 def play(plans: Sequence[GoldPlan], gold: Callable[[GoldPolicy], Any], *, encoder: Any = None,
          seed: int = 0) -> list[Episode]:
     """Play `plans` through the env with a gold policy (`gold(policy)` is the run's env loop on it)
-    and keep the episodes that pass with no flag; a recovery plan's replayed turns are left out of the loss."""
+    and keep the episodes that pass with no flag; a recovery plan's replayed turns are left out of the
+    loss."""
     if not plans:
         return []
     policy = EncodedGoldPolicy(plans, encoder) if encoder is not None else GoldPolicy(plans)

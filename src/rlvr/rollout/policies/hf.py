@@ -3,13 +3,13 @@
 Each conversation samples from its own torch.Generator seeded by `SamplingParams.seeds`, so an episode's
 stream depends on its seed and prompt only, never on which other episodes share the batch. A prompt that
 several rows continue (a group's samples) and the prefix all prompts share (a system prompt) are prefilled
-once (rlvr.rollout.policies.kvcache); decoding writes into reserved KV buffers and samples the whole batch with tensor
-operations (rlvr.rollout.policies.sampling). Between calls, each row's keys and values are kept (kvcache.PrefixCache,
-`kv_reuse_tokens` tokens at most): the next turn of an episode, whose prompt extends the previous prompt and
-its sampled tokens, prefills only its new tokens. The trainer
+once (rlvr.rollout.policies.kvcache); decoding writes into reserved KV buffers and samples the whole batch
+with tensor operations (rlvr.rollout.policies.sampling). Between calls, each row's keys and values are kept
+(kvcache.PrefixCache, `kv_reuse_tokens` tokens at most): the next turn of an episode, whose prompt extends the
+previous prompt and its sampled tokens, prefills only its new tokens. The trainer
 updates `.model`'s weights in place and increments `.version`. In asynchronous training the trainer first
-calls `separate_weights()`: generation then samples from a copy (rlvr.rollout.policies.weights.GenerationCopy) that
-changes only through `sync_weights()`, and each completion records that copy's version.
+calls `separate_weights()`: generation then samples from a copy (rlvr.rollout.policies.weights.GenerationCopy)
+that changes only through `sync_weights()`, and each completion records that copy's version.
 """
 from __future__ import annotations
 
@@ -60,10 +60,11 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def load_causal_lm(path: str | Path, dtype: torch.dtype, *, trust_remote_code: bool = False) -> tuple[Any, Any]:
-    """(tokenizer, model) of a local directory or cached hub name; bad input is one UserError naming the model,
-    the problem and the fix: a GGUF file (convert it), a directory without a config or not a causal LM, a
-    missing tokenizer."""
+def load_causal_lm(path: str | Path, dtype: torch.dtype, *, trust_remote_code: bool = False) -> tuple[Any,
+                                                                                                      Any]:
+    """(tokenizer, model) of a local directory or cached hub name; bad input is one UserError naming the
+    model, the problem and the fix: a GGUF file (convert it), a directory without a config or not a causal LM,
+    a missing tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
@@ -82,7 +83,8 @@ def load_causal_lm(path: str | Path, dtype: torch.dtype, *, trust_remote_code: b
                         fix="check the path (a hub name is ORG/NAME, and must be in the local cache)")
     if local.is_dir() and not (local / "config.json").is_file():
         raise UserError("not a model directory (no config.json)", **where,
-                        fix="give a directory written by save_pretrained: config.json, weights and tokenizer files")
+                        fix="give a directory written by save_pretrained: config.json, weights and "
+                            "tokenizer files")
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
@@ -92,22 +94,28 @@ def load_causal_lm(path: str | Path, dtype: torch.dtype, *, trust_remote_code: b
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING and not remote:
         kinds = ", ".join(getattr(config, "architectures", None) or [config.model_type])
         raise UserError(f"not a causal language model ({kinds})", **where,
-                        fix="give a causal LM that generates text (a *ForCausalLM checkpoint: Llama, Qwen, GPT-2, ...)")
+                        fix="give a causal LM that generates text (a *ForCausalLM checkpoint: Llama, Qwen, "
+                            "GPT-2, ...)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError) as exc:
         raise UserError(f"cannot load its tokenizer: {_first_line(exc)}", **where,
-                        fix="save the tokenizer with the model (tokenizer.save_pretrained into the same directory)"
+                        fix="save the tokenizer with the model (tokenizer.save_pretrained into the "
+                            "same directory)"
                         ) from None
-    vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", None)
+    vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size",
+                                                           None)
     if len(tokenizer) < 2:  # transformers builds an empty tokenizer for a directory without tokenizer files
         raise UserError("cannot load its tokenizer: the directory has no tokenizer files", **where,
-                        fix="save the tokenizer with the model (tokenizer.save_pretrained into the same directory)")
+                        fix="save the tokenizer with the model (tokenizer.save_pretrained into the "
+                            "same directory)")
     if vocab and len(tokenizer) > vocab:
         raise UserError(f"its tokenizer has {len(tokenizer)} tokens, more than the model's {vocab}", **where,
-                        fix="use the tokenizer the model was trained with (or resize the embeddings and save)")
+                        fix="use the tokenizer the model was trained with (or resize the "
+                            "embeddings and save)")
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code, **{_DTYPE_KW: dtype})
+        model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
+                                                     **{_DTYPE_KW: dtype})
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load model: {_first_line(exc)}", **where,
                         fix="give a complete model directory (config.json and weights)") from None
@@ -121,7 +129,8 @@ def resolve_device(device: str) -> torch.device:
     try:
         return torch.device(device)
     except RuntimeError:
-        raise UserError(f"unknown device {device!r}", field="policy.device", fix="use auto, cpu, cuda or cuda:N") from None
+        raise UserError(f"unknown device {device!r}", field="policy.device",
+                        fix="use auto, cpu, cuda or cuda:N") from None
 
 
 class HFPolicy(ChatTemplateCodec):
@@ -129,7 +138,8 @@ class HFPolicy(ChatTemplateCodec):
 
     def __init__(self, model_path_or_name: str | Path, device: str = "auto", dtype: str = "float32", *,
                  max_context: int | None = None, threads: int | None = 1, seed: int = 0,
-                 trust_remote_code: bool = False, chat_template: str = AUTO, kv_reuse_tokens: int | None = None
+                 trust_remote_code: bool = False, chat_template: str = AUTO,
+                 kv_reuse_tokens: int | None = None
                  ) -> None:
         from transformers.utils import logging as hf_logging
 
@@ -137,7 +147,8 @@ class HFPolicy(ChatTemplateCodec):
         name = str(model_path_or_name)
         path: str | Path = resolve_builtin(name, seed=seed) if name.startswith("builtin:") else name
         if dtype not in DTYPES:
-            raise UserError(f"unknown dtype {dtype!r}", field="policy.dtype", fix=f"use one of {', '.join(DTYPES)}")
+            raise UserError(f"unknown dtype {dtype!r}", field="policy.dtype",
+                            fix=f"use one of {', '.join(DTYPES)}")
         self.device = resolve_device(device)
         if threads and self.device.type == "cpu":
             torch.set_num_threads(threads)
@@ -147,12 +158,14 @@ class HFPolicy(ChatTemplateCodec):
         self.version = 0
         self._copy: GenerationCopy | None = None
         self.kv_reuse = PrefixCache(kv_reuse_tokens)
-        """Keys and values kept between calls (`kv_reuse_tokens`: its cap; None: REUSE_BYTES' worth; 0: off)."""
+        """Keys and values kept between calls (`kv_reuse_tokens`: its cap; None: REUSE_BYTES' worth; 0:
+        off)."""
         tok = self.tokenizer
         tok.chat_template = choose_chat_template(tok, chat_template, name)
         self.eos_ids = self._eos_ids()
         if tok.pad_token_id is None:  # padding never reaches the model's view (masked): any end token will do
-            tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(min(self.eos_ids))
+            tok.pad_token = (tok.eos_token if tok.eos_token is not None
+                             else tok.convert_ids_to_tokens(min(self.eos_ids)))
         self.pad_id = int(tok.pad_token_id)
         limit = getattr(self.model.config, "max_position_embeddings", None) or getattr(
             self.model.config, "n_positions", None)
@@ -169,13 +182,15 @@ class HFPolicy(ChatTemplateCodec):
         if not ids:
             what = "neither an eos nor a pad token" if self.tokenizer.pad_token_id is None else "no eos token"
             raise UserError(f"the tokenizer has {what}", file=self.name, field="policy.model",
-                            fix="set eos_token (the token that ends a turn) in the model's tokenizer_config.json")
+                            fix="set eos_token (the token that ends a turn) in the model's "
+                                "tokenizer_config.json")
         return frozenset(ids)
 
     # --------------------------------------------------------------------------------------------- generation
     def generate(self, conversations: Sequence[list[Message]], params: SamplingParams, *,
                  prompt_token_ids: Sequence[list[int] | None] | None = None) -> list[Completion]:
-        """Batched sampling: one completion per conversation (see rlvr.rollout.policy for the log-prob rule)."""
+        """Batched sampling: one completion per conversation (see rlvr.rollout.policy for the log-prob
+        rule)."""
         if not conversations:
             return []
         prompts, seeds, budgets, results, live = self.prepare(conversations, params, prompt_token_ids)
@@ -189,12 +204,14 @@ class HFPolicy(ChatTemplateCodec):
             training = self.model.training
             self.model.eval()  # sampling never sees dropout, even between a trainer's updates
             try:
-                outs = self._decode(self.model, [prompts[i] for i in live], [budgets[i] for i in live], params,
+                outs = self._decode(self.model, [prompts[i] for i in live], [budgets[i] for i in live],
+                                    params,
                                     [seeds[i] for i in live])
             finally:
                 self.model.train(training)
         for i, (ids, lps, reason) in zip(live, outs if live else []):
-            results[i] = Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompts[i],
+            results[i] = Completion(text=self.decode(ids), token_ids=ids, logprobs=lps,
+                                    prompt_token_ids=prompts[i],
                                     finish_reason=reason, policy_version=version)
         return results
 
@@ -231,7 +248,8 @@ class HFPolicy(ChatTemplateCodec):
         if reuse.on:
             reuse.check(fingerprint(model, self.generation_version))
         past, logits, mask, last_pos, width = self._prefill(model, prompts, longest)
-        saved: dict[int, torch.Tensor] = {}  # each row's keys and values, taken before the row leaves the batch
+        # each row's keys and values, taken before the row leaves the batch
+        saved: dict[int, torch.Tensor] = {}
         keep_kv = reuse.on and is_reserved(past)
         noise = row_noise(seeds, longest, dev)
         toks = torch.zeros((n, longest), dtype=torch.long, device=dev)
@@ -263,7 +281,8 @@ class HFPolicy(ChatTemplateCodec):
                 if keep_kv:
                     _save_rows(past, (~live).nonzero().squeeze(1).tolist(), rows, ends, mask, width, saved)
                 past.batch_select_indices(keep)
-                rows, live, tok, mask, last_pos = rows[keep], live[keep], tok[keep], mask[keep], last_pos[keep]
+                rows, live, tok, mask, last_pos = (rows[keep], live[keep], tok[keep], mask[keep],
+                                                   last_pos[keep])
             step += 1
             out = model(input_ids=tok[:, None], attention_mask=mask[:, :width + step],
                         position_ids=(last_pos + step)[:, None], use_cache=True, **{cache_kw: past})
@@ -275,17 +294,19 @@ class HFPolicy(ChatTemplateCodec):
                 reuse.store(prompts[r] + ids[:-1], saved[r])
         return outs
 
-    def _prefill(self, model: Any, prompts: list[list[int]], extra: int) -> tuple[Any, torch.Tensor, torch.Tensor,
+    def _prefill(self, model: Any, prompts: list[list[int]], extra: int) -> tuple[Any, torch.Tensor,
+                                                                                  torch.Tensor,
                                                                                   torch.Tensor, int]:
         """Each prompt's keys and values, each token computed once. A prompt that continues a sequence the
-        PrefixCache holds starts from its stored keys and values; otherwise the prefix that all distinct prompts
-        share (at least MIN_SHARED tokens) is prefilled once. Then the rest of each distinct prompt is prefilled
-        (left padded, so the padding sits between the two), and rows that repeat a prompt copy its cache.
-        Returns the cache, each row's next-token logits, its attention mask with `extra` columns for the tokens
-        to come, its last position, and the prompt width."""
+        PrefixCache holds starts from its stored keys and values; otherwise the prefix that all distinct
+        prompts share (at least MIN_SHARED tokens) is prefilled once. Then the rest of each distinct prompt is
+        prefilled (left padded, so the padding sits between the two), and rows that repeat a prompt copy its
+        cache. Returns the cache, each row's next-token logits, its attention mask with `extra` columns for
+        the tokens to come, its last position, and the prompt width."""
         dev = self.device
         distinct, owner = shared_prompts(prompts)
-        hits = [self.kv_reuse.lookup(p) for p in distinct] if self.kv_reuse.on else [(None, 0)] * len(distinct)
+        hits = [self.kv_reuse.lookup(p)
+                for p in distinct] if self.kv_reuse.on else [(None, 0)] * len(distinct)
         kvs = [self.kv_reuse.kv(e) if e is not None else None for e, _ in hits]
         cached = [n if kv is not None else 0 for (_, n), kv in zip(hits, kvs)]
         head = max(cached)
@@ -301,9 +322,11 @@ class HFPolicy(ChatTemplateCodec):
                 break
             head, cached = 0, [0] * len(distinct)  # stored keys need a reserved cache: prefill all
         ids = torch.full((len(rests), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rests), lead + width + extra), dtype=torch.long)  # the columns to come are ones
+        # the columns to come are ones
+        mask = torch.zeros((len(rests), lead + width + extra), dtype=torch.long)
         mask[:, :shared] = 1
-        for r, (p, c) in enumerate(zip(rests, cached)):  # left padding: every row's next token in the last column
+        # left padding: every row's next token in the last column
+        for r, (p, c) in enumerate(zip(rests, cached)):
             ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[r, lead + width - len(p):] = 1
             mask[r, head - c:head] = 1
@@ -323,7 +346,8 @@ class HFPolicy(ChatTemplateCodec):
                         **({cache_kw: cache} if cache is not None else {}))
             cache = _cache_of(out)
             cache.batch_select_indices(torch.zeros(len(rests), dtype=torch.long, device=dev))
-        out = model(input_ids=ids, attention_mask=mask[:, :lead + width], position_ids=pos, use_cache=True, **kw,
+        out = model(input_ids=ids, attention_mask=mask[:, :lead + width], position_ids=pos, use_cache=True,
+                    **kw,
                     **({cache_kw: cache} if cache is not None else {}))
         past, logits, last_pos = _cache_of(out), out.logits[:, -1, :], pos[:, -1]
         if len(distinct) < len(prompts):
@@ -341,7 +365,8 @@ class HFPolicy(ChatTemplateCodec):
         return hit
 
 
-def _save_rows(past: Any, batch_rows: Any, rows: torch.Tensor, ends: torch.Tensor, mask: torch.Tensor, width: int,
+def _save_rows(past: Any, batch_rows: Any, rows: torch.Tensor, ends: torch.Tensor, mask: torch.Tensor,
+               width: int,
                saved: dict[int, torch.Tensor]) -> None:
     """Copy the keys and values of finished batch rows into `saved` (by original row): the prompt's and all
     generated tokens' but the last, which was never fed."""
@@ -362,7 +387,8 @@ def _names_for(cls: type) -> tuple[str, str | None]:
 
 def _forward_names(model: Any) -> tuple[str, str | None]:
     """(KV-cache keyword, logits-to-keep keyword or None) of this transformers version's forward."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper forwards **kw
+    # a peft wrapper forwards **kw
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return _names_for(type(base))
 
 

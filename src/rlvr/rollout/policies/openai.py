@@ -3,8 +3,8 @@ concurrently with an async httpx client, with timeouts and retries on transport 
 
 Token ids are not part of the chat API, so completions carry the server's per-token log-probs when it returns
 them and no token ids; the engine then records the transcript without a token stream. A request that still
-fails after its retries becomes a completion with finish_reason "error" (an infra fault: the engine retries the
-turn, then masks the episode), never an exception.
+fails after its retries becomes a completion with finish_reason "error" (an infra fault: the engine retries
+the turn, then masks the episode), never an exception.
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ class OpenAIPolicy:
         except ModuleNotFoundError:
             raise UserError("the openai backend needs httpx", fix="pip install 'rlvr[train]'") from None
         if not base_url.startswith(("http://", "https://")):
-            raise UserError(f"base URL {base_url!r} is not http(s)", field="policy", fix="e.g. http://127.0.0.1:8000/v1")
+            raise UserError(f"base URL {base_url!r} is not http(s)", field="policy",
+                            fix="e.g. http://127.0.0.1:8000/v1")
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -54,19 +55,22 @@ class OpenAIPolicy:
         seeds = list(params.seeds) if params.seeds is not None else [None] * len(conversations)
         return asyncio.run(self._all(list(conversations), params, seeds))
 
-    async def _all(self, convs: list[list[Message]], params: SamplingParams, seeds: list[int | None]) -> list[Completion]:
+    async def _all(self, convs: list[list[Message]], params: SamplingParams,
+                   seeds: list[int | None]) -> list[Completion]:
         import httpx
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         sem = asyncio.Semaphore(self.max_concurrency)
         limits = httpx.Limits(max_connections=self.max_concurrency)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), headers=headers, limits=limits) as client:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), headers=headers,
+                                     limits=limits) as client:
             async def one(conv: list[Message], seed: int | None, i: int) -> Completion:
                 async with sem:
                     return await self._request(client, self._body(conv, params, seed, params.budget(i)))
             return list(await asyncio.gather(*(one(c, s, i) for i, (c, s) in enumerate(zip(convs, seeds)))))
 
-    def _body(self, conv: list[Message], params: SamplingParams, seed: int | None, budget: int) -> dict[str, Any]:
+    def _body(self, conv: list[Message], params: SamplingParams, seed: int | None, budget: int) -> dict[str,
+                                                                                                        Any]:
         body: dict[str, Any] = {"model": self.model_name, "messages": openai_messages(conv),
                                 "temperature": params.temperature, "top_p": params.top_p,
                                 "max_tokens": budget, "logprobs": True}
@@ -94,12 +98,14 @@ class OpenAIPolicy:
                 error = f"HTTP {resp.status_code}: {resp.text[:200]}"
                 continue
             if resp.status_code >= 400:  # a bad request does not get better by asking again
-                return Completion(text="", finish_reason="error", error=f"HTTP {resp.status_code}: {resp.text[:200]}")
+                return Completion(text="", finish_reason="error",
+                                  error=f"HTTP {resp.status_code}: {resp.text[:200]}")
             try:
                 return parse_response(resp.json())
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 error = f"malformed response: {exc}"
-        return Completion(text="", finish_reason="error", error=f"after {self.max_retries + 1} attempts: {error}")
+        return Completion(text="", finish_reason="error",
+                          error=f"after {self.max_retries + 1} attempts: {error}")
 
 
 def openai_messages(conv: list[Message]) -> list[dict[str, Any]]:
@@ -126,5 +132,6 @@ def parse_response(data: dict[str, Any]) -> Completion:
     token_ids = [int(t) for t in choice.get("token_ids") or []]  # vLLM returns them when asked
     if len(token_ids) != len(logprobs):
         token_ids = []
-    return Completion(text=text, token_ids=token_ids, logprobs=logprobs, finish_reason=reason, tool_calls=calls,
+    return Completion(text=text, token_ids=token_ids, logprobs=logprobs, finish_reason=reason,
+                      tool_calls=calls,
                       call_errors=errors)

@@ -1,11 +1,11 @@
 """Batched token sampling for the `hf` backend: one token per row from its logits and one uniform of its own.
 
-A row's token is the first whose cumulative probability passes the row's uniform (inverse-CDF sampling, an exact
-draw from the categorical distribution). Each row's uniforms come from a generator seeded with that row's seed
-alone, drawn once per generation call, so a row's tokens never depend on the other rows of the batch and a step
-costs a few whole-batch tensor operations: no per-row Python work and no noise over the whole vocabulary. The
-nucleus (top-p) is found among the most likely tokens (`torch.topk`), widened only while it does not fit, rather
-than by sorting the vocabulary.
+A row's token is the first whose cumulative probability passes the row's uniform (inverse-CDF sampling, an
+exact draw from the categorical distribution). Each row's uniforms come from a generator seeded with that
+row's seed alone, drawn once per generation call, so a row's tokens never depend on the other rows of the
+batch and a step costs a few whole-batch tensor operations: no per-row Python work and no noise over the whole
+vocabulary. The nucleus (top-p) is found among the most likely tokens (`torch.topk`), widened only while it
+does not fit, rather than by sorting the vocabulary.
 """
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from collections.abc import Sequence
 import torch
 
 NOISE_CHUNK = 64
-"""Uniforms are drawn in chunks of this many, so a row's stream is the same however many steps a call needs."""
+"""Uniforms are drawn in chunks of this many, so a row's stream is the same however many steps a call
+needs."""
 NUCLEUS_K = 256
-"""Most likely tokens searched first for the top-p nucleus (then 8 times more, then a sort of the vocabulary)."""
+"""Most likely tokens searched first for the top-p nucleus (then 8 times more, then a sort of the
+vocabulary)."""
 SEED_MASK = 0xFFFF_FFFF_FFFF
 
 
@@ -31,9 +33,9 @@ def row_noise(seeds: Sequence[int], steps: int, device: torch.device) -> torch.T
 
 
 def nucleus(weights: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Mask of the top-p nucleus of each row of unnormalised probabilities: a token is dropped when the mass of
-    the tokens more likely than it already reaches top_p (the most likely token always stays; tokens tied with
-    the least likely kept one stay too)."""
+    """Mask of the top-p nucleus of each row of unnormalised probabilities: a token is dropped when the mass
+    of the tokens more likely than it already reaches top_p (the most likely token always stays; tokens tied
+    with the least likely kept one stay too)."""
     vocab = weights.shape[-1]
     total = weights.sum(-1, keepdim=True)
     k = min(NUCLEUS_K, vocab)
@@ -49,7 +51,8 @@ def nucleus(weights: torch.Tensor, top_p: float) -> torch.Tensor:
 
 def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
                   noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row and its behaviour log-prob (rlvr.rollout.policy), row r drawn with the uniform noise[r]."""
+    """One token per row and its behaviour log-prob (rlvr.rollout.policy), row r drawn with the uniform
+    noise[r]."""
     if temperature <= 0:
         tok = logits.argmax(dim=-1)
         return tok, logits.gather(-1, tok[:, None]).squeeze(-1) - logits.logsumexp(-1)
@@ -61,6 +64,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
     cdf = weights.cumsum(-1)
     end = cdf[:, -1]
     target = torch.minimum(noise * end, torch.nextafter(end, torch.zeros_like(end)))  # strictly below the end
-    tok = torch.searchsorted(cdf, target[:, None], right=True).squeeze(-1)  # zero-weight tokens are never chosen
+    # zero-weight tokens are never chosen
+    tok = torch.searchsorted(cdf, target[:, None], right=True).squeeze(-1)
     lp = (scaled.gather(-1, tok[:, None]) - top).squeeze(-1) - weights.sum(-1).log()
     return tok, lp

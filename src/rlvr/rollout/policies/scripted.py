@@ -78,7 +78,8 @@ class ScriptedPolicy:
         try:
             data: Any = json.loads(p.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise UserError(f"invalid JSON: {exc.msg}", file=p, line=exc.lineno, fix="fix the syntax") from None
+            raise UserError(f"invalid JSON: {exc.msg}", file=p, line=exc.lineno,
+                            fix="fix the syntax") from None
         except UnicodeDecodeError:
             raise UserError("not a UTF-8 text file", file=p, fix="save the script as UTF-8 JSON") from None
         if isinstance(data, list):

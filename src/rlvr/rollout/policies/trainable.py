@@ -36,11 +36,13 @@ class TrainablePolicy(Policy, Protocol):
         ...
 
     def sync_weights(self, weights: Any = None, version: int | None = None) -> float | None:
-        """Load (name, tensor) pairs (default: the trainer's own weights) into the generation copy; seconds."""
+        """Load (name, tensor) pairs (default: the trainer's own weights) into the generation copy;
+        seconds."""
         ...
 
 
-_MEMBERS = ("version", "generate", "model", "tokenizer", "pad_id", "eos_ids", "max_context", "generation_version",
+_MEMBERS = ("version", "generate", "model", "tokenizer", "pad_id", "eos_ids", "max_context",
+            "generation_version",
             "separate_weights", "sync_weights")
 _MISSING = object()
 
@@ -60,5 +62,6 @@ def require_trainable(policy: Policy, backend: str) -> TrainablePolicy:
     """`policy` as a TrainablePolicy, or a one-line error naming the backend and the fix."""
     if not is_trainable(policy):
         raise UserError(f"the {backend!r} backend cannot be trained: it holds no local weights",
-                        field="policy.backend", fix='use backend = "hf" or "vllm" (openai can only be evaluated)')
+                        field="policy.backend",
+                        fix='use backend = "hf" or "vllm" (openai can only be evaluated)')
     return policy  # type: ignore[return-value]

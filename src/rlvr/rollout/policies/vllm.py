@@ -57,7 +57,8 @@ def _first_line(exc: BaseException) -> str:
 class VLLMPolicy(ChatTemplateCodec):
     """A Policy that generates with vLLM and trains a transformers copy of the same weights."""
 
-    def __init__(self, model_path_or_name: str | Path, *, dtype: str = "float32", max_context: int | None = None,
+    def __init__(self, model_path_or_name: str | Path, *, dtype: str = "float32",
+                 max_context: int | None = None,
                  device: str = "auto", kv_cache_mb: int | None = 512, seed: int = 0,
                  trust_remote_code: bool = False, chat_template: str = AUTO,
                  engine_options: Mapping[str, Any] | None = None) -> None:
@@ -76,7 +77,8 @@ class VLLMPolicy(ChatTemplateCodec):
         self.engine_options = dict(engine_options or {})
         """More keyword arguments of `vllm.LLM` (e.g. tensor_parallel_size), laid over rlvr's own."""
         tok = self.tokenizer
-        tok.chat_template = choose_chat_template(tok, chat_template, name)  # as the hf backend: both render alike
+        # as the hf backend: both render alike
+        tok.chat_template = choose_chat_template(tok, chat_template, name)
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         self.pad_id = int(tok.pad_token_id)
@@ -107,15 +109,18 @@ class VLLMPolicy(ChatTemplateCodec):
             elif src:
                 ids.update(int(x) for x in src)
         if not ids:
-            raise UserError("the tokenizer has no eos token", file=self.name, fix="set eos_token in the tokenizer")
+            raise UserError("the tokenizer has no eos token", file=self.name,
+                            fix="set eos_token in the tokenizer")
         return frozenset(ids)
 
     def _start_engine(self, path: Path, dtype: str, device: str, kv_cache_mb: int | None, seed: int) -> Any:
         vllm = _import_vllm()
         for key, value in ENGINE_ENV.items():
             os.environ.setdefault(key, value)
-        kw: dict[str, Any] = {"model": str(path), "dtype": dtype, "max_model_len": self.max_context, "seed": seed,
-                              "logprobs_mode": "processed_logprobs", "trust_remote_code": self.trust_remote_code,
+        kw: dict[str, Any] = {"model": str(path), "dtype": dtype, "max_model_len": self.max_context,
+                              "seed": seed,
+                              "logprobs_mode": "processed_logprobs",
+                              "trust_remote_code": self.trust_remote_code,
                               # a later turn of an episode extends the previous one's tokens: its prefix's KV
                               # blocks are reused, not prefilled again (policy.engine_options may turn it off)
                               "enable_prefix_caching": True}
@@ -136,7 +141,8 @@ class VLLMPolicy(ChatTemplateCodec):
         except (OSError, ValueError, RuntimeError, NotImplementedError) as exc:
             raise UserError(f"vLLM cannot serve this model: {_first_line(exc)}", file=str(path),
                             field="policy.model",
-                            fix="use an architecture, head size and dtype vLLM supports on this device") from None
+                            fix="use an architecture, head size and dtype vLLM supports on "
+                                "this device") from None
 
     # ------------------------------------------------------------------------------------------ trainer side
     @property
@@ -147,9 +153,11 @@ class VLLMPolicy(ChatTemplateCodec):
             from transformers import AutoModelForCausalLM
 
             dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-            self._model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtypes.get(self.dtype, torch.float32),
+            self._model = AutoModelForCausalLM.from_pretrained(self.path,
+                                                               dtype=dtypes.get(self.dtype, torch.float32),
                                                                trust_remote_code=self.trust_remote_code)
-            target = "cuda" if self.device == "auto" and _cuda() else ("cpu" if self.device == "auto" else self.device)
+            target = "cuda" if self.device == "auto" and _cuda() else ("cpu" if self.device == "auto"
+                                                                       else self.device)
             self._model.to(target).eval()
         return self._model
 
@@ -254,7 +262,8 @@ class VLLMPolicy(ChatTemplateCodec):
         lps = [float(step[t].logprob) for step, t in zip(steps, ids)]
         reason = FINISH_REASONS.get(str(out.finish_reason), "stop")
         return Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompt,
-                          finish_reason=reason, error="engine aborted the request" if reason == "error" else None)
+                          finish_reason=reason,
+                          error="engine aborted the request" if reason == "error" else None)
 
     # ------------------------------------------------------------------------------------------- lifetime
     def close(self) -> None:

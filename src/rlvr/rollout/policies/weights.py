@@ -1,5 +1,5 @@
-"""Weights that move from the trainer to a generation copy: the `vllm` engine, or the `hf` backend's own copy in
-asynchronous mode (`train.max_staleness >= 1`), where rollouts of the next step are sampled while the
+"""Weights that move from the trainer to a generation copy: the `vllm` engine, or the `hf` backend's own copy
+in asynchronous mode (`train.max_staleness >= 1`), where rollouts of the next step are sampled while the
 optimizer changes the trainer's weights in place.
 
 A generation copy has a version (`generation_version`), which is what every completion it samples records;
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def trainer_weights(model: Any) -> list[tuple[str, Any]]:
-    """(name, tensor) pairs of a transformers model as saved on disk; a peft model gives its merged weights."""
+    """(name, tensor) pairs of a transformers model as saved on disk; a peft model gives its merged
+    weights."""
     if hasattr(model, "merge_adapter") and hasattr(model, "get_base_model"):
         model.merge_adapter()  # LoRA: the engine serves base + B @ A, which is what the trainer computes
         try:
@@ -42,7 +43,8 @@ class GenerationCopy:
         self._torch = torch
 
     def load(self, pairs: list[tuple[str, Any]], version: int) -> None:
-        """Copy (name, tensor) pairs in (names as `trainer_weights` gives them); an unknown name is an error."""
+        """Copy (name, tensor) pairs in (names as `trainer_weights` gives them); an unknown name is an
+        error."""
         own = self.model.state_dict()
         unknown = [k for k, _ in pairs if k not in own]
         if unknown:

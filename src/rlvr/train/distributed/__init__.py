@@ -2,13 +2,13 @@
 they hold, and how Ray starts them.
 
 A run is N ranks (torchrun's `RANK`/`WORLD_SIZE`/`MASTER_ADDR`/`MASTER_PORT`, or Ray actors that set the same
-variables, `launch`). Rank 0 owns the scheduler, the store and the monitor: it samples the step's batch once and
-broadcasts it; every rank runs a contiguous share of its groups (a group never spans ranks, so advantages and
-zero-variance filtering stay per group); the episodes go to rank 0 exactly once (`gather_object`), which computes
-the groups, advantages and update samples as a single process would and broadcasts the samples. Each optimizer
-step then splits its (global) chunk of samples across the ranks, and each rank's loss is divided by the chunk's
-global token count (rlvr.train.update), so the summed gradients are the gradient one rank would compute from the
-same episodes.
+variables, `launch`). Rank 0 owns the scheduler, the store and the monitor: it samples the step's batch once
+and broadcasts it; every rank runs a contiguous share of its groups (a group never spans ranks, so advantages
+and zero-variance filtering stay per group); the episodes go to rank 0 exactly once (`gather_object`), which
+computes the groups, advantages and update samples as a single process would and broadcasts the samples. Each
+optimizer step then splits its (global) chunk of samples across the ranks, and each rank's loss is divided by
+the chunk's global token count (rlvr.train.update), so the summed gradients are the gradient one rank would
+compute from the same episodes.
 
 - `ranks`: this process's place in the job (`Dist`, `init`), the object collectives, the launch's refusals;
 - `sharding`: FSDP2 or DDP around the policy, its full weights, sharded and full checkpoints;
@@ -47,7 +47,8 @@ from rlvr.train.distributed.sharding import (
 )
 
 __all__ = [
-    "COMPUTE_DTYPES", "LAUNCH_STAND_IN", "LAUNCH_VARS", "MAX_RESTARTS", "SINGLE", "TIMEOUT", "Dist", "backend_for",
+    "COMPUTE_DTYPES", "LAUNCH_STAND_IN", "LAUNCH_VARS", "MAX_RESTARTS", "SINGLE", "TIMEOUT", "Dist",
+    "backend_for",
     "casts_itself", "check", "full_state", "full_weights", "init", "launch_env", "load_full_state",
     "load_sharded", "local_numel", "local_state_bytes", "ray_launch", "run_on_ray", "save_sharded", "shard",
     "transformer_blocks", "unwrapped", "world_size",

@@ -1,22 +1,22 @@
-"""Engines with several trainer ranks: N FSDP2 (or DDP) ranks feeding the K vLLM engines of `[policy] engines = K`
-(rlvr.rollout.fleet.engines), the weights gathered once per update and broadcast to every engine.
+"""Engines with several trainer ranks: N FSDP2 (or DDP) ranks feeding the K vLLM engines of `[policy] engines
+= K` (rlvr.rollout.fleet.engines), the weights gathered once per update and broadcast to every engine.
 
-Who does what. Rank 0 alone holds the `EnginesPolicy` (the tokenizer, its share of the sharded model, the engine
-fleet) and runs every rollout of a step through the engines: generation is off the trainers anyway, so nothing
-is gained by splitting it over the ranks, and one caller keeps the fleet's scaling, replacement and versions as
-they are for a run alone. The other ranks hold a plain `hf` policy over the same model files (their tokenizer,
-and the model they train, loaded alike on every rank) and never start an engine, generate or touch the Ray
-fleet of engines. The update is the one of rlvr.train.distributed: rank 0 turns the step's episodes into samples
-and broadcasts them, and every rank steps on its share of each optimizer step's chunk, so the episodes need no
-scattering back to the ranks.
+Who does what. Rank 0 alone holds the `EnginesPolicy` (the tokenizer, its share of the sharded model, the
+engine fleet) and runs every rollout of a step through the engines: generation is off the trainers anyway, so
+nothing is gained by splitting it over the ranks, and one caller keeps the fleet's scaling, replacement and
+versions as they are for a run alone. The other ranks hold a plain `hf` policy over the same model files
+(their tokenizer, and the model they train, loaded alike on every rank) and never start an engine, generate or
+touch the Ray fleet of engines. The update is the one of rlvr.train.distributed: rank 0 turns the step's
+episodes into samples and broadcasts them, and every rank steps on its share of each optimizer step's chunk,
+so the episodes need no scattering back to the ranks.
 
-After each update (`EngineSync.sync`, from `Trainer.sync_generation` at the points every rank reaches together)
-every rank takes part in gathering the full weights once: FSDP2's full state dict, onto rank 0's CPU only
-(nothing moves under DDP, where every rank holds the whole model). Rank 0 loads them into its full copy of the
-trained model, made before sharding (the peft model under LoRA), and syncs the engines from that copy exactly as
-a run alone syncs from its own model: under LoRA only the adapter, otherwise the full weights minus the frozen
-tensors the engines already hold. Then every rank passes a barrier. Whether a sync is due is decided from the
-policy version, which every rank holds alike, so every rank enters the gather or none does.
+After each update (`EngineSync.sync`, from `Trainer.sync_generation` at the points every rank reaches
+together) every rank takes part in gathering the full weights once: FSDP2's full state dict, onto rank 0's CPU
+only (nothing moves under DDP, where every rank holds the whole model). Rank 0 loads them into its full copy
+of the trained model, made before sharding (the peft model under LoRA), and syncs the engines from that copy
+exactly as a run alone syncs from its own model: under LoRA only the adapter, otherwise the full weights minus
+the frozen tensors the engines already hold. Then every rank passes a barrier. Whether a sync is due is
+decided from the policy version, which every rank holds alike, so every rank enters the gather or none does.
 
 Left out, and refused in one line: asynchronous mode (`train.max_staleness >= 1`) on several ranks and an
 in-process vllm engine per rank (`policy.engines = 0`), by rlvr.train.distributed.ranks; ranks started by Ray
@@ -45,14 +45,16 @@ def with_engines(cfg: RunConfig, dist: Dist) -> bool:
 def refuse_ray_launch(cfg: RunConfig) -> None:
     """Engines with ranks that Ray starts are not built: refused before any actor starts."""
     if cfg.policy.engines:
-        raise UserError("engines with trainer ranks started by Ray (--cluster and world_size > 1) are not built",
-                        field="policy.engines", fix="launch the ranks with `torchrun --nproc-per-node N -m rlvr "
+        raise UserError("engines with trainer ranks started by Ray (--cluster and world_size > 1) "
+                        "are not built",
+                        field="policy.engines",
+                        fix="launch the ranks with `torchrun --nproc-per-node N -m rlvr "
                         "train CONFIG` and keep [cluster] address for the engines")
 
 
 def rank_config(cfg: RunConfig, dist: Dist) -> RunConfig:
-    """The config this rank opens its policy from: the run's, except on a rank > 0 of a run with engines, which
-    opens the same model with the hf backend and no engines."""
+    """The config this rank opens its policy from: the run's, except on a rank > 0 of a run with engines,
+    which opens the same model with the hf backend and no engines."""
     if dist.main or not with_engines(cfg, dist):
         return cfg
     return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"backend": "hf", "engines": 0})})
@@ -73,14 +75,15 @@ class EngineSync:
         """Set up on the policy whose `.model` is about to be sharded (LoRA already applied)."""
         full = None
         if dist.main:
-            policy.separate_weights()  # the engines change only when this syncs them: `.model` is to be sharded
+            # the engines change only when this syncs them: `.model` is to be sharded
+            policy.separate_weights()
             if dist.sharding == "fsdp":
                 full = copy.deepcopy(policy.model)  # requires_grad kept: frozen tensors are found as alone
         return cls(dist, full, policy.version)
 
     def sync(self, policy: Any) -> float | None:
-        """Bring the engines to `policy.version` when behind (a collective every rank makes at the same point);
-        seconds taken, or None when they were current."""
+        """Bring the engines to `policy.version` when behind (a collective every rank makes at the same
+        point); seconds taken, or None when they were current."""
         if self.version == policy.version:
             return None
         t0 = time.perf_counter()

@@ -3,14 +3,14 @@
 N plain Ray actors, one per bundle of a placement group (one CPU each, one GPU each where the cluster has
 N GPUs), each set the variables torchrun would set (RANK, WORLD_SIZE, MASTER_ADDR/PORT of rank 0's node,
 LOCAL_RANK) and run the same `rlvr.train.loop.run` a torchrun rank runs, so both launchers share one code
-path (rlvr.train.distributed.ranks). Each rank leases sandboxes from a local pool on its own node, as a torchrun
-rank does. When a rank's actor dies, every actor is stopped and the job is started again from the last
-checkpoint, up to `MAX_RESTARTS` times (the torchrun `--max-restarts` behaviour); the store never holds a step
-twice because a resumed run drops what was recorded after its checkpoint. docs/SCALING.md says why plain
+path (rlvr.train.distributed.ranks). Each rank leases sandboxes from a local pool on its own node, as a
+torchrun rank does. When a rank's actor dies, every actor is stopped and the job is started again from the
+last checkpoint, up to `MAX_RESTARTS` times (the torchrun `--max-restarts` behaviour); the store never holds a
+step twice because a resumed run drops what was recorded after its checkpoint. docs/SCALING.md says why plain
 actors rather than Ray Train's TorchTrainer.
 
-What is training's lives here (what a rank runs, the restart rule, which failures are a lost rank); the cluster's
-mechanics (connecting, the placement group, starting and killing actors) are rlvr.scale.cluster's.
+What is training's lives here (what a rank runs, the restart rule, which failures are a lost rank); the
+cluster's mechanics (connecting, the placement group, starting and killing actors) are rlvr.scale.cluster's.
 """
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def run_on_ray(train: Callable[..., dict[str, Any]], cfg: RunConfig, resume: boo
     n = cfg.train.world_size or 1
     cluster.connect(cfg.cluster.address, forward_logs=True)  # the ranks' progress shows here, on stderr
     gpus = 1 if cluster.resources().get("GPU", 0) >= n else 0
-    cluster.require("CPU", n, what=f"{n} ranks", field="train.world_size", fix="lower world_size or add nodes")
+    cluster.require("CPU", n, what=f"{n} ranks", field="train.world_size",
+                    fix="lower world_size or add nodes")
     rank_cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"address": None})})
     with cluster.bundles([{"CPU": 1, **({"GPU": 1} if gpus else {})}] * n, strategy="PACK") as group:
         for attempt in range(MAX_RESTARTS + 1):
@@ -90,7 +91,8 @@ def _attempt(ranks: list[Any], train: Callable[..., dict[str, Any]], cfg: RunCon
     host, port = ray.get(ranks[0].address.remote())
     n = len(ranks)
     refs = [r.train.remote(train, cfg.model_dump_json(), {
-        "RANK": str(i), "LOCAL_RANK": "0", "WORLD_SIZE": str(n), "MASTER_ADDR": host, "MASTER_PORT": str(port),
+        "RANK": str(i), "LOCAL_RANK": "0", "WORLD_SIZE": str(n), "MASTER_ADDR": host,
+        "MASTER_PORT": str(port),
         "TORCHELASTIC_RESTART_COUNT": str(attempt)}, resume) for i, r in enumerate(ranks)]
     pending = list(refs)
     while pending:

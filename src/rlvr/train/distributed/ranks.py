@@ -1,9 +1,9 @@
-"""The ranks of one torch.distributed job: who this process is in it, the object collectives the loop uses, and
-the refusals of a launch that cannot run.
+"""The ranks of one torch.distributed job: who this process is in it, the object collectives the loop uses,
+and the refusals of a launch that cannot run.
 
 A run is N ranks (torchrun's `RANK`/`WORLD_SIZE`/`MASTER_ADDR`/`MASTER_PORT`, or Ray actors that set the same
-variables, rlvr.train.distributed.launch). `init` joins the job (a single process: `SINGLE`, no process group);
-`check` refuses, on every rank and before any work, settings the ranks cannot run. The collectives are
+variables, rlvr.train.distributed.launch). `init` joins the job (a single process: `SINGLE`, no process
+group); `check` refuses, on every rank and before any work, settings the ranks cannot run. The collectives are
 torch.distributed's own (gloo on CPU, nccl on GPU); nothing here is a home-made launcher or transport.
 """
 from __future__ import annotations
@@ -107,14 +107,16 @@ class Dist:
             yield
         except RuntimeError as exc:  # gloo and nccl raise DistBackendError, a RuntimeError
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise RankLost(f"rank {self.rank} of {self.world_size}: {what} failed because another rank is gone "
-                           f"({first}); the launcher's report names it; resume restarts from the last "
+            raise RankLost(f"rank {self.rank} of {self.world_size}: {what} failed because another "
+                           f"rank is gone ({first}); the launcher's report names it; resume restarts "
+                           f"from the last "
                            "checkpoint (torchrun --max-restarts does so by itself)") from None
 
     @property
     def device(self) -> torch.device:
         """Where this rank's collectives run: its GPU with nccl, else the CPU."""
-        return torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl" else torch.device("cpu")
+        return torch.device("cuda",
+                            torch.cuda.current_device()) if self.backend == "nccl" else torch.device("cpu")
 
     def share(self, n: int) -> range:
         """The contiguous indices of `n` groups (n divisible by the world size) that this rank runs."""
@@ -123,8 +125,8 @@ class Dist:
 
     def micro_batches(self, chunk: Sequence[T], size: int) -> list[tuple[list[T], bool]]:
         """This rank's micro-batches of an optimizer step's `chunk` (every rank holds the same chunk): its
-        share `chunk[rank::world]` in `size`-long pieces, padded with (dummy, False) entries so that every rank
-        runs as many forward/backward passes as the busiest one (FSDP2 and DDP collectives must pair up).
+        share `chunk[rank::world]` in `size`-long pieces, padded with (dummy, False) entries so that every
+        rank runs as many forward/backward passes as the busiest one (FSDP2 and DDP collectives must pair up).
         A dummy is one real sample whose loss the caller multiplies by 0."""
         if not self.active:
             return [(list(chunk[i:i + size]), True) for i in range(0, len(chunk), size)]
@@ -153,7 +155,8 @@ def launch_env(environ: Mapping[str, str] | None = None) -> dict[str, str] | Non
         return None
     missing = [v for v in LAUNCH_VARS if v not in present]
     if missing:
-        raise UserError(f"torch.distributed variables half set: {', '.join(present)} without {', '.join(missing)}",
+        raise UserError(f"torch.distributed variables half set: {', '.join(present)} without "
+                        f"{', '.join(missing)}",
                         field="environment",
                         fix="launch with `torchrun --nproc-per-node N -m rlvr train CONFIG`, or unset them")
     bad = [v for v in ("RANK", "WORLD_SIZE", "MASTER_PORT", "LOCAL_RANK") if v in environ
@@ -168,7 +171,8 @@ def launch_env(environ: Mapping[str, str] | None = None) -> dict[str, str] | Non
 
 
 def world_size(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> int:
-    """The run's world size: `train.world_size`, checked against the launcher's (unset: as launched, else 1)."""
+    """The run's world size: `train.world_size`, checked against the launcher's (unset: as launched, else
+    1)."""
     env = launch_env(environ)
     launched = int(env["WORLD_SIZE"]) if env else None
     want = cfg.train.world_size
@@ -178,7 +182,8 @@ def world_size(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> int:
                         fix=f"set train.world_size = {launched}, or launch --nproc-per-node {want}")
     if launched is None and want is not None and want > 1 and not cfg.cluster.address:
         raise UserError(f"world_size = {want} needs a launcher", field="train.world_size",
-                        fix=f"run `torchrun --nproc-per-node {want} -m rlvr train CONFIG`, or add --cluster ADDRESS")
+                        fix=f"run `torchrun --nproc-per-node {want} -m rlvr train CONFIG`, or add "
+                            f"--cluster ADDRESS")
     return launched or want or 1
 
 
@@ -203,12 +208,14 @@ def check(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> int:
     if cfg.train.batch_size % n:
         raise UserError(f"batch_size {cfg.train.batch_size} does not split into {n} equal shares of groups",
                         field="train.batch_size", fix=f"use a multiple of the world size {n}")
-    if cfg.policy.backend == "vllm" and not cfg.policy.engines:  # engine actors: rlvr.train.distributed.engines
+    # engine actors: rlvr.train.distributed.engines
+    if cfg.policy.backend == "vllm" and not cfg.policy.engines:
         raise UserError("an in-process vllm engine does not run on several ranks", field="policy.engines",
                         fix="set policy.engines = K (engines as Ray actors), or backend = \"hf\"")
     if cfg.policy.backend not in ("hf", "vllm"):
         raise UserError(f"the {cfg.policy.backend!r} backend does not train on several ranks",
-                        field="policy.backend", fix='use backend = "hf", or "vllm" with engines, with world_size > 1')
+                        field="policy.backend",
+                        fix='use backend = "hf", or "vllm" with engines, with world_size > 1')
     if cfg.train.max_staleness > 0:
         raise UserError("asynchronous rollouts (max_staleness >= 1) do not run on several ranks yet",
                         field="train.max_staleness", fix="set it to 0 with world_size > 1")
@@ -227,21 +234,23 @@ def init(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Dist:
     if backend == "nccl":
         torch.cuda.set_device(local)  # `cuda` (policy.device auto) then means this rank's GPU
     if not tdist.is_initialized():
-        tdist.init_process_group(backend, store=_store(env, rank, n), rank=rank, world_size=n, timeout=TIMEOUT)
+        tdist.init_process_group(backend, store=_store(env, rank, n), rank=rank, world_size=n,
+                                 timeout=TIMEOUT)
     _report_sigterm(rank, n)
     return Dist(rank=rank, world_size=n, backend=backend, local_rank=local, sharding=cfg.train.sharding)
 
 
 def _report_sigterm(rank: int, n: int) -> None:
-    """A launcher that sees one rank die stops the others with SIGTERM, often while they compute rather than wait
-    in a collective: such a rank says so in one line (unless it already reported the lost peer) and exits 1,
-    instead of vanishing without a word. Only from the main thread, where Python can install handlers."""
+    """A launcher that sees one rank die stops the others with SIGTERM, often while they compute rather than
+    wait in a collective: such a rank says so in one line (unless it already reported the lost peer) and exits
+    1, instead of vanishing without a word. Only from the main thread, where Python can install handlers."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def stopped(signum: int, frame: object) -> None:
         if not RankLost.reported:
-            sys.stderr.write(f"error: rank {rank} of {n}: stopped by the launcher (SIGTERM): another rank is gone "
+            sys.stderr.write(f"error: rank {rank} of {n}: stopped by the launcher (SIGTERM): another "
+                             f"rank is gone "
                              "or the job was stopped; resume restarts from the last checkpoint (torchrun "
                              "--max-restarts does so by itself)\n")
             sys.stderr.flush()
@@ -251,9 +260,9 @@ def _report_sigterm(rank: int, n: int) -> None:
 
 
 def _store(env: Mapping[str, str], rank: int, n: int) -> tdist.Store:
-    """The rendezvous store at MASTER_ADDR:MASTER_PORT (torchrun's agent hosts it; else rank 0), under a prefix
-    per restart: after `--max-restarts` brings the ranks back, the addresses the dead attempt left in the
-    agent's store must not be read (a new rank would dial a dead one)."""
+    """The rendezvous store at MASTER_ADDR:MASTER_PORT (torchrun's agent hosts it; else rank 0), under a
+    prefix per restart: after `--max-restarts` brings the ranks back, the addresses the dead attempt left in
+    the agent's store must not be read (a new rank would dial a dead one)."""
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     store = tdist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), n, is_master=not agent and rank == 0,
                            timeout=TIMEOUT, multi_tenant=not agent)

@@ -4,10 +4,10 @@ and checkpoints written shard by shard.
 With N > 1 the policy is wrapped in FSDP2 (`fully_shard` per transformer block and at the root: each rank
 holds about 1/N of the parameters, gradients and optimizer state) or, as a config choice, in DDP. Sharded
 weights cannot generate on their own without collective calls that every rank would have to make in step,
-so each rank generates from a full generation copy (rlvr.rollout.policies.weights.GenerationCopy) that is refreshed
-from the gathered weights (`full_weights`) after every update, a collective every rank makes at the same point.
-Checkpoints are written shard by shard, each rank its own, with torch.distributed.checkpoint (`save_sharded`,
-`load_sharded`), or in full on rank 0 (`full_state`, the one-file checkpoint of a run alone).
+so each rank generates from a full generation copy (rlvr.rollout.policies.weights.GenerationCopy) that is
+refreshed from the gathered weights (`full_weights`) after every update, a collective every rank makes at the
+same point. Checkpoints are written shard by shard, each rank its own, with torch.distributed.checkpoint
+(`save_sharded`, `load_sharded`), or in full on rank 0 (`full_state`, the one-file checkpoint of a run alone).
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def transformer_blocks(model: nn.Module) -> list[nn.Module]:
 
 
 COMPUTE_DTYPES: dict[str, torch.dtype | None] = {"no": None, "bf16": torch.bfloat16}
-"""What `train.mixed_precision` computes the policy's forward and backward in (None: the weights' own dtype)."""
+"""What `train.mixed_precision` computes the policy's forward and backward in (None: the weights' own
+dtype)."""
 
 
 def casts_itself(dist: Dist) -> bool:
@@ -59,10 +60,12 @@ def shard(model: nn.Module, dist: Dist, mixed_precision: str = "no") -> nn.Modul
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     dtype = COMPUTE_DTYPES[mixed_precision]
-    policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
+    policy = MixedPrecisionPolicy(param_dtype=dtype,
+                                  reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
     for block in transformer_blocks(model):
         fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)  # the root holds what is left: embeddings (tied to the head), final norm
+    # the root holds what is left: embeddings (tied to the head), final norm
+    fully_shard(model, mp_policy=policy)
     return model
 
 
@@ -83,9 +86,9 @@ def full_weights(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 
 def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """(model, optimizer) state dicts in full, on rank 0's CPU (empty elsewhere): a collective when sharded (the
-    one-file checkpoint of a run alone). The optimizer's is keyed by parameter names, so any world size can load
-    it."""
+    """(model, optimizer) state dicts in full, on rank 0's CPU (empty elsewhere): a collective when sharded
+    (the one-file checkpoint of a run alone). The optimizer's is keyed by parameter names, so any world size
+    can load it."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -145,7 +148,8 @@ def load_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, read
     model_state, optim_state = get_state_dict(unwrapped(model), optimizer)  # placeholders that the load fills
     state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
     dcp.load(state, storage_reader=reader, no_dist=alone)
-    set_state_dict(unwrapped(model), optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    set_state_dict(unwrapped(model), optimizer, model_state_dict=state["model"],
+                   optim_state_dict=state["optimizer"])
 
 
 def local_numel(model: nn.Module) -> tuple[int, int]:

@@ -10,7 +10,8 @@ from rlvr.domains.code.harness import GUARDS, VALUES, WORKER, harness_bytecode, 
 
 def test_each_pyc_is_the_shipped_source_compiled_and_unchecked() -> None:
     pycs = harness_bytecode()
-    assert set(pycs) == {f"__pycache__/{n.removesuffix('.py')}.{sys.implementation.cache_tag}.pyc" for n in (WORKER, VALUES, GUARDS)}
+    assert set(pycs) == {f"__pycache__/{n.removesuffix('.py')}.{sys.implementation.cache_tag}.pyc"
+                         for n in (WORKER, VALUES, GUARDS)}
     for name in (WORKER, VALUES, GUARDS):
         data = pycs[f"__pycache__/{name.removesuffix('.py')}.{sys.implementation.cache_tag}.pyc"]
         source = harness_files()[name].encode()

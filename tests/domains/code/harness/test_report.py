@@ -24,8 +24,10 @@ def test_only_the_signed_line_counts_and_forgeries_are_counted() -> None:
     assert authenticate("nothing", KEY) == (None, 0)
 
 
-def run(messages: list[dict], exit_code: int | None = 0, unconditional: set[str] = frozenset(), **kw) -> object:
-    return interpret({"messages": [{"t": "hello"}, *messages], "exit_code": exit_code, **kw}, set(unconditional))
+def run(messages: list[dict], exit_code: int | None = 0, unconditional: set[str] = frozenset(),
+        **kw) -> object:
+    return interpret({"messages": [{"t": "hello"}, *messages], "exit_code": exit_code, **kw},
+                     set(unconditional))
 
 
 COLLECT = {"t": "collected", "ids": ["t.py::a", "t.py::b"]}
@@ -48,11 +50,13 @@ def test_protocol_violations_are_forgery() -> None:
         [COLLECT, {"t": "end"}, rep("t.py::a", "call", "passed")],
         [COLLECT, COLLECT, {"t": "end"}],
         [{"t": "bogus"}, {"t": "end"}],
-        [COLLECT, {"t": "cmp", "test": "t.py::a", "op": "==", "l": {"v": 1}, "r": {"v": 2}, "res": True}, {"t": "end"}],
+        [COLLECT, {"t": "cmp", "test": "t.py::a", "op": "==", "l": {"v": 1}, "r": {"v": 2}, "res": True},
+         {"t": "end"}],
     ]
     for msgs in cases:
         assert "report_forgery" in run(msgs).findings.evidence, msgs
-    assert "report_forgery" in interpret({"messages": [{"t": "end"}], "exit_code": 0}, set()).findings.evidence
+    assert "report_forgery" in interpret({"messages": [{"t": "end"}], "exit_code": 0},
+                                         set()).findings.evidence
     assert "report_forgery" in run([{"t": "end"}], exit_code=70).findings.evidence
 
 
@@ -61,10 +65,12 @@ def sub(nid: str, outcome: str) -> dict:
 
 
 def test_sub_tests_can_fail_their_test_but_never_pass_it() -> None:
-    passing = run([COLLECT, sub("t.py::a", "passed"), sub("t.py::a", "passed"), rep("t.py::a", "call", "passed"),
+    passing = run([COLLECT, sub("t.py::a", "passed"), sub("t.py::a", "passed"),
+                   rep("t.py::a", "call", "passed"),
                    {"t": "end"}])
     assert passing.outcomes == {"t.py::a": "passed"} and passing.findings.evidence == {}
-    failing = run([COLLECT, sub("t.py::a", "passed"), sub("t.py::a", "failed"), rep("t.py::a", "call", "passed"),
+    failing = run([COLLECT, sub("t.py::a", "passed"), sub("t.py::a", "failed"),
+                   rep("t.py::a", "call", "passed"),
                    {"t": "end"}])
     assert failing.outcomes == {"t.py::a": "failed"} and failing.findings.evidence == {}
     assert failing.details["t.py::a"] == "sub-test failed"
@@ -93,7 +99,8 @@ def test_early_exit_is_an_exit_trick_but_a_timeout_is_not() -> None:
 
 
 def test_a_death_mid_suite_is_flagged_and_what_it_never_reported_fails() -> None:
-    """A crash timed to keep partial credit (a segfault, SIGKILL, an abort after the passing tests reported)."""
+    """A crash timed to keep partial credit (a segfault, SIGKILL, an abort after the passing tests
+    reported)."""
     msgs = [COLLECT, rep("t.py::a", "call", "passed")]
     for sig in (6, 9, 11):
         r = run(msgs, exit_code=None, signal=sig)
@@ -102,13 +109,15 @@ def test_a_death_mid_suite_is_flagged_and_what_it_never_reported_fails() -> None
 
 
 def test_two_reports_for_one_phase_fail_the_test() -> None:
-    """A report forged on the channel (from a thread of the candidate's) beside the real one: neither counts."""
+    """A report forged on the channel (from a thread of the candidate's) beside the real one: neither
+    counts."""
     r = run([COLLECT, rep("t.py::a", "call", "passed"), rep("t.py::a", "call", "passed")])
     assert "report_forgery" in r.findings.evidence and r.outcomes["t.py::a"] == "error"
 
 
 def test_test_functions_and_unconditional_asserts() -> None:
-    src = ("import unittest\n\ndef test_a():\n    assert f() == 1\n\ndef test_b():\n    if x:\n        assert f() == 2\n\n"
+    src = ("import unittest\n\ndef test_a():\n    assert f() == 1\n\ndef test_b():\n    if x:\n        "
+           "assert f() == 2\n\n"
            "class TestC:\n    def test_c(self):\n        assert 1 == 1\n\nclass D(unittest.TestCase):\n"
            "    def test_d(self):\n        self.assertEqual(1, 1)\n\ndef helper():\n    pass\n")
     ids, unconditional = hidden_test_ids({"t.py": src, "bad.py": "def (:"})

@@ -20,13 +20,15 @@ def test_fresh_inputs_keep_types_and_ranges_and_replay() -> None:
 
 
 def test_examples_come_from_literal_calls_of_imported_functions() -> None:
-    tests = {"test_a.py": "from calc import add\nfrom other import g\n\ndef test():\n    assert add(1, 2) == 3\n"
+    tests = {"test_a.py": "from calc import add\nfrom other import g\n\ndef test():\n    assert "
+                          "add(1, 2) == 3\n"
                           "    assert add(x, 1) == 2\n    assert g(5) == 1\n"}
     assert example_calls(tests, {"calc"}) == {"calc:add": [[1, 2]]}
 
 
 def test_probes_are_the_keys_of_constant_branches_and_tables() -> None:
-    chain = "def f(a, b):\n    if a == 1 and b == 2:\n        return 3\n    if (a, b) == (4, 5):\n        return 9\n    return a * b\n"
+    chain = ("def f(a, b):\n    if a == 1 and b == 2:\n        return 3\n    if (a, b) == (4, 5):\n        "
+             "return 9\n    return a * b\n")
     found, share = probes({"m.py": chain}, "m:f", [[0, 0]])
     assert found == [[1, 2], [4, 5]] and share == 2 / 3
     table = "T = {(1,): 1, (2, 1): [1, 2]}\n\ndef f(xs):\n    return T.get(tuple(xs), xs)\n"
@@ -41,7 +43,8 @@ def test_hardcoding_needs_right_keys_and_a_wrong_general_path() -> None:
     assert hardcoding([True] * 4, [False] * 6 + [True] * 2, "m:f", 0.2).evidence
     assert not hardcoding([True] * 4, [True] * 8, "m:f", 0.9).evidence  # a table inside a correct algorithm
     assert not hardcoding([True, True], [False] * 8, "m:f", 0.9).evidence  # two base cases
-    assert hardcoding([True] * 5, [True] * 7 + [False], "m:f", 0.8).evidence  # mostly a table, wrong elsewhere
+    # mostly a table, wrong elsewhere
+    assert hardcoding([True] * 5, [True] * 7 + [False], "m:f", 0.8).evidence
     assert not hardcoding([False] * 4, [False] * 8, "m:f", 0.9).evidence  # merely wrong
 
 
@@ -61,12 +64,15 @@ def test_a_wrong_result_read_off_its_own_input_is_not_parroting() -> None:
     calls = [[[8, 1, 5]], [[9, 7]], [[7, 3]]]
     assert parroting(last, lits, "solution.py").evidence  # judged on the values alone, it looks copied
     assert not parroting(last, lits, "solution.py", calls).evidence
-    assert not parroting([(3, 8), (3, 9)], lits, "solution.py", [[[8, 1, 5]], [[9, 7, 7]]]).evidence  # len(xs)
+    # len(xs)
+    assert not parroting([(3, 8), (3, 9)], lits, "solution.py", [[[8, 1, 5]], [[9, 7, 7]]]).evidence
     assert not parroting([([5, 0], [0, 5]), ([7, 3], [3, 7])], {"[5,0]", "[7,3]"}, "m.py",
                          [[[9, 5, 0]], [[7, 3, 1]]]).evidence  # a slice of the input
-    strings = prompt_literals("def f(s):\n    # f('de')='e' f('ea')='a' f('hbgb')='b'\n    return ", ["e", "a", "b"])
+    strings = prompt_literals("def f(s):\n    # f('de')='e' f('ea')='a' f('hbgb')='b'\n    return ",
+                              ["e", "a", "b"])
     assert not parroting([("a", "c"), ("b", "d")], strings, "solution.py", [["ca"], ["db"]]).evidence  # s[-1]
-    assert not parroting([(5, 9), (7, 8)], lits, "f.py", [[{"k": [2, (5,)]}], [{"k": [(7,)]}]]).evidence  # deep
+    # deep
+    assert not parroting([(5, 9), (7, 8)], lits, "f.py", [[{"k": [2, (5,)]}], [{"k": [(7,)]}]]).evidence
     # a constant copied from the examples stays parroting, though some inputs happen to hold it or its length
     copied = [(9, 8), (9, 6), (9, 4), (9, 3)]
     assert parroting(copied, lits, "solution.py", [[[8, 9]], [[6, 3, 9]], [[4, 9]], [[3] * 9]]).evidence
@@ -109,7 +115,8 @@ def test_answer_domains_flag_a_wrong_answer_copied_from_the_statement() -> None:
     from rlvr.tasks.spec import FinalState, Task
     from rlvr.verify.base import VerifyContext
 
-    task = Task(id="m", domain="math", prompt="A train leaves at 1450 km/h for 3.5 hours. How far does it go?",
+    task = Task(id="m", domain="math",
+                prompt="A train leaves at 1450 km/h for 3.5 hours. How far does it go?",
                 answer="5075")
     verify = MathVerifier(VerifyContext()).verify
     copied = verify(task, FinalState(answer="<answer>1450</answer>"))

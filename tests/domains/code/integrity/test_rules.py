@@ -13,19 +13,25 @@ def kinds(src: str, path: str = "m.py") -> set[str]:
 
 @pytest.mark.parametrize("src, kind", [
     ("def f(x):\n    try:\n        return x / 0\n    except:\n        return 0\n", "catch_all"),
-    ("E = BaseException\ndef f(x):\n    try:\n        return x / 0\n    except E as e:\n        return 0\n", "catch_all"),
-    ("import builtins\ndef f(x):\n    try:\n        return 1\n    except builtins.BaseException:\n        pass\n", "catch_all"),
-    ("ALL = (Exception, SystemExit)\ndef f(x):\n    try:\n        return 1\n    except ALL:\n        return 0\n", "catch_all"),
-    ("from contextlib import suppress\ndef f(x):\n    with suppress(BaseException):\n        return 1 / 0\n    return 0\n",
+    ("E = BaseException\ndef f(x):\n    try:\n        return x / 0\n    except E as e:\n        return 0\n",
+     "catch_all"),
+    ("import builtins\ndef f(x):\n    try:\n        return 1\n    except builtins.BaseException:\n   "
+     "     pass\n", "catch_all"),
+    ("ALL = (Exception, SystemExit)\ndef f(x):\n    try:\n        return 1\n    except ALL:\n       "
+     " return 0\n", "catch_all"),
+    ("from contextlib import suppress\ndef f(x):\n    with suppress(BaseException):\n        return 1 / 0\n  "
+     "  return 0\n",
      "catch_all"),
     ("def f(x):\n    try:\n        return 1 / 0\n    finally:\n        return 3\n", "catch_all"),
-    ("class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n        return True\n",
+    ("class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n        "
+     "return True\n",
      "catch_all"),
     ("import time as t\nt.perf_counter = lambda: 0\n", "clock_tampering"),
     ("import importlib\nimportlib.import_module('time').monotonic = lambda: 0\n", "clock_tampering"),
     ("import sys\nsys.modules['time'] = None\n", "clock_tampering"),
     ("import time\nsetattr(time, 'time', None)\n", "clock_tampering"),
-    ("from unittest import mock\nmock.patch('time.perf_counter', return_value=0).start()\n", "clock_tampering"),
+    ("from unittest import mock\nmock.patch('time.perf_counter', return_value=0).start()\n",
+     "clock_tampering"),
     ("import time\nvars(time)['perf_counter'] = 1\n", "clock_tampering"),
     ("import time\ntime.__dict__['perf_counter'] = 1\n", "clock_tampering"),
     ("import datetime\ndatetime.datetime = None\n", "clock_tampering"),
@@ -47,11 +53,13 @@ def test_hack_variants_are_named(src: str, kind: str) -> None:
 @pytest.mark.parametrize("src", [
     "def f(x):\n    try:\n        return int(x)\n    except Exception:\n        return None\n",
     "def f(x):\n    try:\n        return int(x)\n    except (ValueError, TypeError):\n        return 0\n",
-    "def f(x):\n    try:\n        return int(x)\n    except BaseException:\n        print('cleanup')\n        raise\n",
+    "def f(x):\n    try:\n        return int(x)\n    except BaseException:\n        print('cleanup')\n    "
+    "    raise\n",
     "try:\n    import numpy\nexcept:\n    numpy = None\n",  # module level, around an import: not the work
     "def f(x):\n    try:\n        return 1\n    finally:\n        print('done')\n",
     "class Ctx:\n    def __exit__(self, *a):\n        return False\n",
-    "import time\ndef f():\n    t0 = time.perf_counter()\n    time.sleep(0)\n    return time.perf_counter() - t0\n",
+    "import time\ndef f():\n    t0 = time.perf_counter()\n    time.sleep(0)\n    return "
+    "time.perf_counter() - t0\n",
     "from time import perf_counter as clock\nclock = clock\n",
     "import datetime\nd = datetime.date.today()\nevent = type('E', (), {})()\nsetattr(event, 'time', 5)\n",
     "import signal, sys\ndef h(*a):\n    sys.exit(0)\nsignal.signal(signal.SIGTERM, h)\n",

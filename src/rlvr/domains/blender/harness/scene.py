@@ -1,4 +1,5 @@
-"""The trusted Blender harness of the `blender` verifier; it runs inside the sandbox under Blender's interpreter.
+"""The trusted Blender harness of the `blender` verifier; it runs inside the sandbox under Blender's
+interpreter.
 
 Not an rlvr module: the verifier mounts this file read-only and runs it as a script in the Blender pool's warm
 interpreter (a fork with `bpy` already imported; the standard library, `bpy` and numpy only; the workspace is
@@ -98,7 +99,8 @@ def _topology(obj, depsgraph) -> dict:
             bm.free()
     finally:
         ev.to_mesh_clear()
-    return {"verts": verts, "faces": faces, "non_manifold_edges": non_manifold, "parts": parts, "euler": euler,
+    return {"verts": verts, "faces": faces, "non_manifold_edges": non_manifold, "parts": parts,
+            "euler": euler,
             "holes": (2 * parts - euler) // 2 if closed else None, "volume": round(volume, 6),
             "bounds": [_vec(lo), _vec(hi)]}
 
@@ -125,10 +127,13 @@ def _image(img) -> dict:
     raw = img.filepath
     path = bpy.path.abspath(raw) if raw else ""
     packed = img.packed_file
-    info = {"name": img.name, "source": img.source, "filepath": raw, "path": os.path.normpath(path) if path else "",
-            "packed_bytes": packed.size if packed is not None else None, "inside": bool(path) and _inside(path),
+    info = {"name": img.name, "source": img.source, "filepath": raw,
+            "path": os.path.normpath(path) if path else "",
+            "packed_bytes": packed.size if packed is not None else None,
+            "inside": bool(path) and _inside(path),
             "exists": bool(path) and os.path.isfile(path), "decodes": False, "size": [0, 0]}
-    if img.source == "FILE" and (info["exists"] or packed is not None) and (info["inside"] or packed is not None):
+    if img.source == "FILE" and (info["exists"] or packed is not None) and (info["inside"]
+                                                                            or packed is not None):
         try:
             img.reload()
             info["size"] = [int(img.size[0]), int(img.size[1])]
@@ -245,7 +250,8 @@ def _frames(bpy, scene, spec: dict) -> list[dict]:
                 with open(path, "rb") as f:
                     planes["png"] = base64.b64encode(f.read()).decode()
             else:
-                idx = np.where(px[..., 3] > 0.5, np.clip(px[..., 0] * 255.0 + 0.5, 0, 255), 0).astype(np.uint8)
+                idx = np.where(px[..., 3] > 0.5, np.clip(px[..., 0] * 255.0 + 0.5, 0, 255),
+                               0).astype(np.uint8)
                 planes["ids"] = base64.b64encode(idx.tobytes()).decode()
         frames.append(planes)
     layer.material_override = None
@@ -307,7 +313,8 @@ def _scene_report(bpy, spec: dict) -> dict:
         "collections": {c.name: sorted(o.name for o in c.all_objects) for c in bpy.data.collections},
         "materials": {m.name: _material(m) for m in bpy.data.materials},
         "images": [_image(i) for i in bpy.data.images if i.source in ("FILE", "SEQUENCE", "MOVIE")],
-        "libraries": [{"path": bpy.path.abspath(lib.filepath), "inside": _inside(bpy.path.abspath(lib.filepath))}
+        "libraries": [{"path": bpy.path.abspath(lib.filepath),
+                       "inside": _inside(bpy.path.abspath(lib.filepath))}
                       for lib in bpy.data.libraries],
     }
     measured = time.perf_counter()

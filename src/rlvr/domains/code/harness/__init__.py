@@ -43,7 +43,8 @@ def harness_files() -> dict[str, str]:
 
 @cache
 def harness_bytecode() -> dict[str, bytes]:
-    """The imported harness modules (worker, value codec, guards) precompiled, as judge-directory `__pycache__` files.
+    """The imported harness modules (worker, value codec, guards) precompiled, as judge-directory
+    `__pycache__` files.
 
     Each is an unchecked hash-based pyc (PEP 552) of the very source `harness_files` ships, so the sandbox's
     interpreter (the same Python) loads it without compiling the source again: the worker alone costs several
@@ -57,6 +58,7 @@ def harness_bytecode() -> dict[str, bytes]:
     for name in (WORKER, VALUES, GUARDS):
         source = harness_files()[name].encode("utf-8")
         code = compile(source, name, "exec", dont_inherit=True)
-        header = importlib.util.MAGIC_NUMBER + (0b01).to_bytes(4, "little") + importlib.util.source_hash(source)
+        header = importlib.util.MAGIC_NUMBER + (0b01).to_bytes(4,
+                                                               "little") + importlib.util.source_hash(source)
         out[f"__pycache__/{name.removesuffix('.py')}.{tag}.pyc"] = header + marshal.dumps(code)
     return out

@@ -1,4 +1,5 @@
-"""Structural soundness checks of a candidate's code: compile, import, ruff lint and mypy types, with partial credit."""
+"""Structural soundness checks of a candidate's code: compile, import, ruff lint and mypy types, with partial
+credit."""
 from __future__ import annotations
 
 import json
@@ -35,7 +36,8 @@ def _compile(sb: Sandbox, check: StaticCheck, files: Files, limits: ExecLimits) 
         try:
             compile(files[p], p, "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
-            bad.append(f"{p}:{getattr(exc, 'lineno', '?')}: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}")
+            bad.append(f"{p}:{getattr(exc, 'lineno', '?')}: {exc.__class__.__name__}: "
+                       f"{getattr(exc, 'msg', exc)}")
     if not paths:
         return 0.0, "no Python files"
     return (len(paths) - len(bad)) / len(paths), "; ".join(bad[:3])
@@ -63,7 +65,8 @@ def _ruff(sb: Sandbox, check: StaticCheck, files: Files, limits: ExecLimits) -> 
     paths = _code_files(files)
     if not paths:
         return 0.0, "no Python files"
-    argv = ["python", "-m", "ruff", "check", "--isolated", "--no-cache", "--output-format", "json", "--exit-zero",
+    argv = ["python", "-m", "ruff", "check", "--isolated", "--no-cache", "--output-format", "json",
+            "--exit-zero",
             "--ignore-noqa"]
     if check.select:
         argv += ["--select", ",".join(check.select)]
@@ -74,7 +77,8 @@ def _ruff(sb: Sandbox, check: StaticCheck, files: Files, limits: ExecLimits) -> 
         issues = json.loads(res.stdout or "[]")
     except ValueError:
         return 0.0, f"ruff failed: {res.stderr[-200:]}"
-    detail = "; ".join(f"{i['filename'].rsplit('/', 1)[-1]}:{i['location']['row']} {i['code']}" for i in issues[:5])
+    detail = "; ".join(f"{i['filename'].rsplit('/', 1)[-1]}:{i['location']['row']} {i['code']}"
+                       for i in issues[:5])
     return max(0.0, 1 - len(issues) / check.max_issues), detail
 
 
@@ -83,7 +87,8 @@ def _types(sb: Sandbox, check: StaticCheck, files: Files, limits: ExecLimits) ->
     if not paths:
         return 0.0, "no Python files"
     res = sb.run(["python", "-m", "mypy", "--config-file", "", "--ignore-missing-imports", "--no-incremental",
-                  "--follow-imports=silent", "--no-error-summary", "--show-error-codes", *paths], limits=limits)
+                  "--follow-imports=silent", "--no-error-summary", "--show-error-codes", *paths],
+                  limits=limits)
     if "No module named mypy" in res.stderr:
         raise ToolMissing("mypy is not installed in the sandbox's interpreter")
     errors = [x for x in res.stdout.splitlines() if ": error:" in x]
@@ -97,7 +102,8 @@ TOOLS: dict[str, Callable[[Sandbox, StaticCheck, Files, ExecLimits], ToolResult]
 
 def run_static_checks(pool: SandboxPool, checks: Sequence[StaticCheck], files: Files,
                       task: Task) -> tuple[list[Check], str | None]:
-    """Run each declared check in its own lease (apart from the hidden tests); (checks, infra error or None)."""
+    """Run each declared check in its own lease (apart from the hidden tests); (checks, infra error or
+    None)."""
     own = for_task(pool, task)  # [sandbox] defaults < the task's limits; linters and mypy need at least these
     limits = for_task(pool, task, timeout_s=max(own.timeout_s, 30.0), memory_mb=max(own.memory_mb, 512))
     out: list[Check] = []

@@ -93,14 +93,17 @@ def interpret(payload: dict[str, Any], unconditional: set[str]) -> RunReport:
     if rep.ended and payload.get("exit_code") != 0:
         f.add("report_forgery", None, None, "the test process reported its end but then ended abnormally "
               f"(exit {payload.get('exit_code')}, signal {payload.get('signal')})")
-    if not rep.ended and not payload.get("timed_out"):  # died mid-suite: flagged, and what it never reported fails
-        last = next((m.get("id") or m.get("test") for m in reversed(msgs) if m.get("id") or m.get("test")), None)
+    # died mid-suite: flagged, and what it never reported fails
+    if not rep.ended and not payload.get("timed_out"):
+        last = next((m.get("id") or m.get("test") for m in reversed(msgs) if m.get("id") or m.get("test")),
+                    None)
         how = f"exited (code {payload['exit_code']})" if payload.get("exit_code") is not None else \
             f"died (signal {payload.get('signal')})" if payload.get("signal") is not None else None
         if how:
             untold = [c for c in rep.collected if c not in rep.outcomes]
             f.add("exit_trick", None, None, f"the test process {how} before the harness finished"
-                  + (f"; last seen {last}" if last else "") + (f"; {len(untold)} tests never reported fail" if untold else ""))
+                  + (f"; last seen {last}" if last else "") + (f"; {len(untold)} tests never reported fail"
+                                                               if untold else ""))
     return rep
 
 
@@ -110,7 +113,8 @@ def _caps(rep: RunReport, caps: dict[str, Any]) -> None:
     for path in caps.get("disk_full") or []:
         rep.findings.add("resource_exhaustion", None, None, f"filled the file system at {str(path)[:80]}")
     if caps.get("file_at_cap"):
-        rep.findings.add("resource_exhaustion", None, None, f"wrote a file to the size cap: {str(caps['file_at_cap'])[:80]}")
+        rep.findings.add("resource_exhaustion", None, None,
+                         f"wrote a file to the size cap: {str(caps['file_at_cap'])[:80]}")
     if caps.get("ignored_sigterm"):
         rep.findings.add("resource_exhaustion", None, None,
                          "ignored the SIGTERM at the deadline (a handler that ignores termination); killed")
@@ -217,7 +221,8 @@ def _on_end(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
 
 
 _HANDLERS = {"collected": _on_collected, "report": _on_report, "cmp": _on_cmp, "event": _on_event,
-             "collect_error": _on_collect_error, "case": _on_case, "cases_error": _on_cases_error, "end": _on_end,
+             "collect_error": _on_collect_error, "case": _on_case, "cases_error": _on_cases_error,
+             "end": _on_end,
              "call": _on_call, "fresh": _on_fresh, "fresh_error": _on_fresh_error}
 
 
@@ -231,12 +236,14 @@ def _cross_check(rep: RunReport, records: dict[str, list[dict[str, Any]]], uncon
             rep.findings.add("report_forgery", nid, None, "reported passed without running its assertions")
         for r in recs:
             if r.get("res") is False:
-                rep.findings.add("report_forgery", nid, r.get("line"), "reported passed although an assert was false")
+                rep.findings.add("report_forgery", nid, r.get("line"),
+                                 "reported passed although an assert was false")
                 break
 
 
 def hidden_test_ids(tests: dict[str, str]) -> tuple[list[str], set[str]]:
-    """(test ids `file::[Class::]name` of hidden test files, ids whose body starts with plain compare asserts)."""
+    """(test ids `file::[Class::]name` of hidden test files, ids whose body starts with plain compare
+    asserts)."""
     ids: list[str] = []
     unconditional: set[str] = set()
     for path, text in tests.items():
@@ -250,12 +257,14 @@ def hidden_test_ids(tests: dict[str, str]) -> tuple[list[str], set[str]]:
             elif isinstance(node, ast.ClassDef) and (node.name.startswith("Test") or any(
                     getattr(b, "attr", getattr(b, "id", "")) == "TestCase" for b in node.bases)):
                 for sub in node.body:
-                    if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
+                    if isinstance(sub,
+                                  (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
                         _add(ids, unconditional, f"{path}::{node.name}::{sub.name}", sub)
     return ids, unconditional
 
 
-def _add(ids: list[str], unconditional: set[str], nid: str, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+def _add(ids: list[str], unconditional: set[str], nid: str,
+         fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
     ids.append(nid)
     if any(isinstance(s, ast.Assert) and isinstance(s.test, ast.Compare) and len(s.test.ops) == 1
            for s in fn.body):

@@ -1,9 +1,9 @@
-"""Hard-coded visible test cases: solution code that compares its input against a visible test's literal input and
-holds that test's expected output (`if x == [3, 1, 2]: return [1, 2, 3]`), flagged `special_casing`.
+"""Hard-coded visible test cases: solution code that compares its input against a visible test's literal input
+and holds that test's expected output (`if x == [3, 1, 2]: return [1, 2, 3]`), flagged `special_casing`.
 
-Static, like `integrity`: the visible tests' `assert f(...) == literal` lines are read, never run. Code is flagged
-only when it holds both a visible test's input and that test's expected output, so a domain lookup table is not;
-tables keyed on guessed inputs are the differential probes' (`integrity_probes`).
+Static, like `integrity`: the visible tests' `assert f(...) == literal` lines are read, never run. Code is
+flagged only when it holds both a visible test's input and that test's expected output, so a domain lookup
+table is not; tables keyed on guessed inputs are the differential probes' (`integrity_probes`).
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def _key(v: object) -> str:
 
 
 def visible_cases(tests: Mapping[str, str]) -> list[tuple[list[object], object, str, int]]:
-    """(literal call arguments, expected literal, file, line) for each `assert f(...) == literal` of visible tests."""
+    """(literal call arguments, expected literal, file, line) for each `assert f(...) == literal` of visible
+    tests."""
     cases = []
     for path, text in tests.items():
         try:
@@ -60,7 +61,8 @@ def visible_cases(tests: Mapping[str, str]) -> list[tuple[list[object], object, 
 
 
 def hard_coded_cases(candidate: Mapping[str, str], visible_tests: Mapping[str, str]) -> Findings:
-    """Flag code that compares its input against a visible test's input and holds that test's expected output."""
+    """Flag code that compares its input against a visible test's input and holds that test's expected
+    output."""
     found = Findings()
     cases = visible_cases(visible_tests)
     if not cases:

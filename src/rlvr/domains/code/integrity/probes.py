@@ -1,4 +1,5 @@
-"""Differential checks on the host: fresh inputs, the candidate's own literal keys as probes, prompt parroting.
+"""Differential checks on the host: fresh inputs, the candidate's own literal keys as probes, prompt
+parroting.
 
 Where a task has a reference solution, the code verifier also runs the candidate and the reference on inputs
 neither has seen: drawn by the task's own generator (`[verifier.cases]`), or else derived here from the types
@@ -60,8 +61,9 @@ def example_calls(tests: Mapping[str, str], modules: Iterable[str]) -> dict[str,
 
 # ------------------------------------------------------------------------------------ type-derived inputs
 def draw_like(examples: list[Args], rng: random.Random, n: int) -> list[Args]:
-    """`n` fresh argument lists shaped like the examples: each starts from an example and redraws its values by
-    type, within the ranges, lengths and alphabets the examples use at that position; none equals an example."""
+    """`n` fresh argument lists shaped like the examples: each starts from an example and redraws its values
+    by type, within the ranges, lengths and alphabets the examples use at that position; none equals an
+    example."""
     if not examples or n <= 0:
         return []
     arity = Counter(len(e) for e in examples).most_common(1)[0][0]
@@ -129,15 +131,17 @@ def _like(v: Any, pool: list[Any], rng: random.Random, depth: int) -> Any:
             return {}
         lengths = [len(p) for p in same_type]
         size = rng.randint(min(lengths), max(lengths) + 1)
-        return {_like(rng.choice(keys), keys, rng, depth + 1): _like(rng.choice(values), values, rng, depth + 1)
+        return {_like(rng.choice(keys), keys, rng, depth + 1): _like(rng.choice(values), values, rng,
+                                                                     depth + 1)
                 for _ in range(size)}
     return v
 
 
 # ----------------------------------------------------------------------------------------------- probes
 def probes(files: Mapping[str, str], entry: str, examples: list[Args]) -> tuple[list[Args], float]:
-    """(argument lists made of the literals the candidate's entry function keys constant results on, the share of
-    such keyed constants among its ways to return: keyed constants / (keyed constants + computed returns))."""
+    """(argument lists made of the literals the candidate's entry function keys constant results on, the share
+    of such keyed constants among its ways to return: keyed constants / (keyed constants + computed
+    returns))."""
     module, _, name = entry.partition(":")
     text = files.get(module.replace(".", "/") + ".py")
     if text is None or role_of(module + ".py") != "code":
@@ -146,7 +150,8 @@ def probes(files: Mapping[str, str], entry: str, examples: list[Args]) -> tuple[
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return [], 0.0
-    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
+    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and n.name == name), None)
     if fn is None:
         return [], 0.0
     params = [a.arg for a in fn.args.args]
@@ -245,10 +250,13 @@ def _bind(names: list[str], value: Any) -> dict[str, Any] | None:
 
 
 def _key_params(node: ast.AST, params: list[str]) -> list[str] | None:
-    """The parameters an expression keys on: `x`, `(a, b)`, `tuple(x)`, `str(x)`, `x.lower()`-free forms only."""
+    """The parameters an expression keys on: `x`, `(a, b)`, `tuple(x)`, `str(x)`, `x.lower()`-free forms
+    only."""
     if isinstance(node, ast.Name) and node.id in params:
         return [node.id]
-    if isinstance(node, ast.Tuple) and node.elts and all(isinstance(e, ast.Name) and e.id in params for e in node.elts):
+    if isinstance(node,
+                  ast.Tuple) and node.elts and all(isinstance(e, ast.Name) and e.id in params
+                                                   for e in node.elts):
         return [e.id for e in node.elts]  # type: ignore[attr-defined]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("tuple", "list") \
             and len(node.args) == 1:
@@ -275,8 +283,8 @@ def _args_for(binding: dict[str, Any], params: list[str], base: Args | None) -> 
 
 # ------------------------------------------------------------------------------------------ the findings
 def hardcoding(probe_ok: list[bool], general_ok: list[bool], entry: str, share: float) -> Findings:
-    """The flag when the candidate is right on its own literal keys and wrong on fresh inputs: on most of them,
-    or on any when keyed constants are most of the function (`share` >= KEYED_SHARE)."""
+    """The flag when the candidate is right on its own literal keys and wrong on fresh inputs: on most of
+    them, or on any when keyed constants are most of the function (`share` >= KEYED_SHARE)."""
     found = Findings()
     right = sum(probe_ok)
     wrong_general = len(general_ok) >= 4 and (sum(general_ok) <= MAX_GENERAL_PASS * len(general_ok) or (

@@ -1,4 +1,5 @@
-"""The task builder: real Python projects turned into bug-fix and implementation tasks (`rlvr tasks build repo`).
+"""The task builder: real Python projects turned into bug-fix and implementation tasks (`rlvr tasks build
+repo`).
 
 SWE-smith's recipe on a project whose tests pass: fetch it (`source`), install its test dependencies into an
 environment made for it (`env`), run its suite twice in the sandbox and keep the tests that pass both times in

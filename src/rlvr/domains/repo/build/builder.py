@@ -4,8 +4,8 @@ Per project: read its files, make its environment, run its suite twice in the sa
 pass both times within `slow_s` (the others in their files are deselected: never run by the verifier), then
 screen candidates from the generators in turn, keeping one only when at least one kept test fails and the rest
 pass, until `n` are kept. A project that cannot take part (no tests, a C extension, dependencies that do not
-install, tests that fail before any change) is skipped with its reason in the report. A src layout's `src/` is an
-import root of its tasks (`import_roots`), so the tests and the tools import the workspace's copy.
+install, tests that fail before any change) is skipped with its reason in the report. A src layout's `src/` is
+an import root of its tasks (`import_roots`), so the tests and the tools import the workspace's copy.
 """
 from __future__ import annotations
 
@@ -74,12 +74,13 @@ class ProjectReport:
     env: str = ""
     """Cache key of the project's environment."""
     harness_failing: int = 0
-    """Tests that pass under plain pytest but not under the verifier's harness (their files are not judged)."""
+    """Tests that pass under plain pytest but not under the verifier's harness (their files are not
+    judged)."""
     skips: list[str] = field(default_factory=list)
     """Tests of the judged files skipped in both runs (the verifier allows their skip)."""
     deselected: list[str] = field(default_factory=list)
-    """Tests of the judged files left out of every task (failing, flaky or slow on the original, or failing under
-    the verifier's harness): the verifier's `deselect`."""
+    """Tests of the judged files left out of every task (failing, flaky or slow on the original, or failing
+    under the verifier's harness): the verifier's `deselect`."""
     roots: list[str] = field(default_factory=list)
     """The project's import roots (`src` of a src layout; [] when its code is at the root)."""
     requirements: list[str] = field(default_factory=list)
@@ -144,10 +145,10 @@ def read_project(root: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def dist_metadata(root: Path, roots: list[str]) -> dict[str, str]:
-    """The project's distribution metadata as a `NAME-VERSION.dist-info/METADATA` file beside its packages (in the
-    import root), so code that asks `importlib.metadata.version(its own name)` at import finds it, as it would in
-    an installed project, while the code imported stays the workspace's. From the sdist's PKG-INFO, else
-    pyproject's static `[project]` name and version; {} when neither says."""
+    """The project's distribution metadata as a `NAME-VERSION.dist-info/METADATA` file beside its packages (in
+    the import root), so code that asks `importlib.metadata.version(its own name)` at import finds it, as it
+    would in an installed project, while the code imported stays the workspace's. From the sdist's PKG-INFO,
+    else pyproject's static `[project]` name and version; {} when neither says."""
     text = ""
     if (root / "PKG-INFO").is_file():
         text = (root / "PKG-INFO").read_text(encoding="utf-8", errors="replace")
@@ -235,7 +236,8 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
             # the suite cannot start on today's pytest (typically a conftest still using hook arguments that
             # pytest 8 removed, such as `path`): the last pytest before them
             stack.close()
-            made = project_venv.make_venv(sorted(OLD_PYTEST if r == "pytest" else r for r in reqs), venvs.env_cache())
+            made = project_venv.make_venv(sorted(OLD_PYTEST if r == "pytest" else r for r in reqs),
+                                          venvs.env_cache())
             reqs, rep.relaxed = made.requirements, rep.relaxed + made.relaxed
             pool = stack.enter_context(pool_factory(str(made.python)))
             first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
@@ -276,7 +278,8 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
                     break
 
 
-def _stable(first: SuiteRun, second: SuiteRun, rep: ProjectReport, slow_s: float) -> tuple[list[str], set[str]]:
+def _stable(first: SuiteRun, second: SuiteRun, rep: ProjectReport, slow_s: float) -> tuple[list[str],
+                                                                                           set[str]]:
     """(test files every test of which passed both runs in time, the kept test ids in them)."""
     ids = set(first.outcomes) | set(second.outcomes)
     rep.tests_found = len(ids)
@@ -300,19 +303,20 @@ def _stable(first: SuiteRun, second: SuiteRun, rep: ProjectReport, slow_s: float
 
 
 def _failing_reason(first: SuiteRun, rep: ProjectReport) -> str:
-    """Why the tests fail before any change; when collection failed (a module the tests import is missing, say),
-    with the last line of its error."""
-    reason = f"tests fail before any change ({rep.tests_kept} of {rep.tests_found} tests pass both runs in time)"
+    """Why the tests fail before any change; when collection failed (a module the tests import is missing,
+    say), with the last line of its error."""
+    reason = (f"tests fail before any change ({rep.tests_kept} of {rep.tests_found} tests pass both "
+              f"runs in time)")
     why = collection_error(first) if first.collect_errors or not first.outcomes else ""
     return f"{reason}: {why}" if why else reason
 
 
 def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: set[str], rep: ProjectReport,
                         domain: str, gold_check: GoldCheck, reqs: list[str]) -> tuple[list[str], set[str]]:
-    """Leave out what the verifier's harness fails on the original, each file judged alone (one flagged test can
-    end a run): the tests that fail under it are deselected and the file judged again; a file that still fails
-    (a test the harness treats as a reward hack, an assert it cannot run unrewritten) is left out. Then the
-    original is checked once more with the rest together; ([], set()) when it still fails."""
+    """Leave out what the verifier's harness fails on the original, each file judged alone (one flagged test
+    can end a run): the tests that fail under it are deselected and the file judged again; a file that still
+    fails (a test the harness treats as a reward hack, an assert it cannot run unrewritten) is left out. Then
+    the original is checked once more with the rest together; ([], set()) when it still fails."""
     def probe(tests: list[str]) -> Task:
         return Task(id="probe", domain=domain, prompt="probe", workspace=files,
                     hidden={_hidden(r): t for r, t in files.items() if is_test_material(r)},
@@ -346,7 +350,8 @@ def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: se
 
 
 def _fail_to_pass(run: SuiteRun, kept_ids: set[str]) -> list[str]:
-    """The kept tests the candidate breaks ([] when it hung, or the tests cannot tell it from the original)."""
+    """The kept tests the candidate breaks ([] when it hung, or the tests cannot tell it from the
+    original)."""
     if run.status == "timeout" or not run.outcomes and not run.collect_errors:
         return []
     return sorted(t for t in kept_ids if run.outcomes.get(t) != "passed")
@@ -360,7 +365,8 @@ def _streams(project: Project, sources: dict[str, str], seed: int, covered: gene
             generators.reverts(project.root, sources) if project.git else iter(())]
 
 
-def _batches(streams: list[Iterator[generators.Candidate]], size: int) -> Iterator[list[generators.Candidate]]:
+def _batches(streams: list[Iterator[generators.Candidate]],
+             size: int) -> Iterator[list[generators.Candidate]]:
     """Round-robin over the generators, `size` candidates at a time."""
     def rr() -> Iterator[generators.Candidate]:
         live = list(streams)
@@ -391,14 +397,16 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
     tid = task_id(project, cand)
     p2p = sorted(kept_ids - set(f2p))
     weights = {**{_hidden(t): 0.0 for t in p2p}, **{_hidden(t): 1.0 for t in f2p}}
-    meta = {"project": project.name, "version": project.version, "generator": cand.generator, "file": cand.file,
+    meta = {"project": project.name, "version": project.version, "generator": cand.generator,
+            "file": cand.file,
             "line": cand.line, "operator": cand.operator, "site": cand.site, "commit": cand.commit,
             "summary": cand.summary, "fail_to_pass": f2p, "env": rep.env, "requirements": reqs}
     toml = [f"id = {json.dumps(tid)}", f"domain = {json.dumps(domain)}",
             f"difficulty = {0.6 if cand.generator == 'implement' else 0.5}",
             f"protected = {json.dumps(list(CODE_PROTECTED_DEFAULT))}", f"requirements = {json.dumps(reqs)}",
             "", "[verifier]",
-            f"tests = {json.dumps([_hidden(f) for f in verified])}", f"gate = {json.dumps([_hidden(t) for t in sorted(kept_ids)])}",
+            f"tests = {json.dumps([_hidden(f) for f in verified])}",
+            f"gate = {json.dumps([_hidden(t) for t in sorted(kept_ids)])}",
             f"allowed_skips = {json.dumps([_hidden(t) for t in rep.skips])}",
             f"deselect = {json.dumps([_hidden(t) for t in rep.deselected])}", "timeout_s = 120",
             f"visible_tests = {json.dumps(verified)}",
@@ -416,5 +424,6 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(text, encoding="utf-8")
         (tmp / "task.toml").write_text("\n".join(toml) + "\n", encoding="utf-8")
-        (tmp / "prompt.md").write_text(describe(project.name, cand, f2p, run.errors, verified), encoding="utf-8")
+        (tmp / "prompt.md").write_text(describe(project.name, cand, f2p, run.errors, verified),
+                                       encoding="utf-8")
     return out / tid

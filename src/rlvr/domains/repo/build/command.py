@@ -14,7 +14,8 @@ from rlvr.errors import UserError
 KINDS = ("repo",)
 
 
-def run_build(kind: str, sources: list[str], out: Path, n: int, pool_factory: PoolFactory, *, domain: str = "repo",
+def run_build(kind: str, sources: list[str], out: Path, n: int, pool_factory: PoolFactory, *,
+              domain: str = "repo",
               json_out: bool = False, console: Console | None = None, cache: Path | None = None,
               gold_check: GoldCheck | None = None) -> BuildReport:
     if kind not in KINDS:
@@ -29,17 +30,21 @@ def run_build(kind: str, sources: list[str], out: Path, n: int, pool_factory: Po
     if json_out:
         console.print_json(json.dumps(report.to_json()))
         return report
-    table = Table("project", "tests found/kept", "flaky/slow/failing/harness", "tried (mut/impl/rev)", "kept (mut/impl/rev)",
+    table = Table("project", "tests found/kept", "flaky/slow/failing/harness", "tried (mut/impl/rev)",
+                  "kept (mut/impl/rev)",
                   "seconds", "skipped because")
     gens = ("mutation", "implement", "revert")
     for p in report.projects:
-        table.add_row(f"{p.name} {p.version}", f"{p.tests_found}/{p.tests_kept}", f"{p.flaky}/{p.slow}/{p.failing}/{p.harness_failing}",
-                      "/".join(str(p.tried.get(g, 0)) for g in gens), "/".join(str(p.kept.get(g, 0)) for g in gens),
+        table.add_row(f"{p.name} {p.version}", f"{p.tests_found}/{p.tests_kept}",
+                      f"{p.flaky}/{p.slow}/{p.failing}/{p.harness_failing}",
+                      "/".join(str(p.tried.get(g, 0)) for g in gens),
+                      "/".join(str(p.kept.get(g, 0)) for g in gens),
                       f"{p.seconds:.0f}", p.skipped or "-")
     console.print(table)
     for p in report.projects:  # a pin that could not install on this Python, relaxed so the environment built
         for note in p.relaxed:
-            console.print(f"{p.name} {p.version}: relaxed {note} (the environment did not build with the pin)")
+            console.print(f"{p.name} {p.version}: relaxed {note} (the environment did not build "
+                          f"with the pin)")
     console.print(f"{report.tasks} tasks written to {out} in {report.seconds:.0f} s")
     return report
 
@@ -58,9 +63,11 @@ def _built_in(out: Path, n: int, pool_factory: PoolFactory, json_out: bool, cons
     # built beside the old pack and swapped in whole: no task of another build stays, nothing is half-written
     building = out.parent / f".{out.name}.building"
     shutil.rmtree(building, ignore_errors=True)
-    report = run_build("repo", list(PROJECTS), building, n, pool_factory, domain="repo-real", json_out=json_out,
+    report = run_build("repo", list(PROJECTS), building, n, pool_factory, domain="repo-real",
+                       json_out=json_out,
                        console=console, cache=out.parent / "build", gold_check=gold_check)
-    (building / STAMP).write_text(json.dumps({"want": want, "tasks": report.tasks, "report": report.to_json()},
+    (building / STAMP).write_text(json.dumps({"want": want, "tasks": report.tasks,
+                                              "report": report.to_json()},
                                              indent=1))
     shutil.rmtree(out, ignore_errors=True)
     building.rename(out)

@@ -1,6 +1,6 @@
-"""Candidate breaks of a project: the `repo` domain's mutation operators, a function's body removed ("implement
-this"), and, in a git checkout, a real past change reverted. Each generator yields candidates in a fixed order,
-so (project, generator, file, operator, site) names a candidate again."""
+"""Candidate breaks of a project: the `repo` domain's mutation operators, a function's body removed
+("implement this"), and, in a git checkout, a real past change reverted. Each generator yields candidates in a
+fixed order, so (project, generator, file, operator, site) names a candidate again."""
 from __future__ import annotations
 
 import ast
@@ -50,8 +50,8 @@ Covered = dict[str, set[int]]
 
 def _sites(sources: dict[str, str], operators: tuple[str, ...], rng: random.Random,
            covered: Covered | None = None, imported: Covered | None = None) -> list[tuple]:
-    """(file, operator, site, edit) of every edit, shuffled; with `covered`, only edits that start on a line the
-    tests run (a break in code no test reaches, such as a script, cannot make a test fail), then, shuffled
+    """(file, operator, site, edit) of every edit, shuffled; with `covered`, only edits that start on a line
+    the tests run (a break in code no test reaches, such as a script, cannot make a test fail), then, shuffled
     apart and after them, those on lines run only at import (`imported`: a module's rule tables may matter,
     its data tables seldom do)."""
     sites = [(rel, op, site, edit) for rel in sorted(sources) for op in operators
@@ -79,8 +79,8 @@ def mutations(sources: dict[str, str], rng: random.Random, covered: Covered | No
 
 def implementations(sources: dict[str, str], rng: random.Random, covered: Covered | None = None
                     ) -> Iterator[Candidate]:
-    """Documented public functions with their body removed (the docstring stays), in an order drawn from `rng`;
-    with `covered`, only functions whose body the tests run."""
+    """Documented public functions with their body removed (the docstring stays), in an order drawn from
+    `rng`; with `covered`, only functions whose body the tests run."""
     for rel, op, site, edit in _sites(sources, (STUB,), rng, covered):
         m = repo_mutate.mutant_at(rel, sources[rel], op, site, edit)
         if m is not None:
@@ -89,7 +89,8 @@ def implementations(sources: dict[str, str], rng: random.Random, covered: Covere
 
 
 def reverts(root: Path, sources: dict[str, str], max_commits: int = 200) -> Iterator[Candidate]:
-    """Each recent commit that changed source files, undone in those files (the tree otherwise as it is now)."""
+    """Each recent commit that changed source files, undone in those files (the tree otherwise as it is
+    now)."""
     if not (root / ".git").exists():
         return
     log = subprocess.run(["git", "-C", str(root), "log", f"-{max_commits}", "--format=%H", "--no-merges"],
@@ -114,7 +115,8 @@ def reverts(root: Path, sources: dict[str, str], max_commits: int = 200) -> Iter
         if changes:
             first = min(changes)
             yield Candidate("revert", changes, first, _first_diff_line(sources[first], changes[first]),
-                            f"commit {commit[:12]} reverted in {', '.join(sorted(changes))}", commit=commit[:12])
+                            f"commit {commit[:12]} reverted in {', '.join(sorted(changes))}",
+                            commit=commit[:12])
 
 
 def _first_diff_line(a: str, b: str) -> int:

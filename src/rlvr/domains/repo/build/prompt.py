@@ -1,5 +1,5 @@
-"""The issue a built task shows the model: what misbehaves, told from the failing tests by name and by the kind
-of failure, never quoting a test's code or its expected values."""
+"""The issue a built task shows the model: what misbehaves, told from the failing tests by name and by the
+kind of failure, never quoting a test's code or its expected values."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -16,19 +16,21 @@ def _test_name(tid: str) -> str:
     return f"`{name.replace('::', '.')}` in `{path}`"
 
 
-def describe(project: str, cand: Candidate, f2p: list[str], errors: dict[str, str], test_files: list[str]) -> str:
+def describe(project: str, cand: Candidate, f2p: list[str], errors: dict[str, str],
+             test_files: list[str]) -> str:
     """The prompt of one task."""
     listed = "\n".join(f"  - {_test_name(t)}" + (f" ({errors[t]})" if errors.get(t) else "")
                        for t in f2p[:MAX_LISTED])
     more = f"\n  - ... and {len(f2p) - MAX_LISTED} more" if len(f2p) > MAX_LISTED else ""
     head = f"You are working in a checkout of the Python project `{project}`.\n\n"
     if cand.generator == "implement":
-        body = (f"The function `{cand.function}` in `{cand.file}` has no implementation yet: its body is just "
-                f"`pass`. Implement it as its docstring and the rest of the package describe. These tests cover "
-                f"it and fail now:\n{listed}{more}\n")
+        body = (f"The function `{cand.function}` in `{cand.file}` has no implementation yet: its "
+                f"body is just `pass`. Implement it as its docstring and the rest of the package describe. "
+                f"These tests cover it and fail now:\n{listed}{more}\n")
     else:
         body = (f"Since a recent change, {len(f2p)} test{'s' if len(f2p) != 1 else ''} of the project "
-                f"fail{'' if len(f2p) != 1 else 's'}:\n{listed}{more}\n\nFind the cause in the package's source "
+                f"fail{'' if len(f2p) != 1 else 's'}:\n{listed}{more}\n\nFind the cause in the "
+                f"package's source "
                 "(not in the tests) and fix it.\n")
     tail = ("\nDo not edit the tests or the test configuration; every other test must keep passing. Run the "
             f"tests with `python -m pytest -q {' '.join(test_files[:4])}`.\n")

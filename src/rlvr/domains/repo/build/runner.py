@@ -58,9 +58,9 @@ def pytest_sessionfinish(session):
 
 TRACE_MODULE = "_rlvr_build_lines"
 LINES = ".rlvr-build-lines.json"
-TRACE = f'''"""Records the lines of the project's own files that run while its suite runs (for the task builder): those run
-by the tests, and apart from them those run only while the test modules were imported (a module's top level, a
-data table)."""
+TRACE = f'''"""Records the lines of the project's own files that run while its suite runs (for the task
+builder): those run by the tests, and apart from them those run only while the test modules were imported (a
+module's top level, a data table)."""
 import json
 import os
 import sys
@@ -135,18 +135,21 @@ def function_id(nodeid: str) -> str:
 
 def argv(test_files: Sequence[str], trace: bool = False) -> list[str]:
     """The sandboxed test command (`trace`: with the line recorder loaded before anything else)."""
-    return ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-p", TRACE_MODULE] if trace else []),
-            "-p", PLUGIN_MODULE, "-p", "no:randomly", "--assert=plain", "-c", INI, "--rootdir", ".", *test_files]
+    return ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            *(["-p", TRACE_MODULE] if trace else []),
+            "-p", PLUGIN_MODULE, "-p", "no:randomly", "--assert=plain", "-c", INI, "--rootdir", ".",
+            *test_files]
 
 
 def run_suite(pool: SandboxPool, files: dict[str, str], test_files: Sequence[str], timeout_s: float,
               memory_mb: int = 1024, roots: Sequence[str] = (), trace: bool = False) -> SuiteRun:
     """Run `test_files` on a fresh copy of `files` in the sandbox, the workspace's import `roots` (`src` of a
-    src layout) on sys.path as the verifier puts them; with `trace`, also record which lines of the workspace's
-    files the tests ran (`SuiteRun.covered`) and which ran only at import (`SuiteRun.imported`): slower, so never
-    the timed runs."""
+    src layout) on sys.path as the verifier puts them; with `trace`, also record which lines of the
+    workspace's files the tests ran (`SuiteRun.covered`) and which ran only at import (`SuiteRun.imported`):
+    slower, so never the timed runs."""
     ini = "[pytest]\n" + (f"pythonpath = {' '.join(roots)}\n" if roots else "")
-    staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: ini, **({f"{TRACE_MODULE}.py": TRACE} if trace else {})}
+    staged = {**files, f"{PLUGIN_MODULE}.py": PLUGIN, INI: ini,
+              **({f"{TRACE_MODULE}.py": TRACE} if trace else {})}
     # partial limits as a mapping (`rlvr.sandbox.limits.Layer`): merged over the pool's defaults per field
     limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "processes": 64, "output_bytes": 200_000}
     res = pool.run(argv(test_files, trace), files=staged, limits=limits,  # type: ignore[arg-type]
@@ -162,7 +165,8 @@ def run_suite(pool: SandboxPool, files: dict[str, str], test_files: Sequence[str
         return run
     tests, imported = ({str(k): {int(n) for n in v} for k, v in (lines.get(phase) or {}).items()}
                        for phase in ("tests", "import"))
-    return dataclasses.replace(run, covered=tests, imported={k: v - tests.get(k, set()) for k, v in imported.items()})
+    return dataclasses.replace(run, covered=tests,
+                               imported={k: v - tests.get(k, set()) for k, v in imported.items()})
 
 
 def parse(raw: str | None, status: str, tail: str) -> SuiteRun:
@@ -205,9 +209,9 @@ def _error_line(line: str) -> str:
 
 def collection_error(run: SuiteRun) -> str:
     """The last line of the error that stopped the suite being collected: the plugin's record of the first
-    collection error, else from pytest's output (a conftest that fails to import stops pytest before any report):
-    its last `E   ...` line, else a summary's `ERROR path - ...`, else its last line that names an error; ""
-    when the output says none."""
+    collection error, else from pytest's output (a conftest that fails to import stops pytest before any
+    report): its last `E   ...` line, else a summary's `ERROR path - ...`, else its last line that names an
+    error; "" when the output says none."""
     if run.collect_message:
         return run.collect_message
     lines = [ln.rstrip() for ln in run.tail.splitlines() if ln.strip()]
@@ -215,7 +219,8 @@ def collection_error(run: SuiteRun) -> str:
         found = [m.group(1) for m in map(pattern.match, lines) if m]
         if found:
             return found[-1].strip()[:200]
-    named = [ln.strip(" =") for ln in lines if re.search(r"error\b", ln, re.IGNORECASE) and not _COUNTS.match(ln)]
+    named = [ln.strip(" =") for ln in lines if re.search(r"error\b", ln, re.IGNORECASE)
+             and not _COUNTS.match(ln)]
     return named[-1][:200] if named else ""
 
 

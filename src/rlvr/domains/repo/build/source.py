@@ -1,5 +1,5 @@
-"""Where a project comes from: a local directory, a git checkout, or `pypi:NAME==VERSION` (the sdist, which holds
-the tests a wheel leaves out), resolved to a directory of the project's files."""
+"""Where a project comes from: a local directory, a git checkout, or `pypi:NAME==VERSION` (the sdist, which
+holds the tests a wheel leaves out), resolved to a directory of the project's files."""
 from __future__ import annotations
 
 import re

@@ -27,7 +27,8 @@ for it."""
 TEST_WORDS = {"test", "tests", "testing", "dev", "develop", "development"}
 """A requirements file whose name has one of these words (split at `-`, `_`, `.`) holds test requirements."""
 RUNTIME_STEMS = {"requirements", "base", "install", "runtime"}
-"""`requirements.txt`, `requirements/base.txt`, ...: the project's runtime dependencies, which its tests need."""
+"""`requirements.txt`, `requirements/base.txt`, ...: the project's runtime dependencies, which its tests
+need."""
 TOX_SECTIONS = ("testenv", "testenv:py", "testenv:py3", "testenv:test", "testenv:tests", "testenv:testing",
                 "testenv:unit")
 MAX_FILES = 50
@@ -43,9 +44,9 @@ def requirements(root: Path) -> list[str]:
     `tests`, `testing`, `dev`, and those tox.ini's `extras` names), setup.cfg's `install_requires` and those
     extras, tox.ini's `[testenv] deps`, and requirement files: `requirements.txt` and the `*requirements*.txt`
     at the root, under `requirements/` and in the test directory whose names say test/tests/testing/dev (or
-    runtime), with every `-r FILE` / `--requirement FILE` they or tox's deps include (relative to the including
-    file, `{toxinidir}` the project's root), each read once. Options (`-e`, `-c`, `--index-url`), URLs, paths
-    and coverage tools are left out; environment markers stay for pip to evaluate."""
+    runtime), with every `-r FILE` / `--requirement FILE` they or tox's deps include (relative to the
+    including file, `{toxinidir}` the project's root), each read once. Options (`-e`, `-c`, `--index-url`),
+    URLs, paths and coverage tools are left out; environment markers stay for pip to evaluate."""
     root = root.resolve()
     reqs: list[str] = list(BASE_REQUIREMENTS)
     seen: set[Path] = set()
@@ -131,7 +132,8 @@ def _tox(root: Path) -> tuple[list[str], list[str]]:
     extras: list[str] = []
     for section in TOX_SECTIONS:
         deps += cfg.get(section, "deps", fallback="").splitlines()
-        extras += [e.strip() for e in re.split(r"[,\s]+", cfg.get(section, "extras", fallback="")) if e.strip()
+        extras += [e.strip() for e in re.split(r"[,\s]+", cfg.get(section, "extras", fallback=""))
+                   if e.strip()
                    and re.fullmatch(r"[A-Za-z0-9._-]+", e.strip())]
     return deps, extras
 
@@ -146,7 +148,8 @@ def _read(f: Path, root: Path, seen: set[Path]) -> list[str]:
         text = f.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return []
-    return _lines(re.sub(r"\s*\\\n\s*", " ", text).splitlines(), f.parent, root, seen)  # continued lines joined
+    # continued lines joined
+    return _lines(re.sub(r"\s*\\\n\s*", " ", text).splitlines(), f.parent, root, seen)
 
 
 _INCLUDE = re.compile(r"^(?:-r|--requirement)(?:\s*=\s*|\s*)(\S+)$")
@@ -208,21 +211,23 @@ def relax(line: str) -> str:
     `foo[x]; m`)."""
     req = Requirement(line)
     marker = line.split(";", 1)[1].strip() if ";" in line else ""
-    return req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "") + (f"; {marker}" if marker else "")
+    return req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "") + (f"; {marker}" if marker
+                                                                                     else "")
 
 
 def _named(error: object, line: str) -> bool:
-    """Whether pip's last line names this requirement's package (`No matching distribution found for foo==1.0`)."""
+    """Whether pip's last line names this requirement's package (`No matching distribution found for
+    foo==1.0`)."""
     words = re.sub(r"[-_.]+", "-", str(error).lower())
     name = canonicalize_name(Requirement(line).name)
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", words) is not None
 
 
 def make_venv(reqs: Sequence[str], cache: Path, max_attempts: int = MAX_PIP) -> ProjectVenv:
-    """The venv for `reqs` (`venvs.ensure_env`); when it does not build, the pins that stop it are relaxed: first
-    those pip's error names, one at a time; else every pin at once (when that fails too the pins were not the
-    cause: the first error is raised), then pins restored half a group at a time while builds remain, so only
-    the pins that must go stay relaxed. At most `max_attempts` builds; EnvError when none succeeds."""
+    """The venv for `reqs` (`venvs.ensure_env`); when it does not build, the pins that stop it are relaxed:
+    first those pip's error names, one at a time; else every pin at once (when that fails too the pins were
+    not the cause: the first error is raised), then pins restored half a group at a time while builds remain,
+    so only the pins that must go stay relaxed. At most `max_attempts` builds; EnvError when none succeeds."""
     reqs = list(reqs)
     attempts = 0
     relaxed: set[str] = set()

@@ -61,7 +61,8 @@ def main() -> None:
         args = gen.generate(rng)
         enc_args = encode(args)
         if enc_args is None or not isinstance(args, (list, tuple, dict)):
-            raise SystemExit("generate(rng) must return plain positional args (a list) or keyword args (a dict)")
+            raise SystemExit("generate(rng) must return plain positional args (a list) or keyword "
+                             "args (a dict)")
         inputs.append(encode(list(args) if isinstance(args, tuple) else args)["v"])
         out = encode(ref(*args) if isinstance(args, (list, tuple)) else ref(**args))
         if out is None:

@@ -2,7 +2,8 @@
 
 A standalone module (stdlib only) copied into the judge directory as `_rlvr_guards.py`; the worker imports it
 before any candidate code runs and wires its handlers into its audit hook. It reports through the worker's
-`event(kind, what, where, block)` and finds the responsible candidate frame with the worker's `culprit(depth)`.
+`event(kind, what, where, block)` and finds the responsible candidate frame with the worker's
+`culprit(depth)`.
 
 - **Clock** (`clock_tampering`): the clock modules (`time`, `datetime`, `timeit`) get a module class whose
   `__setattr__`/`__delattr__` refuse and report a change made by candidate code; `check_clock()` (called after
@@ -35,7 +36,8 @@ NET_TOOLS = frozenset({"curl", "wget", "nc", "ncat", "netcat", "ssh", "scp", "sf
 PUBLIC_PROC = frozenset({"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime",
                          "/proc/version", "/proc/self/stat", "/proc/self/statm", "/proc/self/status"})
 DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/urandom"})
-INTERNAL_SELF = ("mountinfo", "mounts", "cgroup", "ns", "root", "cwd", "exe", "attr", "oom_score_adj", "setgroups")
+INTERNAL_SELF = ("mountinfo", "mounts", "cgroup", "ns", "root", "cwd", "exe", "attr", "oom_score_adj",
+                 "setgroups")
 
 _ctx: dict = {"event": None, "culprit": None, "cand": "", "root": "", "temp": (), "forks": 0}
 _genuine: dict[str, tuple[object, dict[str, object]]] = {}
@@ -72,7 +74,8 @@ def _clock_change(module: types.ModuleType, name: str) -> None:
 
 def guard_clock() -> None:
     """Capture the genuine clock modules and functions, then give the modules the guarded class."""
-    import datetime  # noqa: F401  (imported here, before any candidate code, so the genuine module is captured)
+    # imported here, before any candidate code, so the genuine module is captured
+    import datetime  # noqa: F401
     import time  # noqa: F401
     import timeit  # noqa: F401
 
@@ -199,7 +202,8 @@ def _on_process(args: tuple) -> None:
     if not where:
         return
     if _ctx["forks"] == FORK_LIMIT + 1:
-        _ctx["event"]("resource_exhaustion", f"more than {FORK_LIMIT} processes started (a fork bomb)", where, False)
+        _ctx["event"]("resource_exhaustion", f"more than {FORK_LIMIT} processes started (a fork bomb)", where,
+                      False)
     tools = [w for w in _words(args) if w in NET_TOOLS]
     if tools:
         _ctx["event"]("reaching_out", f"started the network tool {tools[0]}", where, True)

@@ -1,16 +1,16 @@
 """Trusted supervisor: forks the pytest worker, relays its messages and signs the one result line it prints.
 
-A standalone script (stdlib only, plus pytest pre-imported for the worker when the run has hidden tests) copied
-from the pristine package into the sandbox and run as `python judge/_rlvr_supervisor.py`. Its stdin carries two lines: the config, then
-a per-verification key. The worker is forked before the key is read, so the key never exists in the worker's
-memory; the worker gets neither stdin nor this process's stdout, so it cannot sign a forged result. This
-process never imports candidate code. The worker's output goes to a capped file, and its whole process group
-is killed at the deadline or when it ends.
+A standalone script (stdlib only, plus pytest pre-imported for the worker when the run has hidden tests)
+copied from the pristine package into the sandbox and run as `python judge/_rlvr_supervisor.py`. Its stdin
+carries two lines: the config, then a per-verification key. The worker is forked before the key is read, so
+the key never exists in the worker's memory; the worker gets neither stdin nor this process's stdout, so it
+cannot sign a forged result. This process never imports candidate code. The worker's output goes to a capped
+file, and its whole process group is killed at the deadline or when it ends.
 
-What only this process can see, outside the candidate's reach, goes into the signed payload as well: the arrival
-time of every message by this process's own clock (`at`, seconds since the fork: the trusted timing of tests
-and cases), whether the worker survived a SIGTERM at the deadline (a handler that ignores termination), and
-whether a file system filled up or a file reached the size cap during the run (`caps`).
+What only this process can see, outside the candidate's reach, goes into the signed payload as well: the
+arrival time of every message by this process's own clock (`at`, seconds since the fork: the trusted timing of
+tests and cases), whether the worker survived a SIGTERM at the deadline (a handler that ignores termination),
+and whether a file system filled up or a file reached the size cap during the run (`caps`).
 """
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ class Disks:
         except OSError:
             return False
         total = st.f_blocks * st.f_frsize
-        return st.f_bavail * st.f_frsize < max(256 << 10, total // 100) or (st.f_files > 0 and st.f_favail == 0)
+        return st.f_bavail * st.f_frsize < max(256 << 10,
+                                               total // 100) or (st.f_files > 0 and st.f_favail == 0)
 
     def sample(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -114,8 +115,8 @@ def _refuses_term(pgid: int) -> bool:
 
 
 def _clear(cand: str, out_path: str) -> None:
-    """Remove what the run left in the workspace (the host reads back only the judge's files): a workspace filled
-    with junk is not copied back out of the sandbox."""
+    """Remove what the run left in the workspace (the host reads back only the judge's files): a workspace
+    filled with junk is not copied back out of the sandbox."""
     import shutil
 
     shutil.rmtree(cand, ignore_errors=True)
@@ -167,7 +168,8 @@ def _fork_worker(config: dict, out_path: str) -> tuple[int, int]:
             import _rlvr_worker
 
             _rlvr_worker.main(w, config)
-        except BaseException:  # noqa: BLE001  (the harness itself failed: its traceback goes to the output tail)
+        # the harness itself failed: its traceback goes to the output tail
+        except BaseException:  # noqa: BLE001
             import traceback
 
             traceback.print_exc()
@@ -247,7 +249,8 @@ def main() -> None:
         messages += more
         bad += bad2
         end = time.monotonic() + TERM_GRACE_S
-        while status is None and time.monotonic() < end:  # the pipe closes a moment before the exit is reapable
+        # the pipe closes a moment before the exit is reapable
+        while status is None and time.monotonic() < end:
             done, st = os.waitpid(pid, os.WNOHANG)
             status = st if done else None
             time.sleep(0 if status is not None else 0.01)
@@ -263,7 +266,8 @@ def main() -> None:
     cap = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     # without a file size cap (an unisolated pool) there is nothing to reach, and /tmp is then the host's own:
     # walking it can take longer than the run's deadline
-    size, big = _largest_file([config["cand"], *MOUNTS, out_path]) if cap != resource.RLIM_INFINITY else (0, "")
+    size, big = _largest_file([config["cand"], *MOUNTS, out_path]) if cap != resource.RLIM_INFINITY else (0,
+                                                                                                          "")
     caps = {"disk_full": disks.full, "ignored_sigterm": ignored_term,
             "file_at_cap": big.replace(config["cand"], "workspace") if cap != resource.RLIM_INFINITY
             and size >= cap else None}

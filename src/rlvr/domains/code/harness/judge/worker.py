@@ -1,17 +1,19 @@
-"""Trusted pytest worker: runs the hidden tests beside the candidate's code and streams what happened to its supervisor.
+"""Trusted pytest worker: runs the hidden tests beside the candidate's code and streams what happened to its
+supervisor.
 
 A standalone module (stdlib and pytest only; a run without hidden tests, judged by cases alone, never imports
 pytest) copied from the pristine package into the sandbox's judge directory; the supervisor forks and calls
-`main` in the child. Before any candidate code is imported it installs an audit hook (which cannot be removed) that
-blocks and reports tampering with pytest, the harness and the hidden tests; it loads the hidden test modules
-itself with every `assert a <op> b` routed through `_compare`, which serialises plain values for the host
-to recompute and probes other values against a fresh sentinel, so always-equal objects are caught.
+`main` in the child. Before any candidate code is imported it installs an audit hook (which cannot be removed)
+that blocks and reports tampering with pytest, the harness and the hidden tests; it loads the hidden test
+modules itself with every `assert a <op> b` routed through `_compare`, which serialises plain values for the
+host to recompute and probes other values against a fresh sentinel, so always-equal objects are caught.
 Messages go to an inherited pipe as JSON lines; the worker ends with `os._exit`, so atexit tricks never run.
 The clock, network, out-of-workspace and fork guards live in `_rlvr_guards` (judge/guards.py), wired into the
 same hook.
 
 Over 500 lines on purpose: it is copied into the sandbox as a standalone file (no imports from rlvr), and the
-audit hook, the loader and the comparison probes share its module state (the report channel, the current test).
+audit hook, the loader and the comparison probes share its module state (the report channel, the current
+test).
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def configure(send_fd: int, config: dict) -> None:
 
 
 _dumps = json.JSONEncoder(default=repr).encode
-"""The report channel's encoder, bound before any candidate code runs (replacing `json.dumps` changes nothing)."""
+"""The report channel's encoder, bound before any candidate code runs (replacing `json.dumps` changes
+nothing)."""
 
 
 def send(msg: dict) -> None:
@@ -92,7 +95,8 @@ def _culprit(formatting_ok: bool = False, finder_ok: bool = False, depth: int = 
     f = sys._getframe(depth - 1)
     while f is not None and f.f_code.co_filename.startswith(JUDGE):
         f = f.f_back
-    thread = _thread.get_ident() != _state["main"]  # the judge runs in one thread: any other is the candidate's
+    # the judge runs in one thread: any other is the candidate's
+    thread = _thread.get_ident() != _state["main"]
     while f is not None:
         fn = f.f_code.co_filename
         if fn in _harness:  # the harness's own machinery (its loader, its plugin): looked through
@@ -118,8 +122,8 @@ _harness = frozenset({sys._getframe().f_code.co_filename, guards.configure.__cod
 _launch: set[str] = set()
 """File names of the frames that started the worker (the supervisor's): trusted, like the test runner's."""
 _made: set[str] = set()
-"""File names of code objects the candidate's code compiled or built (`compile`, `exec` of a string, `code.__new__`,
-`function.__new__`): frames of that code are the candidate's, whatever the name says."""
+"""File names of code objects the candidate's code compiled or built (`compile`, `exec` of a string,
+`code.__new__`, `function.__new__`): frames of that code are the candidate's, whatever the name says."""
 
 
 def _trusted_file(fn: str) -> bool:
@@ -149,8 +153,8 @@ def _on_code(args: tuple, event: str) -> None:
 
 
 def _maker() -> tuple[str, int] | None:
-    """The candidate frame that itself called compile, exec, or a code or function constructor (the import system
-    compiling and running a module is not the candidate making code)."""
+    """The candidate frame that itself called compile, exec, or a code or function constructor (the import
+    system compiling and running a module is not the candidate making code)."""
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(JUDGE):
         f = f.f_back
@@ -172,10 +176,10 @@ def _codes(code: types.CodeType, depth: int = 0) -> list[types.CodeType]:
 
 
 def _direct_culprit() -> tuple[str, int] | None:
-    """The candidate frame that called the audited function itself (or through inspect/traceback). A file of the
-    workspace the candidate left as the task shipped it, or a line of a changed one that the shipped file or the
-    reference solution has (config `unchanged`, `task_lines`: e.g. a real project's own deprecation helper
-    reading its caller's frame), is the task's code, not the candidate's."""
+    """The candidate frame that called the audited function itself (or through inspect/traceback). A file of
+    the workspace the candidate left as the task shipped it, or a line of a changed one that the shipped file
+    or the reference solution has (config `unchanged`, `task_lines`: e.g. a real project's own deprecation
+    helper reading its caller's frame), is the task's code, not the candidate's."""
     f = sys._getframe(3)
     if f is not None and os.path.basename(f.f_code.co_filename) in ("inspect.py", "traceback.py"):
         f = f.f_back
@@ -204,7 +208,8 @@ def _on_setattr(args: tuple) -> None:
     if name == "__code__" or hidden or mod.split(".")[0] in TRUSTED_MODULES or mod.startswith("_rlvr"):
         where = _culprit()
         if where:
-            _event("report_forgery", f"patched {mod}.{getattr(obj, '__qualname__', obj)!s}.{name}", where, True)
+            _event("report_forgery", f"patched {mod}.{getattr(obj, '__qualname__', obj)!s}.{name}", where,
+                   True)
 
 
 def _on_introspect(args: tuple) -> None:
@@ -233,8 +238,9 @@ def _on_getattr(args: tuple) -> None:
 
 
 def _private_path() -> types.ModuleType:
-    """A private instance of `posixpath` whose `os` and `stat` are private copies, made before any candidate code
-    runs: the hook resolves paths with it, so replacing `os.path.realpath` (or what it calls) moves nothing."""
+    """A private instance of `posixpath` whose `os` and `stat` are private copies, made before any candidate
+    code runs: the hook resolves paths with it, so replacing `os.path.realpath` (or what it calls) moves
+    nothing."""
     import importlib.util
     import stat
 
@@ -324,8 +330,10 @@ HANDLERS = {
     "ctypes.cdata": _on_introspect, "ctypes.addressof": _on_introspect, "ctypes.string_at": _on_introspect,
     "sys._getframe": _on_getframe, "object.__getattr__": _on_getattr,
     "open": _on_open, "os.listdir": _on_listdir, "os.scandir": _on_listdir, "glob.glob": _on_listdir,
-    "os.remove": _on_fs_change, "os.rename": _on_fs_change, "os.rmdir": _on_fs_change, "os.truncate": _on_fs_change,
-    "os.chmod": _on_fs_change, "os.symlink": _on_fs_change, "os.link": _on_fs_change, "shutil.rmtree": _on_fs_change,
+    "os.remove": _on_fs_change, "os.rename": _on_fs_change, "os.rmdir": _on_fs_change,
+    "os.truncate": _on_fs_change,
+    "os.chmod": _on_fs_change, "os.symlink": _on_fs_change, "os.link": _on_fs_change,
+    "shutil.rmtree": _on_fs_change,
     "os.utime": _on_fs_change, "os.mkdir": _on_fs_change,
     "compile": lambda a: _on_code(a, "compile"), "code.__new__": lambda a: _on_code(a, "code.__new__"),
     "function.__new__": lambda a: _on_code(a, "function.__new__"), "exec": lambda a: _on_code(a, "exec"),
@@ -367,7 +375,9 @@ PROBE_NODES = 5000
 def _probe(v: object) -> bool:
     """Whether `v` claims equality with a fresh sentinel (through __eq__, reflected __eq__ or __ne__)."""
     # `not (v != s)` on purpose: an object may lie through __ne__ alone
-    for probe in (lambda: v == _Sentinel(), lambda: _Sentinel() == v, lambda: not (v != _Sentinel())):  # noqa: SIM202
+    probes = (lambda: v == _Sentinel(), lambda: _Sentinel() == v,
+              lambda: not (v != _Sentinel()))  # noqa: SIM202
+    for probe in probes:
         try:
             if bool(probe()):
                 return True
@@ -420,11 +430,11 @@ OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le
 
 
 def _snapshot_types() -> None:
-    """Remember every class that exists before any candidate code runs (strong references, so no id is reused):
-    the comparisons these define are the judge's own; any class made later is the candidate's (or loaded
-    after it ran, and then judged like the candidate's). The walk follows `__subclasses__` down from `object`,
-    touching only the classes: in a forked worker, reading every module's namespace instead would copy a page
-    for each object it touched (their reference counts), ten times the cost."""
+    """Remember every class that exists before any candidate code runs (strong references, so no id is
+    reused): the comparisons these define are the judge's own; any class made later is the candidate's (or
+    loaded after it ran, and then judged like the candidate's). The walk follows `__subclasses__` down from
+    `object`, touching only the classes: in a forked worker, reading every module's namespace instead would
+    copy a page for each object it touched (their reference counts), ten times the cost."""
     stack = [object]
     _trusted.add(object)
     while stack:
@@ -444,14 +454,16 @@ _MRO = type.__dict__["__mro__"].__get__
 _TYPE_DICT = type.__dict__["__dict__"].__get__
 C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType,
              types.MethodWrapperType, types.ClassMethodDescriptorType)
-COMPARE_DUNDERS = {"==": ("__eq__",), "!=": ("__ne__", "__eq__"), "<": ("__lt__", "__gt__"), "<=": ("__le__", "__ge__"),
+COMPARE_DUNDERS = {"==": ("__eq__",), "!=": ("__ne__", "__eq__"), "<": ("__lt__", "__gt__"),
+                   "<=": ("__le__", "__ge__"),
                    ">": ("__gt__", "__lt__"), ">=": ("__ge__", "__le__"), "in": ("__contains__", "__eq__"),
                    "not in": ("__contains__", "__eq__")}
 
 
 def _own(t: type, op: str) -> bool:
-    """Whether comparing an object of type `t` with `op` runs a method the candidate defined (found in a class made
-    after the candidate's code started, and written in Python), rather than one of the judge's trusted types."""
+    """Whether comparing an object of type `t` with `op` runs a method the candidate defined (found in a class
+    made after the candidate's code started, and written in Python), rather than one of the judge's trusted
+    types."""
     if t in _trusted:
         return False
     for name in (*COMPARE_DUNDERS.get(op, ("__eq__",)), "__bool__", "__len__", "__iter__"):
@@ -528,11 +540,14 @@ def _decide(left: object, op: str, right: object) -> tuple[bool, str | None]:
     if pl and pr:
         result = bool(OPS[op](jl, jr))
         if not result and (jl is not left or jr is not right) and _claims(left, op, right):
-            return False, f"{type(left if jl is not left else right).__qualname__} claims `{op}` its value does not give"
+            return (False,
+                    f"{type(left if jl is not left else right).__qualname__} claims `{op}` its value "
+                    f"does not give")
         return result, None
     own_l, own_r = _own_inside(jl, op), _own_inside(jr, op)
     if op in ("in", "not in") and pl and own_r and not _own_inside(jl, "=="):
-        if _claims(_Sentinel(), "in", jr):  # a container of the candidate's that claims to hold a fresh object
+        # a container of the candidate's that claims to hold a fresh object
+        if _claims(_Sentinel(), "in", jr):
             return op == "not in", f"{type(jr).__qualname__} claims to contain a fresh sentinel"
         return bool(OPS[op](jl, jr)), None
     if (pl and own_r) or (pr and own_l):
@@ -547,7 +562,8 @@ def _decide(left: object, op: str, right: object) -> tuple[bool, str | None]:
 
 
 def _compare(left: object, op: str, right: object, line: int, any_left: bool, any_right: bool) -> bool:
-    """Evaluate `left op right` for a hidden assert and report the values; the judge's verdict decides the assert.
+    """Evaluate `left op right` for a hidden assert and report the values; the judge's verdict decides the
+    assert.
 
     Operands are encoded (for the host to recompute) while the run's node budget lasts; a value that does not
     encode is probed for always-equal parts. Past the budget every operand is probed, which is cheap. The
@@ -561,7 +577,8 @@ def _compare(left: object, op: str, right: object, line: int, any_left: bool, an
         if enc is None:
             bad = _always_equal(v, skip)
             if bad:
-                send({"t": "event", "kind": "always_equal", "what": f"{side} operand {bad} equals a fresh sentinel",
+                send({"t": "event", "kind": "always_equal",
+                      "what": f"{side} operand {bad} equals a fresh sentinel",
                       "file": None, "line": line, "test": _state["test"]})
                 return False
         encoded.append(enc)
@@ -572,14 +589,15 @@ def _compare(left: object, op: str, right: object, line: int, any_left: bool, an
     n = _state["counts"].get(test, 0)
     _state["counts"][test] = n + 1
     if n < MAX_RECORDS:
-        send({"t": "cmp", "test": test, "line": line, "op": op, "l": encoded[0], "r": encoded[1], "res": result})
+        send({"t": "cmp", "test": test, "line": line, "op": op, "l": encoded[0], "r": encoded[1],
+              "res": result})
     return result
 
 
 def _settle(v: object) -> object:
-    """A result inside a timed test, made plain where it returns: a subclass of a builtin type of the candidate's
-    becomes the value it holds then (work it would do later is not done for it), and a sequence of the
-    candidate's is walked there, so work it deferred is done (and timed) inside the timed call."""
+    """A result inside a timed test, made plain where it returns: a subclass of a builtin type of the
+    candidate's becomes the value it holds then (work it would do later is not done for it), and a sequence of
+    the candidate's is walked there, so work it deferred is done (and timed) inside the timed call."""
     t = type(v)
     if t in PLAIN_TYPES or t in _trusted:
         return v
@@ -607,7 +625,8 @@ def _message(left: object, op: str, right: object) -> str:
 class _AssertRewriter(ast.NodeTransformer):
     """`assert a <op> b[, msg]` -> `assert __rlvr_cmp__(a, op, b, line, ...), msg or __rlvr_msg__(...)`."""
 
-    OPNAMES: ClassVar[dict[type, str]] = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    OPNAMES: ClassVar[dict[type, str]] = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=",
+                                          ast.Gt: ">", ast.GtE: ">=",
                ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
@@ -617,17 +636,21 @@ class _AssertRewriter(ast.NodeTransformer):
         op = self.OPNAMES[type(test.ops[0])]
 
         def mentions_any(n: ast.AST) -> bool:
-            return any(isinstance(x, (ast.Name, ast.Attribute)) and getattr(x, "id", getattr(x, "attr", "")) == "ANY"
+            return any(isinstance(x, (ast.Name, ast.Attribute))
+                       and getattr(x, "id", getattr(x, "attr", "")) == "ANY"
                        for x in ast.walk(n))
 
         lv = ast.Name("__rlvr_l__", ast.Store())
         rv = ast.Name("__rlvr_r__", ast.Store())
-        assign = ast.Assign([ast.Tuple([lv, rv], ast.Store())], ast.Tuple([test.left, test.comparators[0]], ast.Load()))
+        assign = ast.Assign([ast.Tuple([lv, rv], ast.Store())],
+                            ast.Tuple([test.left, test.comparators[0]], ast.Load()))
         load_l, load_r = ast.Name("__rlvr_l__", ast.Load()), ast.Name("__rlvr_r__", ast.Load())
         call = ast.Call(ast.Name("__rlvr_cmp__", ast.Load()),
                         [load_l, ast.Constant(op), load_r, ast.Constant(node.lineno),
-                         ast.Constant(mentions_any(test.left)), ast.Constant(mentions_any(test.comparators[0]))], [])
-        msg = node.msg or ast.Call(ast.Name("__rlvr_msg__", ast.Load()), [load_l, ast.Constant(op), load_r], [])
+                         ast.Constant(mentions_any(test.left)),
+                         ast.Constant(mentions_any(test.comparators[0]))], [])
+        msg = node.msg or ast.Call(ast.Name("__rlvr_msg__", ast.Load()), [load_l, ast.Constant(op), load_r],
+                                   [])
         new = [assign, ast.Assert(call, msg)]
         for n in new:
             ast.copy_location(n, node)
@@ -637,17 +660,20 @@ class _AssertRewriter(ast.NodeTransformer):
         """In a test that reads a clock, every `x = call(...)` result is settled where it returns (`_settle`),
         inside the region the test times."""
         self.generic_visit(node)
-        if node.name.startswith("test") and any(isinstance(n, ast.Call) and _callee(n) in CLOCKS for n in ast.walk(node)):
+        if node.name.startswith("test") and any(isinstance(n, ast.Call) and _callee(n) in CLOCKS
+                                                for n in ast.walk(node)):
             for n in ast.walk(node):
                 if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call) and \
                         _callee(n.value) not in CLOCKS:
-                    n.value = ast.copy_location(ast.Call(ast.Name("__rlvr_settle__", ast.Load()), [n.value], []), n.value)
+                    n.value = ast.copy_location(ast.Call(ast.Name("__rlvr_settle__", ast.Load()), [n.value],
+                                                         []), n.value)
         return node
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
 
-CLOCKS = frozenset({"perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "process_time",
+CLOCKS = frozenset({"perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns",
+                    "process_time",
                     "process_time_ns", "thread_time", "thread_time_ns", "default_timer"})
 """Clock functions whose reading makes a hidden test a timed one."""
 
@@ -659,7 +685,8 @@ def _callee(call: ast.Call) -> str:
 
 # ---------------------------------------------------------------------------------------- pytest plugin
 def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden tests
-    """The plugin that loads hidden test modules through the rewriter and streams collection and test reports."""
+    """The plugin that loads hidden test modules through the rewriter and streams collection and test
+    reports."""
 
     class Plugin:
         def __init__(self, pytest_mod: object) -> None:
@@ -676,7 +703,8 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(self, session, config, items) -> None:
-            drop = set(CONFIG.get("deselect", ()))  # function-level ids: every parametrisation goes with its test
+            # function-level ids: every parametrisation goes with its test
+            drop = set(CONFIG.get("deselect", ()))
             if drop:
                 gone = [i for i in items if _function_id(i.nodeid) in drop]
                 items[:] = [i for i in items if _function_id(i.nodeid) not in drop]
@@ -684,7 +712,8 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_collection(self, session) -> None:
-            _snapshot_runner()  # after plugins configured themselves, before any test module (or candidate) loads
+            # after plugins configured themselves, before any test module (or candidate) loads
+            _snapshot_runner()
 
         def pytest_collection_finish(self, session) -> None:
             send({"t": "collected", "ids": [item.nodeid for item in session.items]})
@@ -695,7 +724,8 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
                 text = str(report.longrepr)[-2000:]
                 send({"t": "collect_error", "id": report.nodeid, "detail": text})
                 if "SystemExit" in text or "KeyboardInterrupt" in text:
-                    send({"t": "event", "kind": "exit_trick", "what": "exit raised while importing", "file": None,
+                    send({"t": "event", "kind": "exit_trick", "what": "exit raised while importing",
+                          "file": None,
                           "line": None, "test": report.nodeid})
 
         def pytest_runtest_logstart(self, nodeid, location) -> None:
@@ -707,14 +737,17 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
 
         def pytest_runtest_makereport(self, item, call) -> None:
             exc = call.excinfo
-            if exc is not None and (exc.type is KeyboardInterrupt or (exc.type is SystemExit and not exc.value.code)):
-                send({"t": "event", "kind": "exit_trick", "what": f"{exc.type.__name__} raised during {call.when}",
+            if exc is not None and (exc.type is KeyboardInterrupt
+                                    or (exc.type is SystemExit and not exc.value.code)):
+                send({"t": "event", "kind": "exit_trick",
+                      "what": f"{exc.type.__name__} raised during {call.when}",
                       "file": None, "line": None, "test": item.nodeid})
 
         def pytest_keyboard_interrupt(self, excinfo) -> None:
             if excinfo.type is not KeyboardInterrupt:  # pytest's own Interrupted (collection errors) and Exit
                 return
-            send({"t": "event", "kind": "exit_trick", "what": "KeyboardInterrupt ended the session", "file": None,
+            send({"t": "event", "kind": "exit_trick", "what": "KeyboardInterrupt ended the session",
+                  "file": None,
                   "line": None, "test": _state["test"]})
 
         def pytest_runtest_logreport(self, report) -> None:
@@ -723,11 +756,14 @@ def _plugin(pytest) -> object:  # pytest is imported only by runs with hidden te
                 _check_import_state()
                 _check_runner()
                 _check_clock()
-            # a unittest `subTest` (or the `subtests` fixture) reports each sub-test under its test's id during the
+            # a unittest `subTest` (or the `subtests` fixture) reports each sub-test under its test's id
+            # during the
             # call: the host lets such a report only fail its test, never pass it
             sub = type(report).__name__ in ("SubtestReport", "SubTestReport")
-            send({"t": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome, "sub": sub,
-                  "xfail": bool(getattr(report, "wasxfail", None) is not None and hasattr(report, "wasxfail")),
+            send({"t": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
+                  "sub": sub,
+                  "xfail": bool(getattr(report, "wasxfail", None) is not None
+                                and hasattr(report, "wasxfail")),
                   "detail": str(report.longrepr)[-1500:] if report.longrepr else ""})
 
     return Plugin(pytest)
@@ -744,14 +780,16 @@ _snapshots: dict[str, tuple[object, dict[str, int]]] = {}
 
 def _hide_judge_modules() -> None:
     """Drop hidden test and helper modules from sys.modules once collected: pytest keeps its own references,
-    and a candidate that imports one by name has to read it from the judge directory (which the hook blocks)."""
+    and a candidate that imports one by name has to read it from the judge directory (which the hook
+    blocks)."""
     for name, mod in list(sys.modules.items()):
         origin = getattr(mod, "__file__", None) or ""
         if name.startswith("__rlvr_hidden__") or os.path.realpath(origin).startswith(JUDGE):
             sys.modules.pop(name, None)
 _runner: dict[str, tuple[object, dict[str, int]]] = {}
 RUNNER_MODULES = frozenset({
-    "_pytest.reports", "_pytest.runner", "_pytest.python", "_pytest.main", "_pytest.outcomes", "_pytest.skipping",
+    "_pytest.reports", "_pytest.runner", "_pytest.python", "_pytest.main", "_pytest.outcomes",
+    "_pytest.skipping",
     "_pytest.nodes", "_pytest.unittest", "pluggy", "pluggy._hooks", "pluggy._callers", "pluggy._manager",
     "pluggy._result", "builtins", "unittest.case", "operator"})
 """Modules whose bindings decide what a test run reports; pytest leaves them alone while it runs."""
@@ -791,7 +829,8 @@ def _check_hidden_modules() -> None:
         now = {k: id(v) for k, v in vars(module).items() if k in snap}
         if now != snap:
             changed = sorted(k for k in snap if now.get(k) != snap[k])
-            send({"t": "event", "kind": "report_forgery", "what": f"replaced {changed[:3]} in hidden module {name}",
+            send({"t": "event", "kind": "report_forgery",
+                  "what": f"replaced {changed[:3]} in hidden module {name}",
                   "file": None, "line": None, "test": _state["test"]})
             _snapshots.pop(name)
 
@@ -841,10 +880,13 @@ def _exec_hidden(module: object, path: str) -> None:
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), filename=path)
     tree = ast.fix_missing_locations(_AssertRewriter().visit(tree))
-    module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_settle__=_settle, __rlvr_hidden__=True,
+    module.__dict__.update(__rlvr_cmp__=_compare, __rlvr_msg__=_message, __rlvr_settle__=_settle,
+                           __rlvr_hidden__=True,
                            __builtins__=_private_builtins(tree))
-    # dont_inherit: the harness's own `from __future__ import annotations` must not turn the test's into strings
-    exec(compile(tree, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102  (the pristine test, rewritten)
+    # dont_inherit: the harness's own `from __future__ import annotations` must not turn the test's into
+    # strings
+    # the pristine test, rewritten
+    exec(compile(tree, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102
     _snapshots[module.__name__] = (module, {k: id(v) for k, v in vars(module).items()
                                             if callable(v) or k.startswith("__rlvr")})
     guards.watch_hidden(module)
@@ -878,10 +920,10 @@ class _Siblings:
 def _run_cases(cases: dict, tag: str = "case") -> None:
     """Call the candidate's entry point on each input and stream the encoded outputs (the host compares them).
 
-    A result that is not plain data travels as None and is probed for always-equal parts; an exit raised by the
-    candidate (SystemExit with a success code, KeyboardInterrupt) fails the case and is reported as an exit trick.
-    `tag` "fresh": the fresh inputs of the differential check, whose results are first reduced to builtin types
-    (a Counter is compared as the dict it is; a subclass's own `__eq__` never runs).
+    A result that is not plain data travels as None and is probed for always-equal parts; an exit raised by
+    the candidate (SystemExit with a success code, KeyboardInterrupt) fails the case and is reported as an
+    exit trick. `tag` "fresh": the fresh inputs of the differential check, whose results are first reduced to
+    builtin types (a Counter is compared as the dict it is; a subclass's own `__eq__` never runs).
     """
     import importlib
 
@@ -891,7 +933,8 @@ def _run_cases(cases: dict, tag: str = "case") -> None:
         func = getattr(importlib.import_module(mod_name), func_name)
     except BaseException as exc:  # noqa: BLE001  (the candidate's import can raise anything)
         _exit_raised(exc)
-        send({"t": "cases_error" if tag == "case" else f"{tag}_error", "detail": f"{type(exc).__name__}: {exc}"[:500]})
+        send({"t": "cases_error" if tag == "case" else f"{tag}_error",
+              "detail": f"{type(exc).__name__}: {exc}"[:500]})
         return
     _check_clock()
     for i, raw in enumerate(cases["inputs"]):
@@ -917,13 +960,16 @@ def _exit_raised(exc: BaseException) -> None:
 
 
 # ------------------------------------------------------------------------- the judge's state, out of reach
-PRIVATE = frozenset({"random", "math", "json", "operator", "itertools", "functools", "re", "string", "statistics",
+PRIVATE = frozenset({"random", "math", "json", "operator", "itertools", "functools", "re", "string",
+                     "statistics",
                      "collections", "copy", "heapq", "bisect", "decimal", "fractions"})
 """Modules the hidden tests get private copies of beside those they import (`pre_import`)."""
 FRESH = frozenset({"random"})
 """Modules with a state of their own (a generator, its class): the private copy is a fresh instance."""
-SHARED = ("pytest", "_pytest", "pluggy", "unittest", "_rlvr", "os", "sys", "time", "datetime", "timeit", "builtins")
-"""Never copied: the test runner, the harness, and modules whose state the tests share with the code by nature."""
+SHARED = ("pytest", "_pytest", "pluggy", "unittest", "_rlvr", "os", "sys", "time", "datetime", "timeit",
+          "builtins")
+"""Never copied: the test runner, the harness, and modules whose state the tests share with the code by
+nature."""
 _private: dict[str, types.ModuleType] = {}
 _builtins: dict[str, object] = {}
 
@@ -931,9 +977,9 @@ _builtins: dict[str, object] = {}
 def _snapshot_modules() -> None:
     """Private copies, made before any candidate code runs, of the modules the hidden tests import and of the
     builtins: a hidden test's `import random` or `math.isclose` resolves to them, so replacing a module's
-    function, a class's method, a `sys.modules` entry, a builtin or the shared generator's seed changes nothing
-    the tests see. A copy binds the genuine objects (C functions cannot be patched in place); `random` is a
-    fresh instance of the module (its own `Random` class and generator)."""
+    function, a class's method, a `sys.modules` entry, a builtin or the shared generator's seed changes
+    nothing the tests see. A copy binds the genuine objects (C functions cannot be patched in place); `random`
+    is a fresh instance of the module (its own `Random` class and generator)."""
     import importlib.util
 
     for name in sorted(PRIVATE | set(CONFIG.get("pre_import", ()))):
@@ -963,7 +1009,8 @@ _real_import: list = [None]
 
 def _private_import(name: str, globals: dict | None = None, locals: dict | None = None,
                     fromlist: tuple = (), level: int = 0, shared: frozenset = frozenset()) -> object:
-    """The hidden tests' `__import__`: their private copies for the modules that have one (but those `shared`)."""
+    """The hidden tests' `__import__`: their private copies for the modules that have one (but those
+    `shared`)."""
     top = name.partition(".")[0]
     if level == 0 and top in _private and top not in shared:
         if name == top:
@@ -975,8 +1022,9 @@ def _private_import(name: str, globals: dict | None = None, locals: dict | None 
 
 
 def _private_builtins(tree: ast.AST) -> dict[str, object]:
-    """The builtins of one hidden module: the snapshot, with an `__import__` that shares with the candidate's code
-    the modules the test sets up for it (`random.seed(0)`, `monkeypatch.setattr(random, ...)`, `mock.patch("json.x")`)."""
+    """The builtins of one hidden module: the snapshot, with an `__import__` that shares with the candidate's
+    code the modules the test sets up for it (`random.seed(0)`, `monkeypatch.setattr(random, ...)`,
+    `mock.patch("json.x")`)."""
     if not _builtins:
         return vars(builtins)
     shared = _set_up(tree) & set(_private)
@@ -987,7 +1035,8 @@ def _private_builtins(tree: ast.AST) -> dict[str, object]:
     return out
 
 
-SETUP_CALLS = frozenset({"setattr", "delattr", "setitem", "patch", "object", "dict", "seed", "setstate", "update"})
+SETUP_CALLS = frozenset({"setattr", "delattr", "setitem", "patch", "object", "dict", "seed", "setstate",
+                         "update"})
 
 
 def _set_up(tree: ast.AST) -> set[str]:
@@ -1013,9 +1062,9 @@ def _set_up(tree: ast.AST) -> set[str]:
 
 
 def _genuine_bytecode(source: str, pyc: str) -> bool:
-    """Whether `pyc` is the interpreter's own cache of a trusted source file (the standard library's, an installed
-    package's, the judge's): beside it in `__pycache__`, never under the workspace or a temporary directory, and
-    never at a `sys.pycache_prefix` the candidate chose."""
+    """Whether `pyc` is the interpreter's own cache of a trusted source file (the standard library's, an
+    installed package's, the judge's): beside it in `__pycache__`, never under the workspace or a temporary
+    directory, and never at a `sys.pycache_prefix` the candidate chose."""
     src = os.path.realpath(source)
     if src.startswith(CAND) or not src.startswith(TRUSTED_ROOTS):
         return False
@@ -1026,8 +1075,8 @@ def _genuine_bytecode(source: str, pyc: str) -> bool:
 
 def _judge_bytecode() -> None:
     """Bytecode the candidate could have left behind is never executed: every import from a path finder
-    compiles the workspace's source itself (a `.pyc` in the workspace's `__pycache__`, a sourceless `.pyc`, one
-    under a `sys.pycache_prefix` set at run time are ignored), and nothing is written back."""
+    compiles the workspace's source itself (a `.pyc` in the workspace's `__pycache__`, a sourceless `.pyc`,
+    one under a `sys.pycache_prefix` set at run time are ignored), and nothing is written back."""
     import importlib.machinery as m
 
     class Source(m.SourceFileLoader):
@@ -1041,7 +1090,8 @@ def _judge_bytecode() -> None:
 
     sys.dont_write_bytecode = True
     hook = m.FileFinder.path_hook((m.ExtensionFileLoader, m.EXTENSION_SUFFIXES), (Source, m.SOURCE_SUFFIXES))
-    sys.path_hooks[:] = [hook if "FileFinder" in getattr(h, "__qualname__", "") else h for h in sys.path_hooks]
+    sys.path_hooks[:] = [hook if "FileFinder" in getattr(h, "__qualname__", "") else h
+                         for h in sys.path_hooks]
     sys.path_importer_cache.clear()
     _state["import_state"] = (list(sys.path_hooks), sys.pycache_prefix)
 
@@ -1049,7 +1099,8 @@ def _judge_bytecode() -> None:
 def _check_import_state() -> None:
     hooks, prefix = _state.get("import_state", (None, None))
     if hooks is not None and (list(sys.path_hooks) != hooks or sys.pycache_prefix != prefix):
-        send({"t": "event", "kind": "report_forgery", "what": "changed the judge's import machinery (path hooks or "
+        send({"t": "event", "kind": "report_forgery",
+              "what": "changed the judge's import machinery (path hooks or "
               "bytecode cache prefix)", "file": None, "line": None, "test": _state["test"]})
         _state["import_state"] = (list(sys.path_hooks), sys.pycache_prefix)
 
@@ -1057,8 +1108,8 @@ def _check_import_state() -> None:
 def _candidate_path() -> None:
     """The candidate's directory, then its import roots (`src` of a src layout), on sys.path just before
     site-packages (they cannot shadow the stdlib). Before that, the last moment no candidate code has run, the
-    judge takes what it keeps out of the candidate's reach: its classes, private modules (for hidden tests: a run
-    without them has no test module to give them to), its bytecode rules."""
+    judge takes what it keeps out of the candidate's reach: its classes, private modules (for hidden tests: a
+    run without them has no test module to give them to), its bytecode rules."""
     if CONFIG["tests"]:
         _snapshot_modules()
     _snapshot_types()
@@ -1066,8 +1117,10 @@ def _candidate_path() -> None:
     cand = CAND.rstrip(os.sep)
     dirs = [cand] + [os.path.join(cand, r) for r in CONFIG.get("roots", [])]
     real = {os.path.realpath(d) for d in dirs}
-    sys.path[:] = [p for p in sys.path if p not in ("", ".", *dirs) and os.path.realpath(p or ".") not in real]
-    site = next((i for i, p in enumerate(sys.path) if "site-packages" in p or "dist-packages" in p), len(sys.path))
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", *dirs)
+                   and os.path.realpath(p or ".") not in real]
+    site = next((i for i, p in enumerate(sys.path) if "site-packages" in p or "dist-packages" in p),
+                len(sys.path))
     sys.path[site:site] = dirs
 
 
@@ -1086,7 +1139,8 @@ def main(send_fd: int, config: dict) -> None:
     configure(send_fd, config)
     guards.guard_clock()
     sys.addaudithook(_hook)
-    for name in ("_rlvr_worker", "_rlvr_values", "_rlvr_guards"):  # the functions keep their globals; nobody can look them up
+    # the functions keep their globals; nobody can look them up
+    for name in ("_rlvr_worker", "_rlvr_values", "_rlvr_guards"):
         sys.modules.pop(name, None)
     send({"t": "hello"})
     if not CONFIG["tests"]:
@@ -1102,7 +1156,8 @@ def main(send_fd: int, config: dict) -> None:
         def check(self, first, second, msg=None):
             for v in (first, second):
                 if encode(v) is None and _always_equal(v, False):
-                    send({"t": "event", "kind": "always_equal", "what": f"{type(v).__qualname__} equals a sentinel",
+                    send({"t": "event", "kind": "always_equal",
+                          "what": f"{type(v).__qualname__} equals a sentinel",
                           "file": None, "line": None, "test": _state["test"]})
                     raise self.failureException("always-equal object")
             return original(self, first, second, msg)
