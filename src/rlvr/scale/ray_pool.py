@@ -24,115 +24,25 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
 from rlvr.config import ClusterConfig, SandboxConfig
-from rlvr.errors import InfraError, UserError
+from rlvr.errors import UserError
 from rlvr.sandbox import limits_from
 from rlvr.sandbox.base import FileMap, SandboxPool
 from rlvr.sandbox.requirements import ProvidesRequirements
-from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
+from rlvr.sandbox.result import ExecLimits, ExecResult
 from rlvr.scale import cluster, elastic
 from rlvr.scale.pool_actor import PoolActor
+from rlvr.scale.ray_lease import ACTOR_FAULTS, RaySandbox, Slot, infra_result, wire_limits
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.scorer import RemoteVerifier
 from rlvr.verify.verdict import Verdict
 
-ACTOR_FAULTS = cluster.actor_faults()
 START_TIMEOUT_S = 60.0
 """Limit of placing and starting one worker; past it the node is given up until a later scale-up."""
-
-
-@dataclass
-class _Slot:
-    """One pool actor as the driver sees it."""
-
-    node_id: str
-    handle: Any
-    in_flight: int = 0
-    alive: bool = True
-    served: int = 0
-    generation: int = 0
-    """Bumped when the actor's workspaces are gone (actor replaced, or handed back from a draining node)."""
-    leases: set[str] = field(default_factory=set)
-    draining: bool = False
-    """Its node is draining: nothing new goes there (a lease's own commands still do)."""
-    last_busy: float = field(default_factory=time.monotonic)
-
-    @property
-    def node(self) -> str:
-        return cluster.short(self.node_id)
-
-    def idle_s(self, now: float) -> float:
-        return 0.0 if self.in_flight or self.leases else now - self.last_busy
-
-
-class RaySandbox:
-    """A lease on one pool actor; the Sandbox protocol over Ray calls."""
-
-    def __init__(self, pool: RayPool, slot: _Slot, lease_id: str) -> None:
-        self._pool, self._slot, self.lease_id = pool, slot, lease_id
-        self._generation = slot.generation
-        self.node = slot.node
-        """The node that holds the workspace (an episode records it)."""
-
-    def _lost(self) -> bool:
-        return not self._slot.alive or self._slot.generation != self._generation
-
-    def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
-        """One command in the lease's workspace: it takes a job slot on the lease's actor for its own duration
-        only (waiting, if the actor is busy, for a job to end: jobs end by themselves, within their
-        limits)."""
-        if self._lost():
-            return _infra("the node holding this workspace was lost")
-        try:
-            self._pool._acquire(only=self._slot)
-        except (TimeoutError, RuntimeError) as exc:
-            return _infra(str(exc))
-        try:
-            call = self._slot.handle.lease_run.remote(self.lease_id, list(argv),
-                                                      dict(files) if files else None,
-                                                      stdin, _wire(limits), list(read))
-            return ExecResult.model_validate(ray.get(call))
-        except ACTOR_FAULTS as exc:
-            self._pool._mark_dead(self._slot)
-            return _infra(f"sandbox actor died during the command: {type(exc).__name__}")
-        finally:
-            self._pool._release(self._slot)
-
-    def write_files(self, files: FileMap) -> None:
-        if self._lost():
-            raise InfraError("the node holding this workspace was lost")
-        try:
-            ray.get(self._slot.handle.lease_write.remote(self.lease_id, dict(files)))
-        except ACTOR_FAULTS:
-            self._pool._mark_dead(self._slot)
-            raise InfraError("the sandbox actor holding this workspace died") from None
-
-    def read_files(self, paths: Sequence[str] | None = None) -> dict[str, str]:
-        """The workspace's files; a workspace that is gone raises InfraError (an empty read would be judged as
-        the program's final state)."""
-        if self._lost():
-            raise InfraError("the node holding this workspace was lost")
-        try:
-            return ray.get(self._slot.handle.lease_read.remote(self.lease_id, list(paths) if paths else None))
-        except ACTOR_FAULTS:
-            self._pool._mark_dead(self._slot)
-            raise InfraError("the sandbox actor holding this workspace died") from None
-
-
-def _wire(limits: ExecLimits | None) -> dict[str, Any] | None:
-    """Limits as they cross to an actor: only the fields the caller set, so the actor's pool keeps its
-    defaults."""
-    return None if limits is None else limits.model_dump(exclude_unset=True)
-
-
-def _infra(message: str, attempts: int = 1) -> ExecResult:
-    return ExecResult(status=ExecStatus.infra_error, error=message, attempts=attempts)
 
 
 class RayPool(RemoteVerifier, ProvidesRequirements):
@@ -148,7 +58,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         """The sandbox defaults, as each node's pool holds them."""
         self.slots_per_node = slots_per_node or self.sandbox.workers * 2
         self._lock = threading.Condition()
-        self._slots: list[_Slot] = []
+        self._slots: list[Slot] = []
         self._starting: dict[str, tuple[Any, Any, float]] = {}  # node -> (handle, ping, since)
         self._seen: set[str] = set()
         self._released: set[str] = set()
@@ -267,7 +177,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                     self._released.add(node_id)
                     continue
                 with self._lock:
-                    self._slots.append(_Slot(node_id=node_id, handle=handle))
+                    self._slots.append(Slot(node_id=node_id, handle=handle))
                     self._lock.notify_all()
                 self._event(self._why.pop(node_id, "joined"), cluster.short(node_id))
             elif time.monotonic() - since > START_TIMEOUT_S:
@@ -276,7 +186,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                 self._released.add(node_id)
                 self._event("could not place a worker", cluster.short(node_id))
 
-    def _hand_back(self, slot: _Slot) -> None:
+    def _hand_back(self, slot: Slot) -> None:
         """Give up a draining worker's open workspaces: their holders see them lost (their episodes rebuild
         them elsewhere, the changes replayed), and the actor closes them."""
         leases, slot.leases = list(slot.leases), set()
@@ -287,7 +197,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             except Exception:  # noqa: BLE001 (the actor is going anyway)
                 pass
 
-    def _drop(self, slot: _Slot) -> None:
+    def _drop(self, slot: Slot) -> None:
         """A worker whose node is gone: its workspaces are lost with it."""
         slot.alive = False
         slot.generation += 1
@@ -295,7 +205,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         cluster.kill(slot.handle)
 
     # ------------------------------------------------------------------ placement and fault handling
-    def _mark_dead(self, slot: _Slot) -> None:
+    def _mark_dead(self, slot: Slot) -> None:
         """Replace a dead actor on its node if the node is alive and staying; otherwise drop the worker."""
         with self._lock:
             if not slot.alive:
@@ -315,8 +225,8 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                 self._slots = [s for s in self._slots if s.alive]
             self._lock.notify_all()
 
-    def _acquire(self, exclude: _Slot | None = None, timeout_s: float = 600.0,
-                 only: _Slot | None = None) -> _Slot:
+    def _acquire(self, exclude: Slot | None = None, timeout_s: float = 600.0,
+                 only: Slot | None = None) -> Slot:
         """A job slot: on the live, staying actor with the fewest jobs in flight (or on `only`, a lease's
         actor, draining or not); blocks while every slot is busy (back pressure), and a wait longer than
         `scale_up_wait_s` asks for one more worker. Only jobs take slots, never leases: a job ends by itself
@@ -352,7 +262,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         """Whether the fleet still expects workers (it asked the autoscaler for more than it has)."""
         return self._asked > len([s for s in self._slots if s.alive])
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         with self._lock:
             slot.in_flight = max(0, slot.in_flight - 1)
             slot.served += 1
@@ -362,7 +272,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
     def _call(self, method: str, *args: Any) -> tuple[Any, int, str]:
         """Call a pool-actor method; on an actor fault retry once elsewhere. Returns (result or None,
         attempts, the node of the last attempt)."""
-        slot: _Slot | None = None
+        slot: Slot | None = None
         for attempt in (1, 2):
             slot = self._acquire(exclude=slot)
             gen = slot.generation
@@ -381,9 +291,9 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             limits: ExecLimits | None = None, read: Sequence[str] = (), requirements: Sequence[str] = ()
             ) -> ExecResult:
         out, attempts, _ = self._call("run", list(argv), dict(files) if files else None, stdin,
-                                      _wire(limits), list(read), list(requirements))
+                                      wire_limits(limits), list(read), list(requirements))
         if out is None:
-            return _infra("sandbox actor died twice running this job", attempts=attempts)
+            return infra_result("sandbox actor died twice running this job", attempts=attempts)
         return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
 
     def verify_remote(self, task: Task, final: FinalState, seed: int = 0,
@@ -409,7 +319,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         job slot (a lease is not a job: an episode holds its lease across model turns, while its commands take
         slots one at a time), so any number of episodes may hold leases at once."""
         lease_id = uuid.uuid4().hex
-        slot: _Slot | None = None
+        slot: Slot | None = None
         for attempt in (1, 2):  # an actor found dead on opening (its node just died): once more elsewhere
             slot = self._lease_slot(lease_id, exclude=slot)
             generation = slot.generation
@@ -439,7 +349,7 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
                 slot.last_busy = time.monotonic()
                 self._lock.notify_all()
 
-    def _lease_slot(self, lease_id: str, exclude: _Slot | None = None) -> _Slot:
+    def _lease_slot(self, lease_id: str, exclude: Slot | None = None) -> Slot:
         """The live, staying actor with the fewest open leases (not `exclude` if another will do), the lease
         recorded on it; waits while every worker drains and new ones start."""
         deadline = time.monotonic() + START_TIMEOUT_S
