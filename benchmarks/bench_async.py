@@ -1,4 +1,4 @@
-"""Asynchronous against synchronous training, in one run: the real loop (`rlvr.train.loop.run`), same model,
+"""Asynchronous against synchronous training, in one run: the real loop (`rlvr.run.train`), same model,
 tasks, seed and budgets, once with `train.max_staleness = 0` and once with 1; the bwrap sandbox verifies.
 
 Reports seconds per GRPO step (median over the measured steps, from each step's phase timings), the trainer's

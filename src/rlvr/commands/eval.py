@@ -2,7 +2,7 @@
 (`rlvr.monitor.evals`); `eval_command` is the command itself, `run_eval` its engine room.
 
 `run_eval` builds the run (`rlvr.run`: the tasks with the config's domain settings, the pool, the policy, the
-Scorer), drives the rollout engine with a progress bar, hands each finished episode to an episode store as it
+Scorer), drives the run's rollouts with a progress bar, hands each finished episode to an episode store as it
 ends, and stops on Ctrl-C or a time limit with the report of the finished episodes, marked partial.
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ verl reward function) goes through these two classes, so a verdict means the sam
 multi-turn task acts through rlvr's tools in a leased sandbox; a single-turn task takes its answer through
 `submit(answer)` (or `session.answer(text)` for a trainer that hands over the completion itself).
 
-A `EnvSession` is not an `rlvr.rollout.episode.Episode`: that is the record of an episode the rollout engine
+An `EnvSession` is not an `rlvr.rollout.episode.Episode`: that is the record of an episode a rollout driver
 stores; a session is the live interface through which an adapter plays episodes, one after another.
 """
 from __future__ import annotations

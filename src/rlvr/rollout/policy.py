@@ -66,7 +66,7 @@ class Completion:
     """Calls returned natively by the backend (OpenAI `tool_calls`); text-format calls are parsed by the
     env."""
     error: str | None = None
-    """For finish_reason "error": what went wrong (the engine retries, then masks the episode)."""
+    """For finish_reason "error": what went wrong (the env loop retries, then masks the episode)."""
     call_errors: list[str] = field(default_factory=list)
     """Why native tool calls the backend returned could not be used (reported to the model by the env)."""
     policy_version: int | None = None
@@ -93,5 +93,6 @@ class Policy(Protocol):
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams, *,
                  prompt_token_ids: Sequence[list[int] | None] | None = None) -> list[Completion]:
         """One completion per conversation. `prompt_token_ids`, when a backend supports it, gives the exact
-        prompt tokens to continue (the engine builds them incrementally so training sees what was sampled)."""
+        prompt tokens to continue (the env loop builds them incrementally so training sees what was
+        sampled)."""
         ...

@@ -15,7 +15,7 @@ Fault tolerance: a job whose actor died (node lost, process killed) is retried o
 dead actor is replaced on its node if the node is still alive; a job is returned exactly once, so no result is
 lost or counted twice. A lease (a workspace that persists between commands) lives on one actor: if that actor
 dies, the workspace is gone, so the lease's later commands return `infra_error` and the episode is retried or
-masked by the rollout engine, never scored as the program's failure.
+masked by the rollouts, never scored as the program's failure.
 """
 from __future__ import annotations
 

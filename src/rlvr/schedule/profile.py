@@ -3,7 +3,7 @@
 `profile_episodes` reads k sampled episodes per task and reports per-task pass rates and tiers, the share of
 tasks in the learnable band, the within-group reward variance, and verifier determinism: a sample of final
 states is verified twice more, and both new verdicts must agree with each other and with the stored one.
-`rlvr.commands.profile.run_profile` samples those episodes with a policy and the rollout engine.
+`rlvr.commands.profile.run_profile` samples those episodes with a policy and the run's rollouts.
 """
 from __future__ import annotations
 

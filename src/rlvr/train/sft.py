@@ -1,7 +1,7 @@
 """Supervised warm start: teach the policy the answer format from reference solutions, gold tool trajectories
 or a JSONL file.
 
-The prompt is rendered exactly as the rollout engine renders a single-turn episode (one user message through
+The prompt is rendered exactly as the env loop renders a single-turn episode (one user message through
 the policy's chat template), so what SFT teaches is what RL later samples from; a gold trajectory (`[sft]
 source = "gold"`, `rlvr.rollout.policies.gold`) is an episode's own token record, played through the env by
 the run's engine. Only completion tokens and the end-of-turn token carry loss. The learning rate is constant:
@@ -154,7 +154,8 @@ class Encoded:
 
 
 def encode(policy, ex: SFTExample, max_len: int) -> Encoded:
-    """Prompt tokens as the engine renders them, then the completion and the end-of-turn token (masked 1)."""
+    """Prompt tokens as the env loop renders them, then the completion and the end-of-turn token (masked
+    1)."""
     prompt = policy.encode(policy.render([Message(role="user", content=ex.prompt)],
                                          add_generation_prompt=True))
     eos = policy.tokenizer.eos_token_id

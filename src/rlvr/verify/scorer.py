@@ -2,7 +2,7 @@
 
     scored = scorer.score(task, final_state, seed)     # -> Scored(verdict, reward)
 
-The rollout engine calls it exactly once per episode, on a worker thread as the episode ends (so scoring
+Every rollout driver calls it exactly once per episode, on a worker thread as the episode ends (so scoring
 overlaps generation of the others); `rlvr train`, `rlvr eval`, held-out evaluation, `rlvr verify` and the
 adapters for other trainers build the same Scorer, so a verdict means the same thing everywhere. It owns:
 
@@ -11,14 +11,14 @@ adapters for other trainers build the same Scorer, so a verdict means the same t
   the Ray pool): hidden material and the trusted harness then never cross to the candidate's node. Both paths
   hand the verifier the same `VerifyContext` (the seed and the extras, e.g. a preview directory), so a
   verdict replays exactly on either.
-- **retries**: a verdict with `infra_error` is retried `retries` times, then returned as it is (the engine
+- **retries**: a verdict with `infra_error` is retried `retries` times, then returned as it is (the rollouts
   masks such an episode; it is never scored 0 for training).
 - **the verdict cache**: identical final states of the same task are verified once per Scorer (the most
   recent 20,000 kept). A verdict that drew randomness (randomised hidden cases, fresh inputs: `Verdict.seed`
   set) is cached under the seed too, so a hit is exactly what verifying again would give; infra errors are
-  never cached. The rollout engine verifies every sample of a GRPO group with the group's seed
-  (`rollout.engine.verify_seed`), so a group's identical answers share one verification, and its samples are
-  judged on the same fresh inputs.
+  never cached. The rollouts verify every sample of a GRPO group with the group's seed
+  (`rlvr.rollout.core.rollouts.verify_seed`), so a group's identical answers share one verification, and its
+  samples are judged on the same fresh inputs.
 - **the flag penalty**: the reward of a flagged verdict is `flag_penalty` (default 0), else its score.
 
 Verifiers that draw randomness draw it from the seed they are given (`VerifyContext.seed`), never from the
@@ -72,7 +72,7 @@ class Scored:
 
 class VerdictCache:
     """Verdicts of identical final states of the same task (and, for verdicts that drew randomness, the same
-    seed), kept for the life of one Scorer, the `max_entries` most recently used. Thread-safe: the engine
+    seed), kept for the life of one Scorer, the `max_entries` most recently used. Thread-safe: the env loop
     scores on several worker threads, and a state already being verified on one of them is waited for, not
     verified twice (`claim` / `release`): identical answers of one GRPO group, scored at once, cost one
     verification."""

@@ -2,15 +2,15 @@
 
 `prepare` picks the entry function and its example inputs (the `io` cases, or the literal calls the visible
 and hidden tests make), draws a pool of `POOL_FACTOR * n` fresh inputs like them from the task's key
-(`integrity_probes.draw_like`; a task with its own generator, `[verifier.cases]`, draws there instead), takes
-the verification's `n` from the pool by the verdict's seed, and collects the candidate's literal keys as
-probes. `run_reference` computes the reference's outputs in a sandbox of their own, before the candidate's run
-(the reference never shares one with the candidate); the candidate's harness run gets the inputs only. The
-reference's outputs are kept per input (`ReferenceCache`, keyed by the reference's files), so a task's
-reference runs once for its pool, not once per verification: the eight samples of a GRPO group, and every
-later visit of the task, cost the candidate's run alone.
+(`rlvr.domains.code.integrity.probes.draw_like`; a task with its own generator, `[verifier.cases]`, draws
+there instead), takes the verification's `n` from the pool by the verdict's seed, and collects the candidate's
+literal keys as probes. `run_reference` computes the reference's outputs in a sandbox of their own, before the
+candidate's run (the reference never shares one with the candidate); the candidate's harness run gets the
+inputs only. The reference's outputs are kept per input (`ReferenceCache`, keyed by the reference's files), so
+a task's reference runs once for its pool, not once per verification: the eight samples of a GRPO group, and
+every later visit of the task, cost the candidate's run alone.
 `Differential.check` scores the fresh inputs (the verifier scales the score by it: fresh inputs never add
-credit); `Differential.findings` raises `hardcoding` (see `integrity_probes`).
+credit); `Differential.findings` raises `hardcoding` (see `rlvr.domains.code.integrity.probes`).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class Differential:
     """Reference outputs for `fresh` (None where the reference raised: not judged)."""
     ref_probes: list[Any] = field(default_factory=list)
     keyed_share: float = 0.0
-    """Keyed constants among the entry function's ways to return (see `integrity_probes.probes`)."""
+    """Keyed constants among the entry function's ways to return (see `integrity.probes.probes`)."""
     pool: list[list[Any]] = field(default_factory=list)
     """The task's pool of fresh inputs, of which `fresh` is this verification's share."""
     roots: list[str] = field(default_factory=list)

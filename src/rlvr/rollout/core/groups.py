@@ -1,9 +1,9 @@
 """GRPO groups, defined once: which episodes form a group, and when a group carries no learning signal.
 
-A group is the `group_size` samples of one task in one step; the engine gives them one `group_id`. Records
-from elsewhere (an imported dataset, a test) may lack it: they are grouped by step and task. Episodes masked
-by an infra fault belong to their group but have no reward to compare, so every rule below reads only the
-unmasked ones.
+A group is the `group_size` samples of one task in one step; every rollout driver gives them one `group_id`.
+Records from elsewhere (an imported dataset, a test) may lack it: they are grouped by step and task. Episodes
+masked by an infra fault belong to their group but have no reward to compare, so every rule below reads only
+the unmasked ones.
 
 A group has zero variance when it has at least one unmasked episode and all its unmasked rewards are equal
 within `ZERO_VARIANCE_TOL` (a group of one included: it has nothing to compare against). A group whose every

@@ -3,7 +3,7 @@
 An agent of any framework trains through its `base_url`. Each episode opens a `AgentSession` with its own API
 key; each request's messages are rendered by the policy's own chat template, and the exact prompt token ids,
 the sampled token ids, their behaviour log-probs and the policy version go into that session's token record,
-built like the rollout engine's (`rlvr.rollout.core.tokens.TokenStream`: prompts are extended, never
+built like the env loop's (`rlvr.rollout.core.tokens.TokenStream`: prompts are extended, never
 re-tokenized).
 
 Segments: when a call's history is not an extension of the previous call's prompt and completion (the agent

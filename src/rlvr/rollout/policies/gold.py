@@ -4,7 +4,7 @@
 looks at the workspace and runs the visible tests (which fail before the fix), writes the files the reference
 changes, runs the tests again (they pass) and submits; on a single-turn task it gives the reference answer.
 Each turn is decided from the conversation so far, so what a turn says about the tests is what the tool really
-answered. The rollout engine plays it like any policy: the tools run in the sandbox, the episode is scored by
+answered. The env loop plays it like any policy: the tools run in the sandbox, the episode is scored by
 the Scorer, and only episodes that pass are gold (`gold_episodes`).
 
 Given the trained policy (an encoder: the hf or vllm backend), the turns are encoded by the policy's own
@@ -160,8 +160,8 @@ def recovery_plan(episode: Episode, task: Task, source: TaskSource | None = None
 
 
 class GoldPolicy:
-    """A policy that plays gold plans, one per task prompt, through whatever env the engine runs. A token is a
-    UTF-8 byte and every log-prob 0 (the turns are given, not sampled): for transcripts (`rlvr tasks
+    """A policy that plays gold plans, one per task prompt, through whatever env the env loop runs. A token is
+    a UTF-8 byte and every log-prob 0 (the turns are given, not sampled): for transcripts (`rlvr tasks
     sft-data`); `EncodedGoldPolicy` speaks the trained policy's tokens."""
 
     def __init__(self, plans: Sequence[GoldPlan], name: str = "gold") -> None:
@@ -198,7 +198,7 @@ class GoldPolicy:
 class EncodedGoldPolicy(GoldPolicy):
     """A GoldPolicy that speaks the trained policy's tokens: each turn encoded by its tokenizer and ended with
     its end-of-turn token, the conversation rendered by its chat template; it stands in for the trained policy
-    wherever the engine reads a trainable policy's tokenizer, end tokens and context."""
+    wherever the env loop reads a trainable policy's tokenizer, end tokens and context."""
 
     def __init__(self, plans: Sequence[GoldPlan], encoder: Any, name: str = "gold") -> None:
         super().__init__(plans, name)

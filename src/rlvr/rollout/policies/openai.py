@@ -2,8 +2,8 @@
 concurrently with an async httpx client, with timeouts and retries on transport errors, 429 and 5xx.
 
 Token ids are not part of the chat API, so completions carry the server's per-token log-probs when it returns
-them and no token ids; the engine then records the transcript without a token stream. A request that still
-fails after its retries becomes a completion with finish_reason "error" (an infra fault: the engine retries
+them and no token ids; the env loop then records the transcript without a token stream. A request that still
+fails after its retries becomes a completion with finish_reason "error" (an infra fault: the env loop retries
 the turn, then masks the episode), never an exception.
 """
 from __future__ import annotations

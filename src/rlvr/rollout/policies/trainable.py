@@ -1,4 +1,4 @@
-"""TrainablePolicy: what the trainer and the engine need from a policy beyond `Policy.generate`.
+"""TrainablePolicy: what the trainer and the env loop need from a policy beyond `Policy.generate`.
 
 A trainable policy holds local weights (`model`, a torch module the trainer updates in place and may wrap
 with LoRA adapters), the tokenizer that made its token records, and optionally a separate generation copy

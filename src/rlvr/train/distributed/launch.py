@@ -2,7 +2,7 @@
 
 N plain Ray actors, one per bundle of a placement group (one CPU each, one GPU each where the cluster has
 N GPUs), each set the variables torchrun would set (RANK, WORLD_SIZE, MASTER_ADDR/PORT of rank 0's node,
-LOCAL_RANK) and run the same `rlvr.train.loop.run` a torchrun rank runs, so both launchers share one code
+LOCAL_RANK) and run the same `rlvr.run.train` a torchrun rank runs, so both launchers share one code
 path (rlvr.train.distributed.ranks). Each rank leases sandboxes from a local pool on its own node, as a
 torchrun rank does. When a rank's actor dies, every actor is stopped and the job is started again from the
 last checkpoint, up to `MAX_RESTARTS` times (the torchrun `--max-restarts` behaviour); the store never holds a
@@ -62,7 +62,7 @@ class _Rank:
 
 
 def run_on_ray(train: Callable[..., dict[str, Any]], cfg: RunConfig, resume: bool = True) -> dict[str, Any]:
-    """`train(cfg, resume=...)` (rlvr.train.loop.run, passed in: the loop imports this module) as
+    """`train(cfg, resume=...)` (`rlvr.run.train`, passed in: it imports this module) as
     `train.world_size` ranks on the Ray cluster at `cluster.address`; returns rank 0's summary."""
     n = cfg.train.world_size or 1
     cluster.connect(cfg.cluster.address, forward_logs=True)  # the ranks' progress shows here, on stderr

@@ -32,7 +32,7 @@ REPORT_HOOKS = frozenset({
 FORGERY_NAMES = frozenset({"TestReport", "CallInfo", "force_result", "get_result", "force_exception",
                            "ExceptionInfo", "hookwrapper", "hookimpl"})
 CLOCK_MODULES = frozenset({"time", "datetime", "timeit"})
-"""Patches of these are `clock_tampering` (integrity_rules), not generic standard-library patches."""
+"""Patches of these are `clock_tampering` (`rules`), not generic standard-library patches."""
 
 # Calls that give a flag in the candidate's own (non-test) code: dotted name -> kind.
 CALL_RULES: dict[str, str] = {

@@ -3,7 +3,7 @@ and holds that test's expected output (`if x == [3, 1, 2]: return [1, 2, 3]`), f
 
 Static, like `integrity`: the visible tests' `assert f(...) == literal` lines are read, never run. Code is
 flagged only when it holds both a visible test's input and that test's expected output, so a domain lookup
-table is not; tables keyed on guessed inputs are the differential probes' (`integrity_probes`).
+table is not; tables keyed on guessed inputs are the differential probes' (`probes`).
 """
 from __future__ import annotations
 
