@@ -139,8 +139,8 @@ class {cls}Source(ProceduralSource):
     def build(self, index: int, rng: random.Random) -> Task:
         word = rng.choice(WORDS)
         return Task(id=self.id_at(index), domain="{name}", answer=word[::-1],
-                    prompt=f"Reverse the word {{word!r}}. Give the final answer inside <answer></answer>
-                    tags.", seed=self.config.seed, index=index)
+                    prompt=f"Reverse the word {{word!r}}. Give the final answer inside "
+                           "<answer></answer> tags.", seed=self.config.seed, index=index)
 
     def gold(self, task: Task) -> FinalState:
         """The reference solution: the verifier must score it 1."""

@@ -46,5 +46,4 @@ class Ledger:
 
     def history(self, name):
         """(memo, signed amount) of every transaction line touching an account, in posting order."""
-        return [(memo, cents) for memo, lines in self.transactions for account,
-                cents in lines if account == name]
+        return [(memo, cents) for memo, lines in self.transactions for account, cents in lines if account == name]

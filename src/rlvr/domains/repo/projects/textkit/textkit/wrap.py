@@ -2,8 +2,7 @@
 
 
 def wrap(text, width):
-    """Wrap the words of text into lines of at most width characters (a longer word gets a line of its
-    own)."""
+    """Wrap the words of text into lines of at most width characters (a longer word gets a line of its own)."""
     if width < 1:
         raise ValueError("width must be at least 1")
     lines = []
