@@ -53,13 +53,21 @@ def sandbox_run(
 
 
 @sandbox_app.command("check")
-def sandbox_check() -> None:
+def sandbox_check(image: Annotated[str | None, typer.Option(
+        "--image", help="Run the checks inside this image (dockerfile:DIR, docker-archive:FILE, oci:DIR, NAME...): "
+                        "built or pulled and unpacked first.")] = None) -> None:
     """Containment self-test: one line per property; exit 1 if any fails."""
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.sandbox.selftest import run_checks
 
-    with BwrapPool(workers=1, spares=0) as pool:
-        results = run_checks(pool)
+    # probe: in an image without Python the checks' programs run on the supervisor's own interpreter, in the
+    # image's jail; they test the jail, which is the same whatever program runs in it
+    with BwrapPool(workers=1, spares=0, probe=image is not None) as pool:
+        if image is not None:
+            root = pool.resolve_image(image)
+            how = f"on its Python {root.python_version}" if root.python else "on rlvr's Python (the image has none)"
+            err.print(f"image {root.id[:12]}: checks run {how}, as uid {root.uid}", markup=False, highlight=False)
+        results = run_checks(pool, image=image)
     for r in results:
         mark = "[green]PASS[/green]" if r.passed else "[red]FAIL[/red]"
         out.print(f"{mark} {r.name}: [dim]{r.detail}[/dim]", highlight=False, soft_wrap=True)

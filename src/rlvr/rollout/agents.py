@@ -33,6 +33,7 @@ from rlvr.rollout.episode import Episode
 from rlvr.rollout.gateway import Gateway
 from rlvr.rollout.gateway_server import serve_unix
 from rlvr.rollout.policy import SamplingParams
+from rlvr.sandbox.base import environment_of
 from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
 
@@ -242,7 +243,7 @@ class AgentRunner:
         limits = ExecLimits.model_validate({"timeout_s": lim.wall_s, "memory_mb": self.cfg.memory_mb,
                                             "processes": self.cfg.processes})
         try:
-            with self.pool.lease(dict(task.workspace), mounts=mounts) as sb:
+            with self.pool.lease(dict(task.workspace), mounts=mounts, **environment_of(task)) as sb:
                 rel = next(r for r, target in sb.mounts if target == EPISODE_DIR)
                 _readable(sb.dir / next(r for r, target in sb.mounts if target == AGENT_DIR))
                 with serve_unix(self.gateway, str(sb.dir / rel / "gateway.sock"), only=session.key):

@@ -23,7 +23,9 @@ def limits_from(config: SandboxConfig) -> ExecLimits:
 def _bwrap(config: SandboxConfig, extra: dict[str, Any]) -> SandboxPool:
     from rlvr.sandbox.pool import BwrapPool
 
-    return BwrapPool(limits_from(config), workers=config.workers, **extra)
+    return BwrapPool(limits_from(config), workers=config.workers, allow_network=config.allow_network,
+                     image_cache=config.image_cache, image_pools=config.image_pools,
+                     trust_image_python=config.trust_image_python, **extra)
 
 
 def _unsafe(config: SandboxConfig, extra: dict[str, Any]) -> SandboxPool:
@@ -33,7 +35,7 @@ def _unsafe(config: SandboxConfig, extra: dict[str, Any]) -> SandboxPool:
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        return UnsafePool(limits_from(config), python=extra.get("python"))
+        return UnsafePool(limits_from(config), python=extra.get("python"), allow_network=config.allow_network)
 
 
 POOLS: dict[str, Callable[[SandboxConfig, dict[str, Any]], SandboxPool]] = {"bwrap": _bwrap, "none": _unsafe}

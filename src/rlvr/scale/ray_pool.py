@@ -31,7 +31,7 @@ import ray
 from rlvr.config import ClusterConfig, SandboxConfig
 from rlvr.errors import InfraError, UserError
 from rlvr.sandbox import limits_from
-from rlvr.sandbox.base import FileMap, SandboxPool
+from rlvr.sandbox.base import FileMap, SandboxPool, network_refused
 from rlvr.sandbox.requirements import ProvidesRequirements
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.scale import cluster, elastic
@@ -95,6 +95,8 @@ class RaySandbox:
             call = self._slot.handle.lease_run.remote(self.lease_id, list(argv), dict(files) if files else None,
                                                       stdin, _wire(limits), list(read))
             return ExecResult.model_validate(ray.get(call))
+        except UserError as exc:  # refused on the node (a shell command in an image without one)
+            raise _cause(exc) from None
         except ACTOR_FAULTS as exc:
             self._pool._mark_dead(self._slot)
             return _infra(f"sandbox actor died during the command: {type(exc).__name__}")
@@ -125,6 +127,12 @@ class RaySandbox:
 def _wire(limits: ExecLimits | None) -> dict[str, Any] | None:
     """Limits as they cross to an actor: only the fields the caller set, so the actor's pool keeps its defaults."""
     return None if limits is None else limits.model_dump(exclude_unset=True)
+
+
+def _cause(exc: UserError) -> UserError:
+    """The UserError a pool actor raised, without Ray's wrapping (so the CLI prints its one line)."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, UserError) else exc
 
 
 def _infra(message: str, attempts: int = 1) -> ExecResult:
@@ -365,10 +373,15 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
 
     # ---------------------------------------------------------------------------------- the protocol
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = (), requirements: Sequence[str] = ()
-            ) -> ExecResult:
-        out, attempts, _ = self._call("run", list(argv), dict(files) if files else None, stdin,
-                                      _wire(limits), list(read), list(requirements))
+            limits: ExecLimits | None = None, read: Sequence[str] = (), requirements: Sequence[str] = (), *,
+            image: str | None = None, network: bool = False) -> ExecResult:
+        """One job on the node with the fewest in flight; `image` and `network` as `lease`."""
+        self._check_network(network)
+        try:
+            out, attempts, _ = self._call("run", list(argv), dict(files) if files else None, stdin,
+                                          _wire(limits), list(read), list(requirements), image, network)
+        except UserError as exc:
+            raise _cause(exc) from None
         if out is None:
             return _infra("sandbox actor died twice running this job", attempts=attempts)
         return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
@@ -388,19 +401,34 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         """This pool with `requirements` sent along with every job: the node that runs it serves them."""
         return _WithRequirements(self, tuple(requirements))
 
+    def _check_network(self, network: bool) -> None:
+        if network and not self.sandbox.allow_network:
+            raise network_refused()
+
     @contextmanager
-    def lease(self, files: FileMap | None = None, requirements: Sequence[str] = ()) -> Iterator[RaySandbox]:
+    def lease(self, files: FileMap | None = None, requirements: Sequence[str] = (), *, image: str | None = None,
+              network: bool = False) -> Iterator[RaySandbox]:
         """A workspace on the live, staying actor with the fewest open leases. Opening one never waits for a job
         slot (a lease is not a job: an episode holds its lease across model turns, while its commands take slots
-        one at a time), so any number of episodes may hold leases at once."""
+        one at a time), so any number of episodes may hold leases at once.
+
+        `image` (a reference) is built or pulled on the node that holds the lease, once per node (its image cache
+        is shared by every process there; `rlvr node start --warm-image` prepares images before the node joins);
+        a path in it must exist on that node. An image that cannot be had is the UserError the node raised."""
+        self._check_network(network)
         lease_id = uuid.uuid4().hex
         slot: _Slot | None = None
         for attempt in (1, 2):  # an actor found dead on opening (its node just died): once more elsewhere
             slot = self._lease_slot(lease_id, exclude=slot)
             generation = slot.generation
             try:
-                ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None, list(requirements)))
+                ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None, list(requirements),
+                                                      image, network))
                 break
+            except UserError as exc:  # the node's own one-line refusal (an image that cannot be had), unwrapped
+                with self._lock:
+                    slot.leases.discard(lease_id)
+                raise _cause(exc) from None
             except ACTOR_FAULTS:
                 with self._lock:
                     slot.leases.discard(lease_id)
@@ -488,12 +516,14 @@ class _WithRequirements:
     def __init__(self, pool: RayPool, requirements: tuple[str, ...]) -> None:
         self.pool, self.requirements, self.limits = pool, requirements, pool.limits
 
-    def lease(self, files: FileMap | None = None) -> Any:
-        return self.pool.lease(files, requirements=self.requirements)
+    def lease(self, files: FileMap | None = None, *, image: str | None = None, network: bool = False) -> Any:
+        return self.pool.lease(files, requirements=self.requirements, image=image, network=network)
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
-        return self.pool.run(argv, files, stdin, limits, read, requirements=self.requirements)
+            limits: ExecLimits | None = None, read: Sequence[str] = (), *, image: str | None = None,
+            network: bool = False) -> ExecResult:
+        return self.pool.run(argv, files, stdin, limits, read, requirements=self.requirements, image=image,
+                             network=network)
 
     def close(self) -> None:
         """The RayPool it wraps is closed by its owner."""
