@@ -265,11 +265,11 @@ GPU_CHECK_OUT ?= runs/gpu-check
 gpu-check: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT)
 
-# Task images (docs/IMAGES.md): podman builds and unpacks them, runc runs a Dockerfile's RUN steps (with rlvr's
-# containers.conf), slirp4netns gives network to the tasks allowed it, mmdebstrap builds Debian from Debian's own
-# packages; each is installed with apt-get when we are root and it is missing. Then `rlvr images base` builds
-# Debian bookworm (slim) and tags it debian:bookworm-slim in podman's store, once (an existing tag is kept), so
-# `FROM debian:bookworm-slim` builds here without a registry; about 45 s the first time.
+# Task images (docs/IMAGES.md): podman builds and unpacks them, runc runs a Dockerfile's RUN steps (with
+# rlvr's containers.conf), slirp4netns gives network to the tasks allowed it, mmdebstrap builds Debian from
+# Debian's own packages; each is installed with apt-get when we are root and it is missing. Then `rlvr images
+# base` builds Debian bookworm (slim) and tags it debian:bookworm-slim in podman's store, once (an existing tag
+# is kept), so `FROM debian:bookworm-slim` builds here without a registry; about 45 s the first time.
 IMAGE_PACKAGES ?= podman runc slirp4netns mmdebstrap uidmap
 .PHONY: image-deps images test-images
 image-deps:
@@ -287,11 +287,12 @@ image-deps:
 images: setup image-deps
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr images base
 
-# The image tests (marker `images`; tests/sandbox/test_images*.py): the jail, its limits and recovery inside images
-# built FROM the base image, whiteouts, images without Python or a shell, a failing Dockerfile, network. The test
-# images are cached in podman's store and rlvr's image cache; about 2 minutes the first time, 1 minute after.
+# The image tests (marker `images`): the jail, its limits and recovery inside images built FROM the base image,
+# whiteouts, images without Python or a shell, a failing Dockerfile, archives, network, the Ray pool. The test
+# images are cached in podman's store and rlvr's image cache; about 4 minutes the first time, 2-3 after.
+IMAGE_TESTS ?= tests/sandbox tests/scale/test_ray_images.py
 test-images: images
-	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m images tests/sandbox
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m images $(IMAGE_TESTS)
 
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/run.py

@@ -18,7 +18,8 @@ def start(ctx: typer.Context,
                                    "dockerfile:DIR, docker-archive:FILE, oci:DIR, NAME.")] = None,
           image_cache: Annotated[str | None, typer.Option(
               "--image-cache", help="The image cache (default $RLVR_IMAGE_CACHE, else ~/.cache/rlvr/images); "
-                                    "pool actors must use the same ([sandbox] image_cache).")] = None) -> None:
+                                    "pool actors must use the same ([sandbox] image_cache).")] = None,
+          ) -> None:
     """Join the cluster as a worker node (`ray start --block`; arguments after `--` go to it, e.g. `-- --num-cpus
     4`). On SIGTERM the node drains: nothing new goes there, rlvr's fleets finish or hand back its work within
     the grace period, and the node stops. --warm-image prepares task images first."""

@@ -56,9 +56,9 @@ class SandboxPool(Protocol):
 
     def lease(self, files: FileMap | None = None, *, image: str | None = None,
               network: bool = False) -> AbstractContextManager[Sandbox]:
-        """A fresh workspace, torn down on exit. `image`: an image reference (`rlvr.sandbox.images`) whose root
-        the jobs run in (None: the host root); `network`: the jobs reach the network (refused where the pool
-        does not allow it). A pool without images raises UserError for an image."""
+        """A fresh workspace, torn down on exit. `image`: an image reference (`rlvr.sandbox.images`) whose
+        root the jobs run in (None: the host root); `network`: the jobs reach the network (refused where the
+        pool does not allow it). A pool without images raises UserError for an image."""
         ...
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
@@ -81,8 +81,8 @@ def iter_safe_paths(files: FileMap) -> Iterator[tuple[str, str | bytes]]:
 
 
 def environment_of(task: object) -> dict[str, Any]:
-    """The lease arguments of a task's environment: `image` (a reference) and `network`, only those it sets, so
-    that a task on the host root without network leases exactly as before (any pool, any test double)."""
+    """The lease arguments of a task's environment: `image` (a reference) and `network`, only those it sets,
+    so that a task on the host root without network leases exactly as before (any pool, any test double)."""
     image, network = getattr(task, "image", None), bool(getattr(task, "network", False))
     return {k: v for k, v in (("image", image), ("network", network)) if v}
 
@@ -108,7 +108,8 @@ class InEnvironment:
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), **kwargs: Any) -> ExecResult:
-        return self.pool.run(argv, files, stdin, limits, read, **kwargs, **self._env())  # type: ignore[call-arg]
+        env = self._env()
+        return self.pool.run(argv, files, stdin, limits, read, **kwargs, **env)  # type: ignore[call-arg]
 
     def close(self) -> None:
         """The pool it views is closed by its owner."""

@@ -1,6 +1,6 @@
 """Base images without a registry: Debian built from Debian's own packages (mmdebstrap) and tagged in podman's
-local store under the name a Dockerfile uses, so `FROM debian:bookworm-slim` builds offline exactly as it would
-anywhere (`rlvr images base`, which `make images` runs).
+local store under the name a Dockerfile uses, so `FROM debian:bookworm-slim` builds offline exactly as it
+would anywhere (`rlvr images base`, which `make images` runs).
 
 The root is minbase with merged /usr, without documentation, man pages or locales (as Debian's own slim images
 are), with an /etc/hosts that names localhost and an empty resolv.conf (mmdebstrap copies the host's), and
@@ -54,7 +54,8 @@ def build_base(suite: str = "bookworm", tag: str = "debian:bookworm-slim", *, fo
         if res.returncode != 0 or not tar.is_file():
             why = " ".join((res.stderr.strip().splitlines() or ["no output"])[-1].split())[:300]
             raise ImageError(f"mmdebstrap could not build Debian {suite}: {why}", field="images base",
-                             fix="check that Debian's archive (deb.debian.org) is reachable, or pass --mirror URL")
+                             fix="check that Debian's archive (deb.debian.org) is reachable, "
+                                 "or pass --mirror URL")
         out = podman.run(["import", "--change", 'CMD ["bash"]', "--message", f"mmdebstrap {suite} (rlvr)",
                           str(tar), name], timeout_s=600.0)
     image_id = out.stdout.strip().splitlines()[-1].removeprefix("sha256:")

@@ -88,8 +88,8 @@ def write_etc(base: Path) -> Path:
 class Container:
     """The layout every worker of one pool shares; `argv` adds what is the worker's own.
 
-    This is the host-root layout; `rlvr.sandbox.image_container.ImageContainer` lays the same jail over an image
-    by overriding `root_args`, `opt_args`, `launcher` and `zygote_config`."""
+    This is the host-root layout; `rlvr.sandbox.image_container.ImageContainer` lays the same jail over an
+    image by overriding `root_args`, `opt_args`, `launcher` and `zygote_config`."""
 
     bwrap: str
     """The bubblewrap binary (`find_bwrap`)."""
@@ -114,8 +114,9 @@ class Container:
     (`rlvr.sandbox.network`); False: each job gets a fresh namespace with only a loopback device."""
 
     def argv(self, cg: WorkerCgroup, lean_rfd: int, info_fd: int = -1) -> list[str]:
-        """The bubblewrap command line of one worker: its cgroup binds, the lean template's request pipe when it
-        has one (`lean_rfd >= 0`), and bubblewrap's info pipe (`info_fd >= 0`: the worker's PID comes back)."""
+        """The bubblewrap command line of one worker: its cgroup binds, the lean template's request pipe when
+        it has one (`lean_rfd >= 0`), and bubblewrap's info pipe (`info_fd >= 0`: the worker's PID comes
+        back)."""
         a = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--hostname",
              "sandbox", "--die-with-parent", "--new-session"]
         if info_fd >= 0:

@@ -2,10 +2,11 @@
 
     with pool.lease(files, image="dockerfile:tasks/t1/environment", network=False) as sb: ...
 
-The host root without network is the pool itself. Any other environment gets a pool of the same kind and limits
-whose workers run in it, started on first need (the image built or pulled and unpacked first, once per machine:
-`rlvr.sandbox.imagecache`) and kept warm for the leases that follow. At most `image_pools` of them stay warm;
-beyond that the least recently used one with no open lease is closed (it starts again when asked for).
+The host root without network is the pool itself. Any other environment gets a pool of the same kind and
+limits whose workers run in it, started on first need (the image built or pulled and unpacked first, once per
+machine: `rlvr.sandbox.imagecache`) and kept warm for the leases that follow. At most `image_pools` of them
+stay warm; beyond that the least recently used one with no open lease is closed (it starts again when asked
+for).
 
 Network access is refused unless the pool allows it (`[sandbox] allow_network`), so a task that asks for the
 network runs only where the run's config lets it.
@@ -26,6 +27,8 @@ from rlvr.sandbox.image_container import supervisor_for
 from rlvr.sandbox.imagecache import ImageRoot
 
 log = logging.getLogger(__name__)
+EnvKey = tuple[str | None, bool]
+"""(image ID or None, network): what tells two environments apart."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,9 @@ class Environment:
 
 
 class EnvironmentPools(ABC):
-    """Mixin of an isolated pool: `environment_pool(image, network)` hands back the pool whose workers run there.
-    A subclass sets the attributes below, implements `_start_environment` and calls `_close_environments()` from
-    its `close()`."""
+    """Mixin of an isolated pool: `environment_pool(image, network)` hands back the pool whose workers run
+    there. A subclass sets the attributes below, implements `_start_environment` and calls
+    `_close_environments()` from its `close()`."""
 
     allow_network: bool
     image_pools: int
@@ -60,7 +63,7 @@ class EnvironmentPools(ABC):
     def _start_environment(self, env: Environment) -> Any:
         """A started pool of the same kind and limits whose workers run in `env`."""
 
-    def _env_state(self) -> tuple[threading.Lock, OrderedDict[tuple[str | None, bool], Any], dict[str, ImageRoot]]:
+    def _env_state(self) -> tuple[threading.Lock, OrderedDict[EnvKey, Any], dict[str, ImageRoot]]:
         lock = self.__dict__.setdefault("_env_lock", threading.Lock())
         with lock:
             pools = self.__dict__.setdefault("_env_pools", OrderedDict())
@@ -72,8 +75,8 @@ class EnvironmentPools(ABC):
             raise network_refused()
 
     def resolve_image(self, image: str) -> ImageRoot:
-        """The unpacked image a reference names, resolved once per pool (a build or pull happens at most once per
-        machine: the cache's locks)."""
+        """The unpacked image a reference names, resolved once per pool (a build or pull happens at most once
+        per machine: the cache's locks)."""
         lock, _, roots = self._env_state()
         with lock:
             found = roots.get(image)
@@ -85,13 +88,15 @@ class EnvironmentPools(ABC):
 
     def environment_pool(self, image: str | None, network: bool = False, hold: bool = False) -> Any:
         """The pool whose workers run in `image` (a reference, None: the host root) with or without network;
-        started and kept warm on first need. `hold`: count a lease on it (give it back with `release`), so that
-        it is not closed to make room before the lease opens. Raises UserError for network the config does not
-        allow, an image that cannot be had (one line, with the fix), or an image asked of a requirements pool."""
+        started and kept warm on first need. `hold`: count a lease on it (give it back with `release`), so
+        that it is not closed to make room before the lease opens. Raises UserError for network the config
+        does not allow, an image that cannot be had (one line, with the fix), or an image asked of a
+        requirements pool."""
         self.check_network(network)
         if image is not None and self.derived:
             raise UserError("a task with an image gets its packages from the image, not from requirements",
-                            field="requirements", fix="install them in the image (a RUN step of its Dockerfile)")
+                            field="requirements",
+                            fix="install them in the image (a RUN step of its Dockerfile)")
         if image is None and not network:
             return self
         root = self.resolve_image(image) if image is not None else None
@@ -132,7 +137,8 @@ class EnvironmentPools(ABC):
         except SandboxUnavailable as exc:
             if supervisor != "image":
                 raise
-            # The image's Python looked usable but the zygote could not start on it: the host's serves instead.
+            # The image's Python looked usable but the zygote could not start on it: the host's serves
+            # instead.
             log.warning("image %s: the zygote does not start on its Python %s (%s); jobs are exec'd instead",
                         root.id[:12], root.python, exc)
             return self._start_environment(Environment(root, network, "host", self.probe))

@@ -1,17 +1,18 @@
-"""The same jail over an image's root: what one worker's bubblewrap container holds when its tasks run in an image.
+"""The same jail over an image's root: what one worker's bubblewrap container holds when its tasks run in an
+image.
 
-The root is bubblewrap's tmpfs with each top-level entry of the cached image root bound read-only (its symlinks
-recreated, never followed on the host), so mount points can still be made at the top; bubblewrap 0.8 cannot make
-them on a read-only root. Over the image: rlvr's /etc/passwd, group, hosts and resolv.conf (`rootfs.synth_etc`),
-fresh /proc, /dev and /tmp, the pool's control directory at /.rlvr, and /opt/rlvr, a read-only tmpfs holding
-the zygote. Everything below the root (namespaces, seccomp, cgroups, the unprivileged user, the per-job chain)
-is the zygote's, unchanged.
+The root is bubblewrap's tmpfs with each top-level entry of the cached image root bound read-only (its
+symlinks recreated, never followed on the host), so mount points can still be made at the top; bubblewrap 0.8
+cannot make them on a read-only root. Over the image: rlvr's /etc/passwd, group, hosts and resolv.conf
+(`rootfs.synth_etc`), fresh /proc, /dev and /tmp, the pool's control directory at /.rlvr, and /opt/rlvr, a
+read-only tmpfs holding the zygote. Everything below the root (namespaces, seccomp, cgroups, the unprivileged
+user, the per-job chain) is the zygote's, unchanged.
 
 The zygote needs a Python, and it runs as root inside the worker's namespaces, so which one matters:
 
-- `image`: the image's own interpreter (`ImageRoot.python`, 3.9 or later with ctypes). Jobs named `python` fork
-  from it warm, as on the host. The image's interpreter and the modules it imports while warming up then run as
-  that root: trust the image as you trust the host's Python (docs/SECURITY.md).
+- `image`: the image's own interpreter (`ImageRoot.python`, 3.9 or later with ctypes). Jobs named `python`
+  fork from it warm, as on the host. The image's interpreter and the modules it imports while warming up then
+  run as that root: trust the image as you trust the host's Python (docs/SECURITY.md).
 - `host`: the host's interpreter, brought in read-only at /opt/rlvr/host and started through the host's own
   dynamic loader with the host's libraries (`--inhibit-cache`, so nothing of the image's libc or its
   ld.so.cache is loaded; an image's /etc/ld.so.preload is masked), in isolated mode without site. No code of
@@ -46,13 +47,14 @@ class HostRuntime:
     binds: tuple[tuple[str, str], ...]
     """(host path, path in the worker) pairs, all read-only."""
     launcher: tuple[str, ...]
-    """The command that starts the interpreter: the host's loader, its library path, the interpreter, its flags."""
+    """The command that starts the interpreter: the host's loader, its library path, the interpreter, its
+    flags."""
 
 
 @functools.cache
 def host_runtime() -> HostRuntime:
-    """Find the host's base interpreter, its prefix, the dynamic loader and the directories of the shared libraries
-    the zygote's modules load (read from this process's own mappings after importing them)."""
+    """Find the host's base interpreter, its prefix, the dynamic loader and the directories of the shared
+    libraries the zygote's modules load (read from this process's own mappings after importing them)."""
     import importlib
 
     for name in ZYGOTE_MODULES:
@@ -76,8 +78,8 @@ def host_runtime() -> HostRuntime:
     binds += [(d, f"{HOST_DIR}/lib{i}") for i, d in enumerate(libdirs)]
     inner = f"{HOST_DIR}/prefix/{os.path.relpath(exe, prefix)}"
     search = [f"{HOST_DIR}/prefix/lib", *(f"{HOST_DIR}/lib{i}" for i in range(len(libdirs)))]
-    launcher = (f"{HOST_DIR}/ld.so", "--inhibit-cache", "--library-path", ":".join(search), "--argv0", inner, inner,
-                "-E", "-S")
+    launcher = (f"{HOST_DIR}/ld.so", "--inhibit-cache", "--library-path", ":".join(search), "--argv0", inner,
+                inner, "-E", "-S")
     return HostRuntime(tuple(binds), launcher)
 
 
@@ -97,10 +99,11 @@ class ImageContainer(Container):
     image: ImageRoot | None = None
     """The cached image."""
     supervisor: str = "image"
-    """`image`: the zygote runs on the image's Python; `host`: on the host's, brought in (module docstring)."""
+    """`image`: the zygote runs on the image's Python; `host`: on the host's, brought in (module
+    docstring)."""
     probe: bool = False
-    """`host` only: `python -c/-m/script` jobs run in the host interpreter the zygote runs on, which stays visible
-    (the containment self-test's programs in an image without Python); never for tasks."""
+    """`host` only: `python -c/-m/script` jobs run in the host interpreter the zygote runs on, which stays
+    visible (the containment self-test's programs in an image without Python); never for tasks."""
 
     @property
     def root(self) -> ImageRoot:
@@ -128,7 +131,8 @@ class ImageContainer(Container):
         a = ["--perms", "0755", "--tmpfs", "/opt/rlvr", "--ro-bind", str(ZYGOTE), "/opt/rlvr/zygote.py",
              "--ro-bind", str(WIRE), "/opt/rlvr/wire.py"]
         if self.supervisor == "host":
-            a += ["--perms", "0755", "--dir", HOST_DIR]  # bwrap would make it 0700: the self-test's programs read it
+            # bwrap would make it 0700; the self-test's programs read it
+            a += ["--perms", "0755", "--dir", HOST_DIR]
             for src, dst in host_runtime().binds:
                 a += ["--ro-bind", src, dst]
             if self.root.ld_preload:  # the host's loader would read the image's preload list
@@ -156,5 +160,6 @@ class ImageContainer(Container):
 
 
 def supervisor_for(root: ImageRoot, trust_python: bool) -> str:
-    """`image` where the image has a Python the zygote can run on and it may be trusted with it, else `host`."""
+    """`image` where the image has a Python the zygote can run on and it may be trusted with it, else
+    `host`."""
     return "image" if root.python and trust_python else "host"

@@ -1,17 +1,18 @@
-"""The root-filesystem cache: each image unpacked once per machine, keyed by its digest, shared read-only by every
-worker of every pool on the node.
+"""The root-filesystem cache: each image unpacked once per machine, keyed by its digest, shared read-only by
+every worker of every pool on the node.
 
 Layout under `cache_dir()` (`$RLVR_IMAGE_CACHE`, else `~/.cache/rlvr/images`; never inside a clone):
 
-    roots/<image id>/rootfs/        the image's root, every layer applied (whiteouts honoured), plus empty mount
-                                    points rlvr binds over (/opt/rlvr, /etc/passwd, group, hosts, resolv.conf)
-    roots/<image id>/etc/           the /etc files rlvr synthesises for the jail (rootfs.synth_etc)
-    roots/<image id>/image.json     the image's config (ENV, WORKDIR, USER, ENTRYPOINT, CMD) and what rlvr found
-    refs/<key>.json                 a reference -> the image ID it resolved to, with a fingerprint of its sources
-    locks/                          flock files: one build or pull per reference and one unpack per image at a
-                                    time across threads and processes; a pool holds `<id>.use` shared while it
-                                    serves the image, so a prune never removes a root in use
-    tmp/                            unpacks in progress; a root appears under roots/ only by an atomic rename
+    roots/<id>/rootfs/      the image's root, every layer applied (whiteouts honoured), plus empty mount
+                            points rlvr binds over (/opt/rlvr, /etc/passwd, group, hosts, resolv.conf)
+    roots/<id>/etc/         the /etc files rlvr synthesises for the jail (rootfs.synth_etc)
+    roots/<id>/image.json   the image's config (ENV, WORKDIR, USER, ENTRYPOINT, CMD) and what rlvr found
+    refs/<key>.json         a reference -> the image ID it resolved to, with a fingerprint of its sources
+    locks/                  flock files: one build or pull per reference and one unpack per image at a time
+                            across threads and processes; a pool holds `<id>.use` shared while it serves the
+                            image, so a prune never removes a root in use
+    tmp/                    unpacks in progress; a root appears under roots/ only by an atomic rename
+    store.json              where podman's image index is (`store_stamp`)
 
 The image ID is the sha256 digest of the image's config, the same whatever transport brought it.
 """
@@ -107,7 +108,8 @@ class ImageRoot:
     @classmethod
     def load(cls, path: Path) -> ImageRoot:
         data = json.loads((path / "image.json").read_text())
-        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known = cls.__dataclass_fields__
+        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
         return cls(**{**data, "path": path})
 
     def dump(self) -> None:
@@ -141,7 +143,8 @@ class Cache:
         return ImageRoot.load(path) if (path / "image.json").is_file() else None
 
     def entries(self) -> list[ImageRoot]:
-        return [ImageRoot.load(p) for p in sorted((self.root / "roots").iterdir()) if (p / "image.json").is_file()]
+        roots = sorted((self.root / "roots").iterdir())
+        return [ImageRoot.load(p) for p in roots if (p / "image.json").is_file()]
 
     def index(self) -> dict[str, dict]:
         """Every reference the cache knows: ref -> {"ref", "id", "fingerprint", "at"}."""
@@ -186,14 +189,15 @@ class Cache:
 # ------------------------------------------------------------------------------------------- resolving
 def resolve(ref: str | ImageRef, cache: Cache | None = None, *, base: str | Path | None = None,
             rebuild: bool = False) -> ImageRoot:
-    """The unpacked image a reference names: built, pulled or loaded and unpacked on first use, then found in the
-    cache (a Dockerfile or an archive by a fingerprint of its files, without asking podman). `rebuild` builds or
-    pulls again even when the fingerprint matches. Raises ImageError (one line, exit 2) when it cannot be had."""
+    """The unpacked image a reference names: built, pulled or loaded and unpacked on first use, then found in
+    the cache (a Dockerfile or an archive by a fingerprint of its files, without asking podman). `rebuild`
+    builds or pulls again even when the fingerprint matches. Raises ImageError (one line, exit 2) when it
+    cannot be had."""
     r = (parse(ref) if isinstance(ref, str) else ref).absolute(base)
     cache = cache or Cache()
     key = str(r)
     with cache.lock("ref-" + hashlib.sha256(key.encode()).hexdigest()[:32]):
-        fp = fingerprint(r)
+        fp = fingerprint(r, cache)
         known = cache.recall(key)
         if not rebuild and fp is not None and known and known.get("fingerprint") == fp:
             found = cache.get(known["id"])
@@ -201,15 +205,18 @@ def resolve(ref: str | ImageRef, cache: Cache | None = None, *, base: str | Path
                 return found
         image_id = acquire(r)
         root = unpack(cache, image_id, key)
-        cache.remember(key, image_id, fp)
+        cache.remember(key, image_id, fp if r.local else fingerprint(r, cache))  # a pull changed the store
         return root
 
 
-def fingerprint(r: ImageRef) -> str | None:
-    """What a local reference's image depends on, cheaply: the Dockerfile's bytes and the context's file list
-    (path, size, mtime), or an archive's size and mtime. None for store and registry references (podman is asked)."""
+def fingerprint(r: ImageRef, cache: Cache) -> str | None:
+    """What a reference's image depends on, cheaply: for a Dockerfile its bytes and the context's file list
+    (path, size, mtime), for an archive its size and mtime; for a store or registry reference the state of
+    podman's image store (`store_stamp`: any tag, pull, build or removal changes it). None: podman must be
+    asked."""
     if not r.local:
-        return None
+        stamp = store_stamp(cache)
+        return None if stamp is None else hashlib.sha256(f"{r}\0{stamp}".encode()).hexdigest()
     h = hashlib.sha256(str(r).encode())
     target = Path(r.target)
     if r.transport == "dockerfile":
@@ -220,7 +227,8 @@ def fingerprint(r: ImageRef) -> str | None:
             for name in sorted(filenames):
                 p = os.path.join(dirpath, name)
                 st = os.lstat(p)
-                h.update(f"{os.path.relpath(p, target)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}\n".encode())
+                rel = os.path.relpath(p, target)
+                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}\n".encode())
     else:
         _exists(r)
         for p in ([target / "index.json"] if target.is_dir() else [target]):
@@ -229,13 +237,42 @@ def fingerprint(r: ImageRef) -> str | None:
     return h.hexdigest()
 
 
+def store_stamp(cache: Cache) -> str | None:
+    """The modification stamp of podman's image index (`<graph root>/<driver>-images/images.json`, which every
+    tag, pull, build and removal rewrites), so a cached store reference is found without running podman. Where
+    the store lives is asked of podman once and kept in the cache (`store.json`, per storage configuration);
+    None when it cannot be read."""
+    conf = os.environ.get("CONTAINERS_STORAGE_CONF", "")
+    path = cache.root / "store.json"
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if known.get("conf") != conf:
+        fmt = "{{.Store.GraphRoot}}\t{{.Store.GraphDriverName}}"
+        res = podman.run(["info", "--format", fmt], check=False)
+        parts = res.stdout.strip().split("\t")
+        if res.returncode != 0 or len(parts) != 2:
+            return None
+        known = {"conf": conf, "index": str(Path(parts[0]) / f"{parts[1]}-images" / "images.json")}
+        tmp = cache.root / "tmp" / f"store.{os.getpid()}.{secrets.token_hex(4)}"
+        tmp.write_text(json.dumps(known))
+        os.replace(tmp, path)
+    try:
+        st = os.stat(known["index"])
+    except OSError:
+        return None
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def _exists(r: ImageRef) -> None:
     target = Path(r.target)
     want_dir = r.transport in ("dockerfile", "oci")
     if not (target.is_dir() if want_dir else target.is_file()):
         what = {"dockerfile": "a build context directory", "oci": "an OCI layout directory",
-                "docker-archive": "a `docker save` tarball", "oci-archive": "an OCI layout tarball"}[r.transport]
-        raise ImageError(f"{r.transport}: not {what}", file=target, field="image", fix=f"give the path of {what}")
+                "docker-archive": "a `docker save` tarball", "oci-archive": "an OCI layout tarball"}
+        raise ImageError(f"{r.transport}: not {what[r.transport]}", file=target, field="image",
+                         fix=f"give the path of {what[r.transport]}")
 
 
 def _dockerfile_of(r: ImageRef) -> Path:
@@ -245,15 +282,16 @@ def _dockerfile_of(r: ImageRef) -> Path:
     for name in names:
         if (context / name).is_file():
             return context / name
-    raise ImageError(f"dockerfile: no {' or '.join(names)} in this build context", file=context, field="image",
-                     fix="write dockerfile:CONTEXT_DIR#path/to/Dockerfile")
+    raise ImageError(f"dockerfile: no {' or '.join(names)} in this build context", file=context,
+                     field="image", fix="write dockerfile:CONTEXT_DIR#path/to/Dockerfile")
 
 
 def acquire(r: ImageRef) -> str:
     """Bring the image into podman's local store; its ID."""
     if r.transport == "dockerfile":
         df = _dockerfile_of(r)
-        tag = f"localhost/rlvr/{_slug(Path(r.target).name)}:{hashlib.sha256(str(r).encode()).hexdigest()[:12]}"
+        digest = hashlib.sha256(str(r).encode()).hexdigest()[:12]
+        tag = f"localhost/rlvr/{_slug(Path(r.target).name)}:{digest}"
         return podman.build(Path(r.target), df, tag)
     if r.local:
         _exists(r)
@@ -274,8 +312,9 @@ def _slug(name: str) -> str:
 
 # ------------------------------------------------------------------------------------------- unpacking
 def unpack(cache: Cache, image_id: str, ref: str) -> ImageRoot:
-    """The cached root of an image in podman's store, unpacked once (under the image's lock) into tmp/ and renamed
-    into roots/ when complete, so a failure leaves nothing there; `ref` is added to the references it records."""
+    """The cached root of an image in podman's store, unpacked once (under the image's lock) into tmp/ and
+    renamed into roots/ when complete, so a failure leaves nothing there; `ref` is added to the references it
+    records."""
     with cache.lock(image_id):
         found = cache.get(image_id)
         if found is None:
@@ -331,12 +370,14 @@ def _describe(tmp: Path, info: podman.Inspected) -> ImageRoot:
         if workdir != "/workspace":
             rootfs.ensure_dir(fs, workdir)
     except rootfs.RootfsError as exc:
-        raise ImageError(f"image {info.id[:12]} ({', '.join(info.names) or 'untagged'}): {exc}", field="image",
+        names = ", ".join(info.names) or "untagged"
+        raise ImageError(f"image {info.id[:12]} ({names}): {exc}", field="image",
                          fix="fix the image so that the path is a plain directory or file") from None
     rootfs.synth_etc(fs, tmp / "etc", uid, gid, name)
     python = rootfs.find_python(fs, path_env)
-    return ImageRoot(id=info.id, path=tmp, env=env, workdir=workdir, image_workdir=config.get("WorkingDir") or "",
-                     user=config.get("User") or "", uid=uid, gid=gid, python=python[0] if python else None,
+    return ImageRoot(id=info.id, path=tmp, env=env, workdir=workdir,
+                     image_workdir=config.get("WorkingDir") or "", user=config.get("User") or "", uid=uid,
+                     gid=gid, python=python[0] if python else None,
                      python_version=python[1] if python else None, shell=rootfs.has_shell(fs),
                      ld_preload=os.path.lexists(fs / "etc" / "ld.so.preload"),
                      entrypoint=tuple(config.get("Entrypoint") or ()), cmd=tuple(config.get("Cmd") or ()),
@@ -363,8 +404,8 @@ def sweep_tmp(cache: Cache) -> None:
 
 def prune(cache: Cache, everything: bool = False) -> list[ImageRoot]:
     """Remove cached roots that no known reference resolves to any more (a rebuilt Dockerfile's old image), or
-    every root with `everything`, except roots a running pool uses; references to removed roots go too. Returns
-    what was removed."""
+    every root with `everything`, except roots a running pool uses; references to removed roots go too.
+    Returns what was removed."""
     sweep_tmp(cache)
     index = cache.index()
     wanted = set() if everything else {rec["id"] for rec in index.values()}

@@ -25,8 +25,9 @@ PATH_TRANSPORTS = ("dockerfile", "docker-archive", "oci", "oci-archive")
 """Transports whose target is a path on this machine (relative ones are resolved against a base directory)."""
 REFERENCE_FIX = ("write dockerfile:DIR, docker-archive:FILE.tar, oci:DIR, oci-archive:FILE.tar, "
                  "containers-storage:NAME or a registry reference such as debian:bookworm-slim")
-_NAME = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-                   r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_NAME = re.compile(rf"^{_COMPONENT}(?::[0-9]+)?(?:/{_COMPONENT})*"  # [host[:port]/]path
+                   r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")  # [:tag][@digest]
 """A registry reference (distribution's grammar, lower-case names): [host[:port]/]path[:tag][@digest]."""
 
 
@@ -39,7 +40,8 @@ class ImageRef:
     target: str
     """The path (absolute once `absolute()` has been applied) or the registry reference."""
     dockerfile: str | None = None
-    """`dockerfile:` only: the Dockerfile's path relative to the context (None: Dockerfile or Containerfile)."""
+    """`dockerfile:` only: the Dockerfile's path relative to the context (None: Dockerfile or
+    Containerfile)."""
 
     @property
     def local(self) -> bool:
@@ -85,15 +87,15 @@ def parse(ref: str) -> ImageRef:
 def _dockerfile(rel: str, ref: str) -> str:
     parts = Path(rel).parts
     if Path(rel).is_absolute() or ".." in parts:
-        raise UserError(f"image reference {ref!r}: the Dockerfile must lie inside its build context", field="image",
-                        fix="write dockerfile:CONTEXT_DIR#path/inside/the/context/Dockerfile")
+        raise UserError(f"image reference {ref!r}: the Dockerfile must lie inside its build context",
+                        field="image", fix="write dockerfile:CONTEXT_DIR#path/inside/the/context/Dockerfile")
     return rel
 
 
 def _registry(name: str, ref: str) -> ImageRef:
     if not _NAME.match(name):
-        raise UserError(f"image reference {ref!r} is neither a transport nor a registry reference", field="image",
-                        fix=REFERENCE_FIX)
+        raise UserError(f"image reference {ref!r} is neither a transport nor a registry reference",
+                        field="image", fix=REFERENCE_FIX)
     return ImageRef("docker", name)
 
 

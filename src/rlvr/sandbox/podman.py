@@ -1,14 +1,15 @@
-"""The one container tool rlvr drives: podman builds Dockerfiles, pulls or loads images from every transport into
-its local store, reports their config, and mounts them read-only for unpacking.
+"""The one container tool rlvr drives: podman builds Dockerfiles, pulls or loads images from every transport
+into its local store, reports their config, and mounts them read-only for unpacking.
 
-Why podman alone (docs/IMAGES.md): it reads every transport rlvr accepts (`podman pull oci:DIR`, `docker-archive:`,
-`oci-archive:`, a registry), builds with buildah inside, and `podman image mount` hands over an image's merged
-root in milliseconds, with the kernel's overlayfs applying the layers' whiteouts, where `save` + `umoci unpack`
-took 12 s more here. skopeo and umoci would add a second copy of each image and nothing rlvr needs.
+Why podman alone (docs/IMAGES.md): it reads every transport rlvr accepts (`podman pull oci:DIR`,
+`docker-archive:`, `oci-archive:`, a registry), builds with buildah inside, and `podman image mount` hands
+over an image's merged root in milliseconds, with the kernel's overlayfs applying the layers' whiteouts, where
+`save` + `umoci unpack` took 12 s more here. skopeo and umoci would add a second copy of each image and
+nothing rlvr needs.
 
-podman runs with rlvr's own containers.conf (beside this module; `$CONTAINERS_CONF` wins when set): RUN steps use
-runc with cgroupfs and fixed ulimits, because crun 1.8 refuses the hybrid cgroup v1/v2 hosts rlvr runs on and root
-there may not raise rlimits.
+podman runs with rlvr's own containers.conf (beside this module; `$CONTAINERS_CONF` wins when set): RUN steps
+use runc with cgroupfs and fixed ulimits, because crun 1.8 refuses the hybrid cgroup v1/v2 hosts rlvr runs on
+and root there may not raise rlimits.
 """
 from __future__ import annotations
 
@@ -68,11 +69,12 @@ def binary() -> str:
     return found
 
 
-def run(args: Sequence[str], *, timeout_s: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run(args: Sequence[str], *, timeout_s: float = 120.0,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
     """`podman ARGS`, captured; a failure (check=True) is an ImageError carrying podman's last error line."""
     try:
-        res = subprocess.run([binary(), *args], capture_output=True, text=True, timeout=timeout_s, check=False,
-                             env=environment(), stdin=subprocess.DEVNULL)
+        res = subprocess.run([binary(), *args], capture_output=True, text=True, timeout=timeout_s,
+                             check=False, env=environment(), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise ImageError(f"podman {args[0]} took longer than {timeout_s:.0f} s", field="image",
                          fix="check `podman info`, then try again") from None
@@ -111,14 +113,15 @@ def pull(source: str, *, what: str) -> str:
     ids = res.stdout.split()
     if res.returncode != 0 or not ids:
         raise ImageError(f"image {what} cannot be pulled: {last_error(res.stderr)}", field="image",
-                         fix="build it from a Dockerfile (dockerfile:DIR) or load an archive (docker-archive:FILE.tar, "
-                             "oci:DIR); `make images` provides debian:bookworm-slim offline")
+                         fix="build it from a Dockerfile (dockerfile:DIR) or load an archive "
+                             "(docker-archive:FILE.tar, oci:DIR); `make images` provides "
+                             "debian:bookworm-slim offline")
     return ids[-1].removeprefix("sha256:")
 
 
 def build(context: Path, dockerfile: Path, tag: str) -> str:
-    """Build a Dockerfile; its image ID. A failed build is one line naming the Dockerfile and the failing step,
-    with podman's whole output kept in a log file named in the message."""
+    """Build a Dockerfile; its image ID. A failed build is one line naming the Dockerfile and the failing
+    step, with podman's whole output kept in a log file named in the message."""
     with tempfile.TemporaryDirectory(prefix="rlvr-build-") as tmp:
         iid = Path(tmp) / "iid"
         log = tempfile.NamedTemporaryFile(prefix="rlvr-build-", suffix=".log", delete=False)  # noqa: SIM115
@@ -135,7 +138,8 @@ def build(context: Path, dockerfile: Path, tag: str) -> str:
         if rc == 0 and iid.is_file():
             os.unlink(log.name)
             return iid.read_text().strip().removeprefix("sha256:")
-    step, reason = failed_step(text) if rc != -1 else ("", f"the build took longer than {BUILD_TIMEOUT_S:.0f} s")
+    too_long = ("", f"the build took longer than {BUILD_TIMEOUT_S:.0f} s")
+    step, reason = failed_step(text) if rc != -1 else too_long
     raise ImageError(f"the build failed{' at ' + step if step else ''}: {reason}", file=dockerfile,
                      fix=f"fix that step and build again with `rlvr images build dockerfile:{context}` "
                          f"(podman's output: {log.name})")

@@ -113,11 +113,11 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
     """Warm, self-healing pool of isolated workers. Use `lease()` (a context manager) or one-shot `run()`.
 
     A lease may ask for an image (a reference: `rlvr.sandbox.images`) and for network access; the pool keeps a
-    warm pool per image and network setting for them (`rlvr.sandbox.environments`). `allow_network` lets leases
-    ask for network; `image_cache` is the root-filesystem cache (default `imagecache.cache_dir()`); `image_pools`
-    how many image pools stay warm; `trust_image_python=False` never runs the zygote on an image's own Python
-    (its jobs are then exec'd). `environment` is what this pool's own workers run in (the host root without
-    network, unless the pool is one of another's image pools)."""
+    warm pool per image and network setting for them (`rlvr.sandbox.environments`). `allow_network` lets
+    leases ask for network; `image_cache` is the root-filesystem cache (default `imagecache.cache_dir()`);
+    `image_pools` how many image pools stay warm; `trust_image_python=False` never runs the zygote on an
+    image's own Python (its jobs are then exec'd). `environment` is what this pool's own workers run in (the
+    host root without network, unless the pool is one of another's image pools)."""
 
     def __init__(self, limits: ExecLimits | None = None, workers: int = 2, python: str | None = None,
                  warm: Sequence[str] = ("pytest",), spares: int = 1, *, allow_network: bool = False,
@@ -181,8 +181,8 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
         if env.root is None:
             return Container(*args, etc, self.env, *sizes)
         self._image_use = imagecache.Cache(imagecache.cache_dir(self.image_cache)).use(env.root.id)
-        return ImageContainer(*args, env.root.etc, self.env, *sizes, image=env.root, supervisor=env.supervisor,
-                              probe=env.probe)
+        return ImageContainer(*args, env.root.etc, self.env, *sizes, image=env.root,
+                              supervisor=env.supervisor, probe=env.probe)
 
     # --------------------------------------------------------------------------------------- workers
     def _start_worker(self) -> Worker:
@@ -261,14 +261,15 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
         return ExecResult(status=ExecStatus.infra_error, error=error, attempts=2, wall_s=time.perf_counter() - t0)
 
     def needs_shell(self, program: str) -> None:
-        """Refuse a shell command in an image without /bin/sh: one line naming the image and the fix, rather than
-        a job that fails with 127 for the image's fault."""
+        """Refuse a shell command in an image without /bin/sh: one line naming the image and the fix, rather
+        than a job that fails with 127 for the image's fault."""
         root = self.environment.root
         if root is None or root.shell or program not in SHELLS:
             return
         name = root.refs[0] if root.refs else root.id[:12]
         raise ImageError(f"image {name} has no shell (/bin/sh) and a command here needs one ({program})",
-                         field="image", fix="build the image FROM one with a shell, such as debian:bookworm-slim")
+                         field="image",
+                         fix="build the image FROM one with a shell, such as debian:bookworm-slim")
 
     def wants_warm(self, argv: Sequence[str]) -> bool:
         """Whether a job goes to the warm template (pytest imported) rather than the lean one.
@@ -333,7 +334,8 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
             return
         fd = os.open(lease_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            copy_out(str(src), fd, "ws", 1 << 62)  # a copy too big for the workspace fails the run, with a reason
+            # no budget: a copy too big for the workspace fails the run, with a reason
+            copy_out(str(src), fd, "ws", 1 << 62)
         finally:
             os.close(fd)
 

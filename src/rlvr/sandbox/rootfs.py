@@ -1,9 +1,9 @@
 """Reading and preparing an unpacked image root on the host, as root, without ever leaving it.
 
-An image is untrusted data: its `/etc` may be a symlink to the host's `/etc`, its `python3` a link to `/../../x`.
-Everything here resolves paths inside the root the way the kernel would inside the jail (an absolute link
-target starts again at the image's root, `..` stops there), and writes only through directory descriptors opened
-with O_NOFOLLOW, so nothing an image holds can make rlvr read or write a host file.
+An image is untrusted data: its `/etc` may be a symlink to the host's `/etc`, its `python3` a link to
+`/../../x`. Everything here resolves paths inside the root the way the kernel would inside the jail (an
+absolute link target starts again at the image's root, `..` stops there), and writes only through directory
+descriptors opened with O_NOFOLLOW, so nothing an image holds can make rlvr read or write a host file.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MIN_PYTHON = (3, 9)
 """The oldest interpreter the zygote runs on (os.pidfd_open, os.waitstatus_to_exitcode)."""
 ZYGOTE_MODULES = ("os.py", "json/__init__.py", "ctypes/__init__.py", "runpy.py", "struct.py")
-"""Standard-library files the zygote needs: an interpreter without them (Debian's python3-minimal has no ctypes)
-serves no warm jobs."""
-UNSAFE_WORKDIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
-                   "/sbin", "/sys", "/tmp", "/usr", "/var", "/opt", "/opt/rlvr", "/.rlvr")
+"""Standard-library files the zygote needs: an interpreter without them (Debian's python3-minimal has no
+ctypes) serves no warm jobs."""
+UNSAFE_WORKDIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+                   "/run", "/sbin", "/sys", "/tmp", "/usr", "/var", "/opt", "/opt/rlvr", "/.rlvr")
 """WORKDIRs the workspace is never mounted over (it would hide the system); under /proc, /dev, /sys, /tmp,
 /.rlvr or /opt/rlvr neither."""
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -34,8 +34,8 @@ class RootfsError(ValueError):
 
 
 def resolve_in(rootfs: Path, path: str, hops: int = 40) -> str | None:
-    """`path` (absolute, inside the image) with every symlink followed as the jail would: the real in-image path,
-    or None when it does not exist or the links loop."""
+    """`path` (absolute, inside the image) with every symlink followed as the jail would: the real in-image
+    path, or None when it does not exist or the links loop."""
     parts = [p for p in path.split("/") if p]
     done: list[str] = []
     while parts:
@@ -165,8 +165,8 @@ def lookup_user(rootfs: Path, spec: str | None) -> tuple[int, int, str]:
         if group.isdigit():
             gid = int(group)
         else:
-            grow = next((r for r in _table(read_text(rootfs, "/etc/group"), 3) if r[0] == group and r[2].isdigit()),
-                        None)
+            groups = _table(read_text(rootfs, "/etc/group"), 3)
+            grow = next((r for r in groups if r[0] == group and r[2].isdigit()), None)
             if grow is None:
                 raise RootfsError(f"the image's USER group {group!r} is not in its /etc/group")
             gid = int(grow[2])
@@ -176,9 +176,9 @@ def lookup_user(rootfs: Path, spec: str | None) -> tuple[int, int, str]:
 
 
 def synth_etc(rootfs: Path, out: Path, uid: int, gid: int, name: str) -> None:
-    """The /etc files a worker binds over the image's: passwd and group with an entry for the job's user when the
-    image lacks one, hosts (always: localhost and the sandbox's hostname), and resolv.conf for a job without
-    network (empty) and with one (the user-mode network's DNS)."""
+    """The /etc files a worker binds over the image's: passwd and group with an entry for the job's user when
+    the image lacks one, hosts (always: localhost and the sandbox's hostname), and resolv.conf for a job
+    without network (empty) and with one (the user-mode network's DNS)."""
     out.mkdir(parents=True, exist_ok=True)
     passwd = (read_text(rootfs, "/etc/passwd") or "root:x:0:0:root:/root:/bin/sh\n").rstrip("\n") + "\n"
     if not any(r[2] == str(uid) for r in _table(passwd, 7)):
@@ -199,8 +199,8 @@ def synth_etc(rootfs: Path, out: Path, uid: int, gid: int, name: str) -> None:
 def find_python(rootfs: Path, path_env: str | None) -> tuple[str, str] | None:
     """(path, "X.Y") of the image's Python that jobs named `python` get and the zygote can run on: the first
     `python3` or `python` on the image's PATH whose real file is a versioned CPython (3.9 or later) with the
-    standard-library modules the zygote imports; None when there is none. The path is the one found on PATH, not
-    its target, so a venv's interpreter keeps its site-packages."""
+    standard-library modules the zygote imports; None when there is none. The path is the one found on PATH,
+    not its target, so a venv's interpreter keeps its site-packages."""
     for cmd in ("python3", "python"):
         for d in (path_env or DEFAULT_PATH).split(":"):
             if not d.startswith("/"):

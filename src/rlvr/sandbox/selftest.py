@@ -29,8 +29,8 @@ class CheckResult:
 
 @dataclass
 class Probe:
-    """Host-side bait the checks use: a planted secret file, a secret env var, a listening loopback port; and the
-    uid jobs are expected to run as (65534, or an image's own non-root user)."""
+    """Host-side bait the checks use: a planted secret file, a secret env var, a listening loopback port; and
+    the uid jobs are expected to run as (65534, or an image's own non-root user)."""
 
     secret_file: Path
     secret: str
@@ -201,7 +201,8 @@ CHECKS: dict[str, Callable[[SandboxPool, Probe], tuple[bool, ExecResult]]] = {
 """Property -> check. Each returns (held, the hostile program's result)."""
 
 
-def run_checks(pool: SandboxPool, names: list[str] | None = None, image: str | None = None) -> list[CheckResult]:
+def run_checks(pool: SandboxPool, names: list[str] | None = None,
+               image: str | None = None) -> list[CheckResult]:
     """Run the containment checks against a pool, on the host root or in `image` (a reference: the pool builds
     or pulls it, and the checks' programs run inside it); every check plants and removes its own bait."""
     uid = 65534

@@ -130,8 +130,9 @@ class UnsafePool(RequirementsPools):
     @contextmanager
     def lease(self, files: FileMap | None = None, *, image: str | None = None,
               network: bool = False) -> Iterator[UnsafeSandbox]:
-        """A workspace directory on the host. Programs have the host's network whatever `network` says (nothing is
-        contained), but a task that asks for it is still refused unless allowed; an image cannot be run here."""
+        """A workspace directory on the host. Programs have the host's network whatever `network` says
+        (nothing is contained), but a task that asks for it is still refused unless allowed; an image cannot
+        be run here."""
         if image is not None:
             raise UserError(f"isolation = \"none\" cannot run a task in an image ({image})",
                             field="sandbox.isolation", fix='use isolation = "bwrap"')

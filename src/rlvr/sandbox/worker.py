@@ -38,7 +38,8 @@ class Worker:
             with open(self.log, "wb") as out:
                 self.proc = subprocess.Popen(container.argv(cg, self.lean_rfd, info_w), stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=out, env={"PATH": "/usr/bin:/bin"},
-                                             close_fds=True, pass_fds=[fd for fd in (self.lean_rfd, info_w) if fd >= 0])
+                                             close_fds=True,
+                                             pass_fds=[fd for fd in (self.lean_rfd, info_w) if fd >= 0])
         finally:
             for fd in (self.lean_rfd, info_w):
                 if fd >= 0:

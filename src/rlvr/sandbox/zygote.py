@@ -375,8 +375,8 @@ def _candidate_main(ch: Chain) -> None:
         # loopback device, down until brought up; the kernel tears it down after the job, off its path.
         # A pool with network access keeps its workers' namespace, the one its user-mode network serves.
         network = ch.config.get("network", False)
-        wire.check_rc(wire.libc.unshare(wire.CLONE_NEWNS | wire.CLONE_NEWIPC | (0 if network else wire.CLONE_NEWNET)),
-                      "unshare")
+        fresh = wire.CLONE_NEWNS | wire.CLONE_NEWIPC | (0 if network else wire.CLONE_NEWNET)
+        wire.check_rc(wire.libc.unshare(fresh), "unshare")
         if not network:
             wire.loopback_up()
         wire.mount(None, "/", None, wire.MS_REC | wire.MS_PRIVATE)
@@ -439,8 +439,9 @@ def _candidate_main(ch: Chain) -> None:
 
 
 def _become(argv: list[str], env: dict[str, str], config: dict) -> None:
-    """Become the program. `python` is the sandbox's interpreter: run in this warm one where the zygote runs on it
-    (`fast`), else exec'd (`python`: its path; None, in an image without one: looked up on PATH like any name)."""
+    """Become the program. `python` is the sandbox's interpreter: run in this warm one where the zygote runs
+    on it (`fast`), else exec'd (`python`: its path; None, in an image without one: looked up on PATH like any
+    name)."""
     argv = list(argv)
     if argv[0] == "python":
         fast = python_fast_path(argv[1:]) if config.get("fast", True) else None

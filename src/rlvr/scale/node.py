@@ -12,8 +12,9 @@ gives, `terminationGracePeriodSeconds` before the kill) or SIGINT starts the dra
    exits 0. A second signal stops the node at once.
 
 The node is found by a label of its own (`rlvr-node=<id>`), read through the GCS, so the agent itself is not a
-Ray driver and holds nothing on the cluster. Before joining, the agent can warm task images (`--warm-image REF`):
-each is built or pulled and unpacked into the machine's image cache, which every pool actor there then shares.
+Ray driver and holds nothing on the cluster. Before joining, the agent can warm task images (`--warm-image
+REF`): each is built or pulled and unpacked into the machine's image cache, which every pool actor there then
+shares.
 """
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ class NodeAgent:
     """One Ray worker node under rlvr's drain-on-SIGTERM (see the module docstring)."""
 
     def __init__(self, address: str, *, grace_s: float = 120.0, ray_args: Sequence[str] = (),
-                 log: TextIO = sys.stderr, warm_images: Sequence[str] = (), image_cache: str | None = None) -> None:
+                 log: TextIO = sys.stderr, warm_images: Sequence[str] = (),
+                 image_cache: str | None = None) -> None:
         if grace_s <= 0:
             raise UserError(f"--grace-s {grace_s:g} leaves no time to drain", field="--grace-s",
                             fix="give the seconds between the notice and the kill, e.g. --grace-s 120")
@@ -98,8 +100,9 @@ class NodeAgent:
         self._notice.set()
 
     def warm(self) -> None:
-        """Build, pull or load each of `warm_images` and unpack it into this machine's image cache, before the node
-        joins: no job placed here waits for them. An image that cannot be had stops the agent (UserError)."""
+        """Build, pull or load each of `warm_images` and unpack it into this machine's image cache, before the
+        node joins: no job placed here waits for them. An image that cannot be had stops the agent
+        (UserError)."""
         from rlvr.sandbox.imagecache import Cache, cache_dir, resolve
 
         cache = Cache(cache_dir(self.image_cache))

@@ -406,15 +406,16 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             raise network_refused()
 
     @contextmanager
-    def lease(self, files: FileMap | None = None, requirements: Sequence[str] = (), *, image: str | None = None,
-              network: bool = False) -> Iterator[RaySandbox]:
+    def lease(self, files: FileMap | None = None, requirements: Sequence[str] = (), *,
+              image: str | None = None, network: bool = False) -> Iterator[RaySandbox]:
         """A workspace on the live, staying actor with the fewest open leases. Opening one never waits for a job
         slot (a lease is not a job: an episode holds its lease across model turns, while its commands take slots
         one at a time), so any number of episodes may hold leases at once.
 
-        `image` (a reference) is built or pulled on the node that holds the lease, once per node (its image cache
-        is shared by every process there; `rlvr node start --warm-image` prepares images before the node joins);
-        a path in it must exist on that node. An image that cannot be had is the UserError the node raised."""
+        `image` (a reference) is built or pulled on the node that holds the lease, once per node (its image
+        cache is shared by every process there; `rlvr node start --warm-image` prepares images before the node
+        joins); a path in it must exist on that node. An image that cannot be had is the UserError the node
+        raised."""
         self._check_network(network)
         lease_id = uuid.uuid4().hex
         slot: _Slot | None = None
@@ -422,10 +423,10 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             slot = self._lease_slot(lease_id, exclude=slot)
             generation = slot.generation
             try:
-                ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None, list(requirements),
-                                                      image, network))
+                ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None,
+                                                      list(requirements), image, network))
                 break
-            except UserError as exc:  # the node's own one-line refusal (an image that cannot be had), unwrapped
+            except UserError as exc:  # the node's own one-line refusal (an image that cannot be had)
                 with self._lock:
                     slot.leases.discard(lease_id)
                 raise _cause(exc) from None

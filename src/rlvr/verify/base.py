@@ -104,7 +104,7 @@ def verify(task: Task, final: FinalState, ctx: VerifyContext | None = None) -> V
     (which also dispatches to a pool that verifies on its own nodes)."""
     t0 = time.perf_counter()
     env = environment_of(task)
-    if task.requirements or env:  # the task's programs run on an interpreter that has its packages, in its image
+    if task.requirements or env:  # the task's programs run with its packages, in its image
         from dataclasses import replace
 
         from rlvr.sandbox.requirements import pool_for
