@@ -4,7 +4,7 @@ into its local store, reports their config, and mounts them read-only for unpack
 Why podman alone (docs/IMAGES.md): it reads every transport rlvr accepts (`podman pull oci:DIR`,
 `docker-archive:`, `oci-archive:`, a registry), builds with buildah inside, and `podman image mount` hands
 over an image's merged root in milliseconds, with the kernel's overlayfs applying the layers' whiteouts, where
-`save` + `umoci unpack` took 12 s more here. skopeo and umoci would add a second copy of each image and
+`umoci raw unpack` after a `podman save` took about 12 s here, plus the save. skopeo and umoci would add a second copy of each image and
 nothing rlvr needs.
 
 podman runs with rlvr's own containers.conf (beside this module; `$CONTAINERS_CONF` wins when set): RUN steps
