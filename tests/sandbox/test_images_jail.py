@@ -287,9 +287,11 @@ def test_archives_and_layouts_load_to_the_same_image(tmp_path: Path) -> None:
     built = imagecache.resolve(ref("noshell"), cache)
     for fmt, name in (("docker-archive", "img.tar"), ("oci-archive", "oci.tar"), ("oci-dir", "layout")):
         podman.run(["save", "--format", fmt, "-o", str(tmp_path / name), built.id])
+    before = podman.tags()
     for transport, name in (("docker-archive", "img.tar"), ("oci-archive", "oci.tar"), ("oci", "layout")):
         assert imagecache.resolve(f"{transport}:{tmp_path / name}", cache).id == built.id, transport
     assert len(cache.entries()) == 1 and len(cache.index()) == 4
+    assert podman.tags() == before  # loading them left no path-named image in podman's store
 
 
 def test_a_cached_image_is_found_without_podman(ipool: BwrapPool, monkeypatch: pytest.MonkeyPatch) -> None:

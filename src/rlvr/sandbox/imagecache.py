@@ -203,8 +203,14 @@ def resolve(ref: str | ImageRef, cache: Cache | None = None, *, base: str | Path
             found = cache.get(known["id"])
             if found is not None:
                 return found
+        transient = r.local and r.transport != "dockerfile"  # an archive or a layout: loaded only to unpack
+        before = podman.tags() if transient else {}
         image_id = acquire(r)
-        root = unpack(cache, image_id, key)
+        try:
+            root = unpack(cache, image_id, key)
+        finally:
+            if transient:
+                podman.forget(image_id, before)
         cache.remember(key, image_id, fp if r.local else fingerprint(r, cache))  # a pull changed the store
         return root
 

@@ -4,8 +4,8 @@ into its local store, reports their config, and mounts them read-only for unpack
 Why podman alone (docs/IMAGES.md): it reads every transport rlvr accepts (`podman pull oci:DIR`,
 `docker-archive:`, `oci-archive:`, a registry), builds with buildah inside, and `podman image mount` hands
 over an image's merged root in milliseconds, with the kernel's overlayfs applying the layers' whiteouts, where
-`umoci raw unpack` after a `podman save` took about 12 s here, plus the save. skopeo and umoci would add a second copy of each image and
-nothing rlvr needs.
+`umoci raw unpack` after a `podman save` took about 12 s here, plus the save. skopeo and umoci would add a
+second copy of each image and nothing rlvr needs.
 
 podman runs with rlvr's own containers.conf (beside this module; `$CONTAINERS_CONF` wins when set): RUN steps
 use runc with cgroupfs and fixed ulimits, because crun 1.8 refuses the hybrid cgroup v1/v2 hosts rlvr runs on
@@ -117,6 +117,30 @@ def pull(source: str, *, what: str) -> str:
                              "(docker-archive:FILE.tar, oci:DIR); `make images` provides "
                              "debian:bookworm-slim offline")
     return ids[-1].removeprefix("sha256:")
+
+
+def tags() -> dict[str, str]:
+    """Every name in the local store -> the image ID it names."""
+    res = run(["images", "--no-trunc", "--format", "json"], check=False)
+    if res.returncode != 0:
+        return {}
+    return {name: img["Id"].removeprefix("sha256:") for img in json.loads(res.stdout or "[]")
+            for name in img.get("Names") or ()}
+
+
+def forget(image_id: str, before: dict[str, str]) -> None:
+    """Undo what a pull of an archive or a layout left in the store (`before`: `tags()` taken before it): the
+    names it added (podman names an OCI layout after its path), and the image itself when it was not there
+    before and nothing else names it. rlvr keeps its own unpacked copy; a store full of path-named images
+    helps nobody."""
+    info = inspect(image_id)
+    if info is None:
+        return
+    added = [n for n in info.names if n not in before]
+    for name in added:
+        run(["untag", image_id, name], check=False)
+    if image_id not in before.values() and len(added) == len(info.names):
+        run(["rmi", image_id], check=False)
 
 
 def build(context: Path, dockerfile: Path, tag: str) -> str:
