@@ -4,14 +4,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rlvr.sandbox.base import FileMap, Sandbox, SandboxPool
+from rlvr.sandbox.base import FileMap, Sandbox, SandboxPool, environment_of, in_environment
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
 if TYPE_CHECKING:
     from rlvr.config import SandboxConfig
 
-__all__ = ["ExecLimits", "ExecResult", "ExecStatus", "FileMap", "Sandbox", "SandboxPool", "limits_from",
-           "make_pool"]
+__all__ = ["ExecLimits", "ExecResult", "ExecStatus", "FileMap", "Sandbox", "SandboxPool", "environment_of",
+           "in_environment", "limits_from", "make_pool"]
 
 
 def limits_from(config: SandboxConfig) -> ExecLimits:
