@@ -145,7 +145,7 @@ lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 
 test: setup test-deps lint
-	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm and not real and not blender and not distributed and not integrations and not elastic" tests
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm and not real and not blender and not distributed and not integrations and not elastic and not images" tests
 
 # Multi-rank fault tests (marker `distributed`): a rank SIGKILLed mid-step under torchrun --max-restarts;
 # about 1.5 minutes on 2 cores. The 2-rank equivalence tests run in make test.
@@ -269,6 +269,35 @@ GPU_CHECK_OUT ?= runs/gpu-check
 .PHONY: gpu-check
 gpu-check: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT)
+
+# Task images (docs/IMAGES.md): podman builds and unpacks them, runc runs a Dockerfile's RUN steps (with
+# rlvr's containers.conf), slirp4netns gives network to the tasks allowed it, mmdebstrap builds Debian from
+# Debian's own packages; each is installed with apt-get when we are root and it is missing. Then `rlvr images
+# base` builds Debian bookworm (slim) and tags it debian:bookworm-slim in podman's store, once (an existing tag
+# is kept), so `FROM debian:bookworm-slim` builds here without a registry; about 45 s the first time.
+IMAGE_PACKAGES ?= podman runc slirp4netns mmdebstrap uidmap
+.PHONY: image-deps images test-images
+image-deps:
+	@missing=""; for p in $(IMAGE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      $$missing >/dev/null; \
+	  else \
+	    echo "missing:$$missing: run 'sudo apt-get install -y$$missing'" >&2; exit 2; \
+	  fi; \
+	fi
+
+images: setup image-deps
+	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr images base
+
+# The image tests (marker `images`): the jail, its limits and recovery inside images built FROM the base image,
+# whiteouts, images without Python or a shell, a failing Dockerfile, archives, network, the Ray pool. The test
+# images are cached in podman's store and rlvr's image cache; about 4 minutes the first time, 2-3 after.
+IMAGE_TESTS ?= tests/sandbox tests/scale/test_ray_images.py
+test-images: images
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m images $(IMAGE_TESTS)
 
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/run.py

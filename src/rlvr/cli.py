@@ -1,5 +1,5 @@
 """The `rlvr` command line: the run commands (train, eval, verify, export, serve, report, failures, query) and
-the entry point; the `tasks` and `sandbox` groups live in rlvr.commands.
+the entry point; the `tasks`, `sandbox`, `images`, `domains` and `node` groups live in rlvr.commands.
 
 Exit codes: 0 done (a failing verdict is still a done verification), 2 bad input (one line naming the file,
 field and fix; no traceback), 1 internal error.
@@ -21,6 +21,7 @@ from rlvr.commands.console import not_yet as _not_yet
 from rlvr.commands.console import print_json as _print_json
 from rlvr.commands.domains import domains_app
 from rlvr.commands.eval import eval_command
+from rlvr.commands.images import images_app
 from rlvr.commands.node import node_app
 from rlvr.commands.sandbox import sandbox_app
 from rlvr.commands.tasks import tasks_app
@@ -36,6 +37,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(domains_app, name="domains")
 app.add_typer(node_app, name="node")
+app.add_typer(images_app, name="images")
 
 
 # --------------------------------------------------------------------------------------------- train / eval

@@ -315,7 +315,8 @@ def test_a_worker_runs_rlvr_node_start_with_kuberays_flags(generated: str) -> No
     assert argv[:3] == ["rlvr", "node", "start"]
     start = typer.main.get_command(app).commands["node"].commands["start"]
     ctx = start.make_context("start", argv[3:])  # the real command line parser of `rlvr node start`
-    assert ctx.params == {"address": "rlvr-head-svc.default.svc.cluster.local:6379", "grace_s": 100.0}
+    assert ctx.params == {"address": "rlvr-head-svc.default.svc.cluster.local:6379", "grace_s": 100.0,
+                          "warm_image": (), "image_cache": None}
     expected = [w for w in generated.split() if w not in ("ray", "start", "--block") and "--address" not in w]
     assert ctx.args == expected  # every other flag goes on to `ray start`, in order
 

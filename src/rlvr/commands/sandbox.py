@@ -23,6 +23,9 @@ def sandbox_run(
     timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 10.0,
     memory: Annotated[int, typer.Option(help="Memory limit in MiB.")] = 512,
     json_out: Annotated[bool, typer.Option("--json", help="Print the ExecResult as JSON.")] = False,
+    image: Annotated[str | None, typer.Option(help="Run in this image (dockerfile:DIR, docker-archive:FILE, "
+                                                   "oci:DIR, NAME; docs/IMAGES.md).")] = None,
+    network: Annotated[bool, typer.Option("--network", help="Give the command network access.")] = False,
 ) -> None:
     """Run one command in a sandbox on a copy of a workspace and print the ExecResult."""
     from rlvr.sandbox import ExecLimits, ExecStatus
@@ -42,7 +45,8 @@ def sandbox_run(
         raise UserError(f"out of range (timeout {timeout}, memory {memory})", field="--timeout/--memory",
                         fix="use a timeout above 0 seconds and at least 16 MiB of memory")
     limits = ExecLimits(timeout_s=timeout, memory_mb=memory)
-    with BwrapPool(limits, workers=1, spares=0) as pool, pool.lease(files) as sb:
+    with BwrapPool(limits, workers=1, spares=0, allow_network=network) as pool, \
+            pool.lease(files, image=image, network=network) as sb:
         result = sb.run(list(cmd), limits=limits)
     if json_out:
         _print_json(result.model_dump(mode="json"))
@@ -57,13 +61,22 @@ def sandbox_run(
 
 
 @sandbox_app.command("check")
-def sandbox_check() -> None:
+def sandbox_check(image: Annotated[str | None, typer.Option(
+        "--image", help="Run the checks inside this image (dockerfile:DIR, docker-archive:FILE, oci:DIR, "
+                        "NAME...): built or pulled and unpacked first.")] = None) -> None:
     """Containment self-test: one line per property; exit 1 if any fails."""
     from rlvr.sandbox.pool import BwrapPool
     from rlvr.sandbox.selftest import run_checks
 
-    with BwrapPool(workers=1, spares=0) as pool:
-        results = run_checks(pool)
+    # probe: in an image without Python the checks' programs run on the supervisor's own interpreter, in the
+    # image's jail; they test the jail, which is the same whatever program runs in it
+    with BwrapPool(workers=1, spares=0, probe=image is not None) as pool:
+        if image is not None:
+            root = pool.resolve_image(image)
+            how = f"its Python {root.python_version}" if root.python else "rlvr's Python (the image has none)"
+            err.print(f"image {root.id[:12]}: checks run on {how}, as uid {root.uid}", markup=False,
+                      highlight=False)
+        results = run_checks(pool, image=image)
     for r in results:
         mark = "[green]PASS[/green]" if r.passed else "[red]FAIL[/red]"
         out.print(f"{mark} {r.name}: [dim]{r.detail}[/dim]", highlight=False, soft_wrap=True)

@@ -54,6 +54,19 @@ class SandboxConfig(Section):
     """Default process/thread limit of one sandboxed command (budgets and requests only lower it)."""
     output_bytes: int = Field(1 << 20, ge=1024)
     """Default cap on captured stdout and stderr each, in bytes (budgets and requests only lower it)."""
+    allow_network: bool = False
+    """Let the jobs of tasks that ask for network access (`network = true`) reach the network, through a
+    user-mode network without the host's loopback; a task that asks for it is refused while this is false.
+    Other tasks never have network."""
+    image_cache: str | None = None
+    """Where images are unpacked, one root per image digest, shared by every pool of the machine (unset:
+    `$RLVR_IMAGE_CACHE`, else `~/.cache/rlvr/images`; docs/IMAGES.md)."""
+    image_pools: int = Field(4, ge=1)
+    """Images whose workers are kept warm at once; beyond that the least recently used idle one is stopped."""
+    trust_image_python: bool = True
+    """In an image with a Python 3.9+, run the sandbox's supervisor on it, so `python` jobs fork warm (the
+    image's interpreter then runs with the supervisor's privileges inside the worker: docs/SECURITY.md).
+    False: the supervisor runs on the host's interpreter and every job in an image is exec'd."""
 
 
 class PolicyConfig(Section):

@@ -13,7 +13,7 @@ from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import FORMAT_HINT, parse_text
 from rlvr.envs.tools import ToolContext, call_tool, tools_for
 from rlvr.errors import InfraError, UserError
-from rlvr.sandbox.base import Sandbox, SandboxPool
+from rlvr.sandbox.base import Sandbox, SandboxPool, environment_of
 from rlvr.sandbox.limits import for_task
 from rlvr.sandbox.requirements import pool_for
 from rlvr.tasks.spec import FinalState, Task
@@ -111,7 +111,8 @@ class Env:
             raise InfraError("a multi-turn task needs a sandbox pool")
         assert self.task is not None
         try:
-            lease = pool_for(self.pool, self.task.requirements).lease(dict(self.task.workspace))
+            lease = pool_for(self.pool, self.task.requirements).lease(dict(self.task.workspace),
+                                                                      **environment_of(self.task))
             self.sandbox = lease.__enter__()
         except (InfraError, UserError):
             raise

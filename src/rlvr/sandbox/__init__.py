@@ -4,14 +4,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rlvr.sandbox.base import FileMap, Sandbox, SandboxPool
+from rlvr.sandbox.base import FileMap, Sandbox, SandboxPool, environment_of, in_environment
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
 if TYPE_CHECKING:
     from rlvr.config import SandboxConfig
 
-__all__ = ["ExecLimits", "ExecResult", "ExecStatus", "FileMap", "Sandbox", "SandboxPool", "limits_from",
-           "make_pool"]
+__all__ = ["ExecLimits", "ExecResult", "ExecStatus", "FileMap", "Sandbox", "SandboxPool", "environment_of",
+           "in_environment", "limits_from", "make_pool"]
 
 
 def limits_from(config: SandboxConfig) -> ExecLimits:
@@ -24,7 +24,9 @@ def limits_from(config: SandboxConfig) -> ExecLimits:
 def _bwrap(config: SandboxConfig, extra: dict[str, Any]) -> SandboxPool:
     from rlvr.sandbox.pool import BwrapPool
 
-    return BwrapPool(limits_from(config), workers=config.workers, **extra)
+    return BwrapPool(limits_from(config), workers=config.workers, allow_network=config.allow_network,
+                     image_cache=config.image_cache, image_pools=config.image_pools,
+                     trust_image_python=config.trust_image_python, **extra)
 
 
 def _unsafe(config: SandboxConfig, extra: dict[str, Any]) -> SandboxPool:
@@ -34,7 +36,7 @@ def _unsafe(config: SandboxConfig, extra: dict[str, Any]) -> SandboxPool:
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        return UnsafePool(limits_from(config), python=extra.get("python"))
+        return UnsafePool(limits_from(config), python=extra.get("python"), allow_network=config.allow_network)
 
 
 POOLS: dict[str, Callable[[SandboxConfig, dict[str, Any]], SandboxPool]] = {"bwrap": _bwrap, "none": _unsafe}

@@ -2,7 +2,8 @@
 
 Backends implement these two small protocols (a local isolated backend, an unisolated one for explicit
 `isolation = "none"`, an in-process double for tests, Ray actors). Callers always acquire through the
-context manager `pool.lease()`, which tears the workspace down whatever happens.
+context manager `pool.lease()`, which tears the workspace down whatever happens. A lease runs on the host root
+without network unless it asks for an image or for network (`environment_of(task)` gives a task's arguments).
 
 Limits: a pool holds the sandbox defaults (`limits`, from `[sandbox]`); the `limits` a caller passes to `run`
 are laid over them per field (the fields it set win, the rest keep the defaults; see `rlvr.sandbox.limits`).
@@ -11,12 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from rlvr.errors import UserError
 from rlvr.sandbox.result import ExecLimits, ExecResult
 
 FileMap = Mapping[str, str | bytes]
 """Relative POSIX path -> content, written into the workspace before a command."""
+
+
+def network_refused() -> UserError:
+    """What a pool raises for a lease that asks for network access its config does not allow."""
+    return UserError("the task asks for network access and the run's config does not allow it",
+                     field="sandbox.allow_network",
+                     fix="set [sandbox] allow_network = true to let tasks that ask for it reach the network")
 
 
 @runtime_checkable
@@ -46,11 +55,17 @@ class SandboxPool(Protocol):
     """The sandbox defaults: what a command runs under where no layer of `rlvr.sandbox.limits` sets a
     field."""
 
-    def lease(self, files: FileMap | None = None) -> AbstractContextManager[Sandbox]:
+    def lease(self, files: FileMap | None = None, *, image: str | None = None,
+              network: bool = False) -> AbstractContextManager[Sandbox]:
+        """A fresh workspace, torn down on exit. `image`: an image reference (`rlvr.sandbox.images`) whose
+        root the jobs run in (None: the host root); `network`: the jobs reach the network (refused where the
+        pool does not allow it). A pool without images raises UserError for an image."""
         ...
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
+            limits: ExecLimits | None = None, read: Sequence[str] = (), *, image: str | None = None,
+            network: bool = False) -> ExecResult:
+        """A one-shot lease (`lease`) running one command."""
         ...
 
     def close(self) -> None:
@@ -64,3 +79,38 @@ def iter_safe_paths(files: FileMap) -> Iterator[tuple[str, str | bytes]]:
         if rel.startswith("/") or any(p in ("", "..") for p in parts):
             raise ValueError(f"unsafe workspace path {rel!r}")
         yield "/".join(parts), content
+
+
+def environment_of(task: object) -> dict[str, Any]:
+    """The lease arguments of a task's environment: `image` (a reference) and `network`, only those it sets,
+    so that a task on the host root without network leases exactly as before (any pool, any test double)."""
+    image, network = getattr(task, "image", None), bool(getattr(task, "network", False))
+    return {k: v for k, v in (("image", image), ("network", network)) if v}
+
+
+def in_environment(pool: SandboxPool, image: str | None = None, network: bool = False) -> SandboxPool:
+    """`pool` itself for the host root without network; else a view of it whose every lease and run asks for
+    `image` and `network` (keyword arguments of the pool's own, such as `mounts`, pass through)."""
+    return pool if image is None and not network else InEnvironment(pool, image, network)
+
+
+class InEnvironment:
+    """A SandboxPool view that leases in one environment (see `in_environment`)."""
+
+    def __init__(self, pool: SandboxPool, image: str | None, network: bool) -> None:
+        self.pool, self.image, self.network = pool, image, network
+        self.limits = pool.limits
+
+    def _env(self) -> dict[str, Any]:
+        return {k: v for k, v in (("image", self.image), ("network", self.network)) if v}
+
+    def lease(self, files: FileMap | None = None, **kwargs: Any) -> AbstractContextManager[Sandbox]:
+        return self.pool.lease(files, **kwargs, **self._env())  # type: ignore[call-arg]
+
+    def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
+            limits: ExecLimits | None = None, read: Sequence[str] = (), **kwargs: Any) -> ExecResult:
+        env = self._env()
+        return self.pool.run(argv, files, stdin, limits, read, **kwargs, **env)  # type: ignore[call-arg]
+
+    def close(self) -> None:
+        """The pool it views is closed by its owner."""

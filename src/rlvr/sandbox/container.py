@@ -22,6 +22,8 @@ from rlvr.sandbox.cgroups import WorkerCgroup
 
 SANDBOX_UID = 65534
 """The unprivileged user (nobody) that sandboxed programs run as."""
+SLIRP_DNS = "10.0.2.3"
+"""The DNS forwarder of the user-mode network a pool with network access gives its workers."""
 ZYGOTE = Path(__file__).with_name("zygote.py")
 WIRE = Path(__file__).with_name("wire.py")
 RESERVED = ("/", "/workspace", "/tmp", "/proc", "/dev", "/.rlvr", "/usr", "/etc", "/bin", "/sbin", "/lib",
@@ -77,12 +79,18 @@ def write_etc(base: Path) -> Path:
     (etc / "group").write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n")
     (etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
     (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
+    # bound instead for a pool whose jobs have network access
+    (etc / "nsswitch-network.conf").write_text("passwd: files\ngroup: files\nhosts: files dns\n")
+    (etc / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
     return etc
 
 
 @dataclass(frozen=True)
 class Container:
-    """The layout every worker of one pool shares; `argv` adds what is the worker's own."""
+    """The layout every worker of one pool shares; `argv` adds what is the worker's own.
+
+    This is the host-root layout; `rlvr.sandbox.image_container.ImageContainer` lays the same jail over an
+    image by overriding `root_args`, `opt_args`, `launcher` and `zygote_config`."""
 
     bwrap: str
     """The bubblewrap binary (`find_bwrap`)."""
@@ -102,12 +110,38 @@ class Container:
     memory_mb: int
     warm: Sequence[str]
     """Modules the warm template imports."""
+    network: bool = False
+    """Jobs share the worker's network namespace, which the pool connects to a user-mode network
+    (`rlvr.sandbox.network`); False: each job gets a fresh namespace with only a loopback device."""
 
-    def argv(self, cg: WorkerCgroup, lean_rfd: int) -> list[str]:
-        """The bubblewrap command line of one worker: its cgroup binds, and the lean template's request pipe
-        when it has one (`lean_rfd >= 0`)."""
+    def argv(self, cg: WorkerCgroup, lean_rfd: int, info_fd: int = -1) -> list[str]:
+        """The bubblewrap command line of one worker: its cgroup binds, the lean template's request pipe when
+        it has one (`lean_rfd >= 0`), and bubblewrap's info pipe (`info_fd >= 0`: the worker's PID comes
+        back)."""
         a = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--hostname",
-             "sandbox", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
+             "sandbox", "--die-with-parent", "--new-session"]
+        if info_fd >= 0:
+            a += ["--info-fd", str(info_fd)]
+        a += self.root_args()
+        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/workspace",
+              "--bind", str(self.base), "/.rlvr"]
+        for host_dir, name in cg.binds():
+            a += ["--bind", str(host_dir), f"/.rlvr/cg/{name}"]
+        a += self.opt_args()
+        a += ["--chdir", "/", "--clearenv"]
+        for k, v in self.supervisor_env().items():
+            a += ["--setenv", k, v]
+        config = {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "procs": cg.procs_files(),
+                  "zygote_procs": cg.zygote_procs_files(), "python": self.inner_python, "fast": True,
+                  "workspace_mb": self.workspace_mb, "memory_mb": self.memory_mb,
+                  "warm": list(self.warm), "inodes": 20000, "network": self.network, **self.zygote_config()}
+        if lean_rfd >= 0:
+            config["lean_fd"] = lean_rfd
+        return a + self.launcher() + ["/opt/rlvr/zygote.py", json.dumps(config)]
+
+    def root_args(self) -> list[str]:
+        """The root's system directories and /etc: the host's, read-only."""
+        a = ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(top):
                 a += ["--symlink", os.readlink(top), top]
@@ -118,27 +152,33 @@ class Container:
                 a += ["--ro-bind", f"/etc/{f}", f"/etc/{f}"]
         if os.path.isdir("/etc/alternatives"):
             a += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
-        for f in ("passwd", "group", "hosts", "nsswitch.conf"):
+        for f in ("passwd", "group", "hosts"):
             a += ["--ro-bind", str(self.etc / f), f"/etc/{f}"]
-        a += self._prefix_binds()
-        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/workspace",
-              "--bind", str(self.base), "/.rlvr"]
-        for host_dir, name in cg.binds():
-            a += ["--bind", str(host_dir), f"/.rlvr/cg/{name}"]
-        a += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/rlvr",
-              "--ro-bind", str(ZYGOTE), "/opt/rlvr/zygote.py", "--ro-bind", str(WIRE), "/opt/rlvr/wire.py"]
+        a += ["--ro-bind", str(self.etc / ("nsswitch-network.conf" if self.network else "nsswitch.conf")),
+              "/etc/nsswitch.conf"]
+        if self.network:
+            a += ["--ro-bind", str(self.etc / "resolv.conf"), "/etc/resolv.conf"]
+        return a + self._prefix_binds()
+
+    def opt_args(self) -> list[str]:
+        """/opt/rlvr: the zygote, `wire.py` and, when it had to move, the interpreter's prefix."""
+        a = ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/rlvr",
+             "--ro-bind", str(ZYGOTE), "/opt/rlvr/zygote.py", "--ro-bind", str(WIRE), "/opt/rlvr/wire.py"]
         if self.relocated is not None:
             a += ["--ro-bind", self.relocated[0], self.relocated[1]]
-        a += ["--chdir", "/", "--clearenv"]
-        for k, v in self.env.items():
-            a += ["--setenv", k, v]
-        config = {"uid": SANDBOX_UID, "gid": SANDBOX_UID, "procs": cg.procs_files(),
-                  "zygote_procs": cg.zygote_procs_files(), "python": self.inner_python,
-                  "workspace_mb": self.workspace_mb, "memory_mb": self.memory_mb,
-                  "warm": list(self.warm), "inodes": 20000}
-        if lean_rfd >= 0:
-            config["lean_fd"] = lean_rfd
-        return a + [self.inner_python, "/opt/rlvr/zygote.py", json.dumps(config)]
+        return a
+
+    def supervisor_env(self) -> Mapping[str, str]:
+        """The zygote's own environment (a job's is sent with the job)."""
+        return self.env
+
+    def launcher(self) -> list[str]:
+        """The command that runs the zygote script."""
+        return [self.inner_python]
+
+    def zygote_config(self) -> dict[str, object]:
+        """What this layout changes in the zygote's configuration."""
+        return {}
 
     def _prefix_binds(self) -> list[str]:
         """Read-only binds of the Python installation outside /usr: the base and the running prefix, and the

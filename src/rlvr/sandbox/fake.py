@@ -29,6 +29,10 @@ class FakeCall:
     """The whole workspace; the handler may change it (writes persist within the lease)."""
     mounts: dict[str, dict[str, bytes]] = field(default_factory=dict)
     """Read-only material of the lease (sandbox path -> FileMap)."""
+    image: str | None = None
+    """The image reference the lease asked for (None: the host root)."""
+    network: bool = False
+    """Whether the lease asked for network access."""
 
 
 Handler = Callable[[FakeCall], ExecResult | str | int]
@@ -42,10 +46,12 @@ def _as_bytes(content: str | bytes) -> bytes:
 class FakeSandbox:
     """A workspace held in memory."""
 
-    def __init__(self, pool: FakePool, mounts: dict[str, dict[str, bytes]]) -> None:
+    def __init__(self, pool: FakePool, mounts: dict[str, dict[str, bytes]], image: str | None = None,
+                 network: bool = False) -> None:
         self.pool = pool
         self.files: dict[str, bytes] = {}
         self.mounts = mounts
+        self.image, self.network = image, network
 
     def write_files(self, files: FileMap) -> None:
         for rel, content in iter_safe_paths(files):
@@ -62,7 +68,8 @@ class FakeSandbox:
         if files:
             self.write_files(files)
         limits = merged(self.pool.limits, limits)
-        call = FakeCall(list(argv), _as_bytes(stdin or b""), limits, self.files, self.mounts)
+        call = FakeCall(list(argv), _as_bytes(stdin or b""), limits, self.files, self.mounts, self.image,
+                        self.network)
         self.pool.calls.append(call)
         t0 = time.perf_counter()
         answer = self.pool.handler(call)
@@ -92,10 +99,10 @@ class FakePool:
         self.closed = False
 
     @contextmanager
-    def lease(self, files: FileMap | None = None,
-              mounts: dict[str, FileMap] | None = None) -> Iterator[FakeSandbox]:
+    def lease(self, files: FileMap | None = None, mounts: dict[str, FileMap] | None = None, *,
+              image: str | None = None, network: bool = False) -> Iterator[FakeSandbox]:
         staged = {k: {rel: _as_bytes(c) for rel, c in iter_safe_paths(v)} for k, v in (mounts or {}).items()}
-        sb = FakeSandbox(self, staged)
+        sb = FakeSandbox(self, staged, image, network)
         self.leases += 1
         self.open_leases += 1
         try:
@@ -109,8 +116,8 @@ class FakePool:
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (),
             mounts: dict[str, FileMap] | None = None,
-            channel: bool = False) -> ExecResult:
-        with self.lease(mounts=mounts) as sb:
+            channel: bool = False, *, image: str | None = None, network: bool = False) -> ExecResult:
+        with self.lease(mounts=mounts, image=image, network=network) as sb:
             return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read, channel=channel)
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from typing_extensions import Self
 
-from rlvr.sandbox import cgroups, workspace
+from rlvr.sandbox import cgroups, imagecache, workspace
 from rlvr.sandbox.base import FileMap
 from rlvr.sandbox.container import (
     Container,
@@ -40,12 +40,19 @@ from rlvr.sandbox.container import (
     stage_mounts,
     write_etc,
 )
+from rlvr.sandbox.environments import Environment, EnvironmentPools
+from rlvr.sandbox.image_container import ImageContainer, image_env
 from rlvr.sandbox.limits import merged
+from rlvr.sandbox.podman import ImageError
 from rlvr.sandbox.requirements import RequirementsPools
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
+from rlvr.sandbox.rootfs import host_path
+from rlvr.sandbox.wire import copy_out
 from rlvr.sandbox.worker import START_TIMEOUT_S, Worker, WorkerLost, job_result
-from rlvr.sandbox.zygote import CHAINS_AHEAD, python_fast_path
+from rlvr.sandbox.zygote import CHAINS_AHEAD, WORKSPACE, python_fast_path
 
+SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/sh", "/usr/bin/bash"})
+"""Programs that are a shell: refused in an image without /bin/sh (`BwrapPool.needs_shell`)."""
 JOB_GRACE_S = 10.0
 """Extra seconds a worker may take beyond a job's timeout (workspace copies) before it counts as hung."""
 
@@ -95,6 +102,7 @@ class IsolatedSandbox:
         """
         if not argv:
             raise ValueError("empty argv")
+        self.pool.needs_shell(str(argv[0]))
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
         with self._lock:
             if files:
@@ -106,11 +114,20 @@ class IsolatedSandbox:
         return result
 
 
-class BwrapPool(RequirementsPools):
-    """Warm, self-healing pool of isolated workers. Use `lease()` (a context manager) or one-shot `run()`."""
+class BwrapPool(RequirementsPools, EnvironmentPools):
+    """Warm, self-healing pool of isolated workers. Use `lease()` (a context manager) or one-shot `run()`.
+
+    A lease may ask for an image (a reference: `rlvr.sandbox.images`) and for network access; the pool keeps a
+    warm pool per image and network setting for them (`rlvr.sandbox.environments`). `allow_network` lets
+    leases ask for network; `image_cache` is the root-filesystem cache (default `imagecache.cache_dir()`);
+    `image_pools` how many image pools stay warm; `trust_image_python=False` never runs the zygote on an
+    image's own Python (its jobs are then exec'd). `environment` is what this pool's own workers run in (the
+    host root without network, unless the pool is one of another's image pools)."""
 
     def __init__(self, limits: ExecLimits | None = None, workers: int = 2, python: str | None = None,
-                 warm: Sequence[str] = ("pytest",), spares: int = 1) -> None:
+                 warm: Sequence[str] = ("pytest",), spares: int = 1, *, allow_network: bool = False,
+                 image_cache: str | None = None, image_pools: int = 4, trust_image_python: bool = True,
+                 probe: bool = False, environment: Environment | None = None, derived: bool = False) -> None:
         self.bwrap = find_bwrap()
         self.limits = limits or ExecLimits()
         self.workers = workers
@@ -118,11 +135,17 @@ class BwrapPool(RequirementsPools):
         # what the sandbox runs: the same interpreter, relocated when its prefix sits where the sandbox
         # mounts its own tmpfs (a checkout under /tmp, for instance)
         self.inner_python, self._relocated = inner_interpreter(self.python)
-        self.warm = list(warm)
+        self.allow_network, self.image_cache, self.image_pools = allow_network, image_cache, image_pools
+        self.trust_image_python, self.probe, self.derived = trust_image_python, probe, derived
+        self.environment = environment or Environment()
+        self.open_leases = 0
+        """Leases an owning pool has opened here (`EnvironmentPools.release`)."""
+        root = self.environment.root
+        self.warm = list(warm) if root is None or self.environment.supervisor == "image" else []
         # Processes in a worker's pids cgroup that are not the program's: each template's zygote and its
         # prepared chains (an init and a D each), less the running job's D, which is the program itself.
         self._supervisors = (2 if self.warm else 1) * (1 + 2 * CHAINS_AHEAD) - 1
-        self.env = job_env(self.inner_python)
+        self.env = job_env(self.inner_python) if root is None else image_env(root)
         self.pool_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         _sweep_stale()
         self.cgroups = cgroups.detect(self.pool_id)
@@ -131,10 +154,7 @@ class BwrapPool(RequirementsPools):
         (self.base / "leases").mkdir()
         for name in self.cgroups.bind_names():
             (self.base / "cg" / name).mkdir(parents=True, exist_ok=True)
-        self.container = Container(self.bwrap, self.python, self.inner_python, self._relocated, self.base,
-                                   write_etc(self.base), self.env, self.limits.workspace_mb,
-                                   self.limits.memory_mb,
-                                   tuple(self.warm))
+        self.container = self._container()
         self._ids = iter(range(10**9))
         self._idle: queue.Queue[Worker] = queue.Queue()
         self._spares: queue.Queue[Worker] = queue.Queue()
@@ -158,6 +178,16 @@ class BwrapPool(RequirementsPools):
         self._refill = threading.Thread(target=self._refill_loop, name="rlvr-sandbox-spares", daemon=True)
         self._refill.start()
         _LIVE.add(self)
+
+    def _container(self) -> Container:
+        env, etc = self.environment, write_etc(self.base)
+        args = (self.bwrap, self.python, self.inner_python, self._relocated, self.base)
+        sizes = (self.limits.workspace_mb, self.limits.memory_mb, tuple(self.warm), env.network)
+        if env.root is None:
+            return Container(*args, etc, self.env, *sizes)
+        self._image_use = imagecache.Cache(imagecache.cache_dir(self.image_cache)).use(env.root.id)
+        return ImageContainer(*args, env.root.etc, self.env, *sizes, image=env.root,
+                              supervisor=env.supervisor, probe=env.probe)
 
     # --------------------------------------------------------------------------------------- workers
     def _start_worker(self) -> Worker:
@@ -237,6 +267,17 @@ class BwrapPool(RequirementsPools):
         return ExecResult(status=ExecStatus.infra_error, error=error, attempts=2,
                           wall_s=time.perf_counter() - t0)
 
+    def needs_shell(self, program: str) -> None:
+        """Refuse a shell command in an image without /bin/sh: one line naming the image and the fix, rather
+        than a job that fails with 127 for the image's fault."""
+        root = self.environment.root
+        if root is None or root.shell or program not in SHELLS:
+            return
+        name = root.refs[0] if root.refs else root.id[:12]
+        raise ImageError(f"image {name} has no shell (/bin/sh) and a command here needs one ({program})",
+                         field="image",
+                         fix="build the image FROM one with a shell, such as debian:bookworm-slim")
+
     def wants_warm(self, argv: Sequence[str]) -> bool:
         """Whether a job goes to the warm template (pytest imported) rather than the lean one.
 
@@ -254,21 +295,35 @@ class BwrapPool(RequirementsPools):
         return mode != "-c" or any(name in target for name in self.warm)
 
     @contextmanager
-    def lease(self, files: FileMap | None = None, mounts: Mounts | None = None) -> Iterator[IsolatedSandbox]:
+    def lease(self, files: FileMap | None = None, mounts: Mounts | None = None, *, image: str | None = None,
+              network: bool = False) -> Iterator[IsolatedSandbox]:
         """A fresh workspace for as many `run` calls as needed; torn down whatever happens.
 
         `mounts` maps absolute sandbox paths (outside /workspace, /tmp and system directories) to trusted
         material, a host directory (copied at lease time) or a FileMap, that every run of this lease sees
         read-only: a verifier's harness or hidden tests, e.g. `lease(files, mounts={"/harness": hidden_dir})`.
         The candidate can read but never change it, and other leases never see it.
+
+        `image` runs the lease in an image (a reference, `rlvr.sandbox.images`; None: the host root) and
+        `network` gives its jobs network access (refused unless the pool allows it). In an image the workspace
+        starts as a copy of the image's WORKDIR (when it has a safe one) and is mounted there as well as at
+        /workspace; `files` go over it.
         """
         if self._closed:
             raise RuntimeError("sandbox pool is closed")
+        if image is not None or network:
+            target = self.environment_pool(image, network, hold=True)
+            try:
+                with target.lease(files, mounts) as sb:
+                    yield sb
+            finally:
+                self.release(target)
+            return
         lease_id = secrets.token_hex(8)
         d = self.base / "leases" / lease_id
         try:
             d.mkdir()  # never parents=True: a closed pool's directory must not come back
-            (d / "ws").mkdir()
+            self._seed(d)
             sb = IsolatedSandbox(self, lease_id, stage_mounts(d, mounts or {}))
             if files:
                 sb.write_files(files)
@@ -276,16 +331,37 @@ class BwrapPool(RequirementsPools):
         finally:
             workspace.remove_tree(d)
 
+    def _seed(self, lease_dir: Path) -> None:
+        """The lease's workspace: empty, or in an image with a WORKDIR, a copy of what the image holds there
+        (regular files, directories and links; never following one)."""
+        root = self.environment.root
+        src = None if root is None or root.workdir == WORKSPACE else host_path(root.rootfs, root.workdir)
+        if src is None or not src.is_dir():
+            (lease_dir / "ws").mkdir()
+            return
+        fd = os.open(lease_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            # no budget: a copy too big for the workspace fails the run, with a reason
+            copy_out(str(src), fd, "ws", 1 << 62)
+        finally:
+            os.close(fd)
+
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), mounts: Mounts | None = None,
-            channel: bool = False) -> ExecResult:
+            channel: bool = False, *, image: str | None = None, network: bool = False) -> ExecResult:
         """A one-shot lease: fresh workspace, one command, files read back, everything torn down."""
-        with self.lease(mounts=mounts) as sb:
+        with self.lease(mounts=mounts, image=image, network=network) as sb:
             return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read, channel=channel)
 
     def _derive(self, python: str) -> BwrapPool:
         """A pool like this one on another interpreter (a task's requirements venv), no spares."""
-        return BwrapPool(self.limits, workers=self.workers, python=python, warm=self.warm, spares=0)
+        return BwrapPool(self.limits, workers=self.workers, python=python, warm=self.warm, spares=0,
+                         allow_network=self.allow_network, derived=True)
+
+    def _start_environment(self, env: Environment) -> BwrapPool:
+        """A pool like this one whose workers run in `env` (an image, network), no spares."""
+        return BwrapPool(self.limits, workers=self.workers, python=self.python, warm=self.warm, spares=0,
+                         environment=env, image_cache=self.image_cache)
 
     def worker_pids(self) -> list[int]:
         """Host PIDs of the bubblewrap processes of the serving workers (for recovery tests and
@@ -299,6 +375,7 @@ class BwrapPool(RequirementsPools):
                 return
             self._closed = True
         self._close_derived()
+        self._close_environments()
         self._wake.set()
         refill = getattr(self, "_refill", None)
         if refill is not None and refill is not threading.current_thread():
@@ -309,6 +386,9 @@ class BwrapPool(RequirementsPools):
         for d in self.cgroups.pool_dirs() if hasattr(self, "cgroups") else []:
             cgroups._destroy_tree(d)  # the parent dirs of the workers' cgroups
         workspace.remove_tree(self.base)
+        if getattr(self, "_image_use", None) is not None:
+            os.close(self._image_use)  # a prune may remove the image now
+            self._image_use = None
         _LIVE.discard(self)
 
     def __enter__(self) -> Self:

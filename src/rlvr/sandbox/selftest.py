@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr.sandbox.base import SandboxPool
+from rlvr.sandbox.base import SandboxPool, in_environment
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 
 TIGHT = ExecLimits(timeout_s=1.5, memory_mb=128, processes=32, output_bytes=4096, workspace_mb=16,
@@ -30,11 +30,13 @@ class CheckResult:
 
 @dataclass
 class Probe:
-    """Host-side bait the checks use: a planted secret file, a secret env var, a listening loopback port."""
+    """Host-side bait the checks use: a planted secret file, a secret env var, a listening loopback port; and
+    the uid jobs are expected to run as (65534, or an image's own non-root user)."""
 
     secret_file: Path
     secret: str
     port: int
+    uid: int = 65534
 
 
 def _py(pool: SandboxPool, code: str) -> ExecResult:
@@ -93,9 +95,9 @@ def processes_named(name: str) -> list[int]:
 
 
 def _loopback(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
-    r = _py(pool, f"import socket\nsocket.create_connection(('127.0.0.1', {p.port}), "
-                  f"timeout=1)\nprint('CONNECTED')")
-    return "CONNECTED" not in r.stdout and r.status is ExecStatus.exit_nonzero, r
+    r = _py(pool, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {p.port}), timeout=1)\n"
+                  "    print('CONNECTED')\nexcept OSError as e:\n    print('REFUSED', e)")
+    return r.ok and r.stdout.startswith("REFUSED"), r
 
 
 def _shadow(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
@@ -151,7 +153,14 @@ def _unprivileged(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
             "import os\nprint(os.getuid(), os.geteuid(), "
             "open('/proc/self/status').read().split('NoNewPrivs:')[1]"
                   ".split()[0], open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
-    return r.ok and r.stdout.split() == ["65534", "65534", "1", "0000000000000000"], r
+    return r.ok and r.stdout.split() == [str(p.uid), str(p.uid), "1", "0000000000000000"], r
+
+
+def _setuid_inert(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
+    """A setuid binary grants nothing: every mount the program sees is nosuid (and no_new_privs is set)."""
+    r = _py(pool, "rows = [l.split() for l in open('/proc/self/mountinfo')]\n"
+                  "print([r[4] for r in rows if 'nosuid' not in r[5].split(',')])")
+    return r.ok and r.stdout == "[]\n", r
 
 
 def _ipc_left_behind(pool: SandboxPool, p: Probe) -> tuple[bool, ExecResult]:
@@ -192,6 +201,7 @@ CHECKS: dict[str, Callable[[SandboxPool, Probe], tuple[bool, ExecResult]]] = {
     "killing its parent harms nothing": _kill_parent,
     "ptrace of other processes refused": _ptrace,
     "unprivileged user, no_new_privs, no capabilities": _unprivileged,
+    "setuid binaries inert (every mount nosuid)": _setuid_inert,
     "no user namespaces (seccomp)": _user_namespace,
     "no System V IPC object passes from one job to the next": _ipc_left_behind,
     "no network state passes from one job to the next": _socket_left_behind,
@@ -199,8 +209,15 @@ CHECKS: dict[str, Callable[[SandboxPool, Probe], tuple[bool, ExecResult]]] = {
 """Property -> check. Each returns (held, the hostile program's result)."""
 
 
-def run_checks(pool: SandboxPool, names: list[str] | None = None) -> list[CheckResult]:
-    """Run the containment checks against a pool; every check plants and removes its own bait."""
+def run_checks(pool: SandboxPool, names: list[str] | None = None,
+               image: str | None = None) -> list[CheckResult]:
+    """Run the containment checks against a pool, on the host root or in `image` (a reference: the pool builds
+    or pulls it, and the checks' programs run inside it); every check plants and removes its own bait."""
+    uid = 65534
+    if image is not None:
+        resolve = getattr(pool, "resolve_image", None)
+        uid = resolve(image).uid if resolve is not None else uid
+        pool = in_environment(pool, image)
     secret = "rlvr-check-" + os.urandom(8).hex()
     with tempfile.TemporaryDirectory(prefix="rlvr-check-") as tmp:
         secret_file = Path(tmp) / "secret.txt"
@@ -211,7 +228,7 @@ def run_checks(pool: SandboxPool, names: list[str] | None = None) -> list[CheckR
         try:
             srv.bind(("127.0.0.1", 0))
             srv.listen()
-            probe = Probe(secret_file, secret, srv.getsockname()[1])
+            probe = Probe(secret_file, secret, srv.getsockname()[1], uid)
             results = []
             for name in names or list(CHECKS):
                 held, r = CHECKS[name](pool, probe)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from typing_extensions import Self
 
+from rlvr.errors import UserError
 from rlvr.sandbox import workspace
-from rlvr.sandbox.base import FileMap, iter_safe_paths
+from rlvr.sandbox.base import FileMap, iter_safe_paths, network_refused
 from rlvr.sandbox.limits import merged
 from rlvr.sandbox.requirements import RequirementsPools
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
@@ -116,8 +117,8 @@ class UnsafeSandbox:
 class UnsafePool(RequirementsPools):
     """A pool of UnsafeSandbox workspaces. Warns on creation: nothing is contained."""
 
-    def __init__(self, limits: ExecLimits | None = None, python: str | None = None,
-                 warn: bool = True) -> None:
+    def __init__(self, limits: ExecLimits | None = None, python: str | None = None, warn: bool = True,
+                 allow_network: bool = False) -> None:
         import sys
 
         if warn:
@@ -126,9 +127,19 @@ class UnsafePool(RequirementsPools):
                           RuntimeWarning, stacklevel=2)
         self.limits = limits or ExecLimits()
         self.python = python or sys.executable
+        self.allow_network = allow_network
 
     @contextmanager
-    def lease(self, files: FileMap | None = None) -> Iterator[UnsafeSandbox]:
+    def lease(self, files: FileMap | None = None, *, image: str | None = None,
+              network: bool = False) -> Iterator[UnsafeSandbox]:
+        """A workspace directory on the host. Programs have the host's network whatever `network` says
+        (nothing is contained), but a task that asks for it is still refused unless allowed; an image cannot
+        be run here."""
+        if image is not None:
+            raise UserError(f"isolation = \"none\" cannot run a task in an image ({image})",
+                            field="sandbox.isolation", fix='use isolation = "bwrap"')
+        if network and not self.allow_network:
+            raise network_refused()
         root = Path(tempfile.mkdtemp(prefix="rlvr-ws-"))
         try:
             sb = UnsafeSandbox(root, self.python, self.limits)
@@ -139,12 +150,13 @@ class UnsafePool(RequirementsPools):
             workspace.remove_tree(root)
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
-        with self.lease() as sb:
+            limits: ExecLimits | None = None, read: Sequence[str] = (), *, image: str | None = None,
+            network: bool = False) -> ExecResult:
+        with self.lease(image=image, network=network) as sb:
             return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read)
 
     def _derive(self, python: str) -> UnsafePool:
-        return UnsafePool(self.limits, python=python, warn=False)
+        return UnsafePool(self.limits, python=python, warn=False, allow_network=self.allow_network)
 
     def close(self) -> None:
         self._close_derived()

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlvr.errors import SandboxUnavailable
-from rlvr.sandbox import cgroups
+from rlvr.sandbox import cgroups, network
 from rlvr.sandbox.container import Container
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.sandbox.wire import recv_frame, send_frame
@@ -33,18 +33,30 @@ class Worker:
         # all
         warm = bool(container.warm)
         self.lean_rfd, self.lean_wfd = os.pipe() if warm else (-1, -1)
+        info_r, info_w = os.pipe() if container.network else (-1, -1)  # bwrap reports the worker's PID there
+        self.slirp: subprocess.Popen[bytes] | None = None
         try:
             with open(self.log, "wb") as out:
-                self.proc = subprocess.Popen(container.argv(cg, self.lean_rfd), stdin=subprocess.PIPE,
+                self.proc = subprocess.Popen(container.argv(cg, self.lean_rfd, info_w), stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=out,
                                              env={"PATH": "/usr/bin:/bin"},
-                                             close_fds=True, pass_fds=(self.lean_rfd,) if warm else ())
+                                             close_fds=True,
+                                             pass_fds=[fd for fd in (self.lean_rfd, info_w) if fd >= 0])
         finally:
-            if self.lean_rfd >= 0:
-                os.close(self.lean_rfd)
+            for fd in (self.lean_rfd, info_w):
+                if fd >= 0:
+                    os.close(fd)
         self.rfd, self.wfd = self.proc.stdout.fileno(), self.proc.stdin.fileno()  # type: ignore[union-attr]
         if self.lean_wfd < 0:
             self.lean_wfd = self.wfd
+        if info_r >= 0:
+            try:
+                self.slirp = network.attach(network.read_child_pid(info_r), self.log.with_suffix(".net.log"))
+            except BaseException:
+                self.kill()
+                raise
+            finally:
+                os.close(info_r)
 
     def wait_ready(self) -> None:
         try:
@@ -73,6 +85,7 @@ class Worker:
         return reply, blobs
 
     def kill(self) -> None:
+        network.detach(self.slirp)
         if self.proc.poll() is None:
             self.proc.kill()
         try:
@@ -93,6 +106,7 @@ class Worker:
             self.lean_wfd = self.wfd
         self.cg.destroy()
         self.log.unlink(missing_ok=True)
+        self.log.with_suffix(".net.log").unlink(missing_ok=True)
 
 
 _STATUS_RULES: list[tuple[ExecStatus, Callable[[dict, cgroups.JobUsage], bool]]] = [

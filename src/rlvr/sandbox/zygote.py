@@ -374,10 +374,18 @@ def _candidate_main(ch: Chain) -> None:
         # their creator, and so do TCP sockets in TIME_WAIT (a port the last job used stays taken for a
         # minute): in the worker's namespaces the next job would see them. A network namespace holds only a
         # loopback device, down until brought up; the kernel tears it down after the job, off its path.
-        wire.check_rc(wire.libc.unshare(wire.CLONE_NEWNS | wire.CLONE_NEWIPC | wire.CLONE_NEWNET), "unshare")
-        wire.loopback_up()
+        # A pool with network access keeps its workers' namespace, the one its user-mode network serves.
+        network = ch.config.get("network", False)
+        fresh = wire.CLONE_NEWNS | wire.CLONE_NEWIPC | (0 if network else wire.CLONE_NEWNET)
+        wire.check_rc(wire.libc.unshare(fresh), "unshare")
+        if not network:
+            wire.loopback_up()
         wire.mount(None, "/", None, wire.MS_REC | wire.MS_PRIVATE)
         _mount_tmpfs(ch.config, ch.sizes, 0)
+        workdir = ch.config.get("workdir", WORKSPACE)
+        if workdir != WORKSPACE:  # an image's WORKDIR: the same tmpfs, seen at both paths
+            wire.mount(WORKSPACE, workdir, None, wire.MS_BIND)
+            wire.mount(None, workdir, None, wire.MS_REMOUNT | wire.MS_BIND | wire.MS_NOSUID | wire.MS_NODEV)
         wire.mount("proc", "/proc", "proc", wire.MS_NOSUID | wire.MS_NODEV | wire.MS_NOEXEC)
         roots = [os.open(t, os.O_RDONLY | os.O_DIRECTORY) for t in TMPFS]
         roots.append(os.open("/proc/self/ns/mnt", os.O_RDONLY))
@@ -390,10 +398,12 @@ def _candidate_main(ch: Chain) -> None:
             with open(procs, "w") as f:
                 f.write("0")
         wire.umount(CONTROL_DIR)
+        for path in ch.config.get("hide", []):  # the supervisor's own runtime in an image (image_container)
+            wire.umount(path)
         os.dup2(p["in"][0], 0)
         os.dup2(p["out"][1], 1)
         os.dup2(p["err"][1], 2)
-        os.chdir(WORKSPACE)
+        os.chdir(workdir)
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # under the memory limit the program dies first, never its supervisors
         uid, gid = ch.config["uid"], ch.config["gid"]
@@ -427,16 +437,19 @@ def _candidate_main(ch: Chain) -> None:
     except BaseException as exc:  # noqa: BLE001
         os.write(2, f"sandbox: job set-up failed: {exc}\n".encode())
         os._exit(126)
-    _become(spec["argv"], spec["env"], ch.config["python"])
+    _become(spec["argv"], spec["env"], ch.config)
 
 
-def _become(argv: list[str], env: dict[str, str], python: str) -> None:
+def _become(argv: list[str], env: dict[str, str], config: dict) -> None:
+    """Become the program. `python` is the sandbox's interpreter: run in this warm one where the zygote runs
+    on it (`fast`), else exec'd (`python`: its path; None, in an image without one: looked up on PATH like any
+    name)."""
     argv = list(argv)
     if argv[0] == "python":
-        fast = python_fast_path(argv[1:])
+        fast = python_fast_path(argv[1:]) if config.get("fast", True) else None
         if fast is not None:
             _run_python(*fast)
-        argv[0] = python
+        argv[0] = config.get("python") or argv[0]
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores both; a fresh program gets the defaults
         signal.signal(sig, signal.SIG_DFL)
     try:

@@ -12,7 +12,9 @@ gives, `terminationGracePeriodSeconds` before the kill) or SIGINT starts the dra
    exits 0. A second signal stops the node at once.
 
 The node is found by a label of its own (`rlvr-node=<id>`), read through the GCS, so the agent itself is not a
-Ray driver and holds nothing on the cluster.
+Ray driver and holds nothing on the cluster. Before joining, the agent can warm task images (`--warm-image
+REF`): each is built or pulled and unpacked into the machine's image cache, which every pool actor there then
+shares.
 """
 from __future__ import annotations
 
@@ -74,11 +76,13 @@ class NodeAgent:
     """One Ray worker node under rlvr's drain-on-SIGTERM (see the module docstring)."""
 
     def __init__(self, address: str, *, grace_s: float = 120.0, ray_args: Sequence[str] = (),
-                 log: TextIO = sys.stderr) -> None:
+                 log: TextIO = sys.stderr, warm_images: Sequence[str] = (),
+                 image_cache: str | None = None) -> None:
         if grace_s <= 0:
             raise UserError(f"--grace-s {grace_s:g} leaves no time to drain", field="--grace-s",
                             fix="give the seconds between the notice and the kill, e.g. --grace-s 120")
         self.address, self.grace_s, self.ray_args, self.log = address, grace_s, list(ray_args), log
+        self.warm_images, self.image_cache = list(warm_images), image_cache
         self.label = uuid.uuid4().hex[:16]
         self.node_id: str | None = None
         self._notice = threading.Event()
@@ -95,8 +99,21 @@ class NodeAgent:
             self.proc.terminate()  # a second notice: stop now
         self._notice.set()
 
+    def warm(self) -> None:
+        """Build, pull or load each of `warm_images` and unpack it into this machine's image cache, before the
+        node joins: no job placed here waits for them. An image that cannot be had stops the agent
+        (UserError)."""
+        from rlvr.sandbox.imagecache import Cache, cache_dir, resolve
+
+        cache = Cache(cache_dir(self.image_cache))
+        for ref in self.warm_images:
+            t0 = time.monotonic()
+            root = resolve(ref, cache)
+            self._say(f"image {ref} ready: {root.id[:12]} ({time.monotonic() - t0:.1f} s)")
+
     def run(self) -> int:
-        """Start the node, wait for the notice or the node's end, drain; the exit status."""
+        """Warm the images, start the node, wait for the notice or the node's end, drain; the exit status."""
+        self.warm()
         cmd = [_ray_command(), "start", "--address", self.address, "--block", "--labels",
                f"{LABEL}={self.label}",
                *self.ray_args]

@@ -8,6 +8,7 @@ from typing import Any
 import ray
 
 from rlvr.config import SandboxConfig
+from rlvr.sandbox.base import in_environment
 from rlvr.sandbox.requirements import pool_for
 from rlvr.sandbox.result import ExecLimits
 from rlvr.tasks.spec import FinalState, Task
@@ -33,15 +34,18 @@ class PoolActor:
                 "leases": len(self.leases)}
 
     def run(self, argv: list[str], files: dict[str, Any] | None, stdin: Any, limits: dict[str, Any] | None,
-            read: list[str], requirements: list[str] | None = None) -> dict[str, Any]:
+            read: list[str], requirements: list[str] | None = None, image: str | None = None,
+            network: bool = False) -> dict[str, Any]:
         lim = None if limits is None else ExecLimits.model_validate(limits)  # only the fields the caller set
-        pool = pool_for(self.pool, requirements or ())
+        pool = in_environment(pool_for(self.pool, requirements or ()), image, network)
         return pool.run(argv, files=files, stdin=stdin, limits=lim, read=read).model_dump(mode="json")
 
-    def open_lease(self, lease_id: str, files: dict[str, Any] | None,
-                   requirements: list[str] | None = None) -> None:
+    def open_lease(self, lease_id: str, files: dict[str, Any] | None, requirements: list[str] | None = None,
+                   image: str | None = None, network: bool = False) -> None:
+        """Open a workspace (in `image`, with `network`: this node builds or pulls the image on first use)."""
         stack = self._stack_type()
-        sandbox = stack.enter_context(pool_for(self.pool, requirements or ()).lease(files))
+        pool = in_environment(pool_for(self.pool, requirements or ()), image, network)
+        sandbox = stack.enter_context(pool.lease(files))
         self.leases[lease_id] = (stack, sandbox)
 
     def lease_run(self, lease_id: str, argv: list[str], files: dict[str, Any] | None, stdin: Any,

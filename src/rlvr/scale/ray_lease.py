@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import ray
 
-from rlvr.errors import InfraError
+from rlvr.errors import InfraError, UserError
 from rlvr.sandbox.base import FileMap
 from rlvr.sandbox.result import ExecLimits, ExecResult, ExecStatus
 from rlvr.scale import cluster
@@ -81,6 +81,8 @@ class RaySandbox:
                                                       dict(files) if files else None,
                                                       stdin, wire_limits(limits), list(read))
             return ExecResult.model_validate(ray.get(call))
+        except UserError as exc:  # refused on the node (a shell command in an image without one)
+            raise user_error(exc) from None
         except ACTOR_FAULTS as exc:
             self._pool._mark_dead(self._slot)
             return infra_result(f"sandbox actor died during the command: {type(exc).__name__}")
@@ -112,6 +114,12 @@ def wire_limits(limits: ExecLimits | None) -> dict[str, Any] | None:
     """Limits as they cross to an actor: only the fields the caller set, so the actor's pool keeps its
     defaults."""
     return None if limits is None else limits.model_dump(exclude_unset=True)
+
+
+def user_error(exc: UserError) -> UserError:
+    """The UserError a pool actor raised, without Ray's wrapping (so the CLI prints its one line)."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, UserError) else exc
 
 
 def infra_result(message: str, attempts: int = 1) -> ExecResult:

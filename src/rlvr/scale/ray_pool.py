@@ -31,12 +31,12 @@ import ray
 from rlvr.config import ClusterConfig, SandboxConfig
 from rlvr.errors import UserError
 from rlvr.sandbox import limits_from
-from rlvr.sandbox.base import FileMap, SandboxPool
+from rlvr.sandbox.base import FileMap, SandboxPool, network_refused
 from rlvr.sandbox.requirements import ProvidesRequirements
 from rlvr.sandbox.result import ExecLimits, ExecResult
 from rlvr.scale import cluster, elastic
 from rlvr.scale.pool_actor import PoolActor
-from rlvr.scale.ray_lease import ACTOR_FAULTS, RaySandbox, Slot, infra_result, wire_limits
+from rlvr.scale.ray_lease import ACTOR_FAULTS, RaySandbox, Slot, infra_result, user_error, wire_limits
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.scorer import RemoteVerifier
 from rlvr.verify.verdict import Verdict
@@ -288,10 +288,15 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
 
     # ---------------------------------------------------------------------------------- the protocol
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = (), requirements: Sequence[str] = ()
-            ) -> ExecResult:
-        out, attempts, _ = self._call("run", list(argv), dict(files) if files else None, stdin,
-                                      wire_limits(limits), list(read), list(requirements))
+            limits: ExecLimits | None = None, read: Sequence[str] = (), requirements: Sequence[str] = (), *,
+            image: str | None = None, network: bool = False) -> ExecResult:
+        """One job on the node with the fewest in flight; `image` and `network` as `lease`."""
+        self._check_network(network)
+        try:
+            out, attempts, _ = self._call("run", list(argv), dict(files) if files else None, stdin,
+                                          wire_limits(limits), list(read), list(requirements), image, network)
+        except UserError as exc:
+            raise user_error(exc) from None
         if out is None:
             return infra_result("sandbox actor died twice running this job", attempts=attempts)
         return ExecResult.model_validate(out).model_copy(update={"attempts": attempts})
@@ -313,11 +318,22 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
         """This pool with `requirements` sent along with every job: the node that runs it serves them."""
         return _WithRequirements(self, tuple(requirements))
 
+    def _check_network(self, network: bool) -> None:
+        if network and not self.sandbox.allow_network:
+            raise network_refused()
+
     @contextmanager
-    def lease(self, files: FileMap | None = None, requirements: Sequence[str] = ()) -> Iterator[RaySandbox]:
+    def lease(self, files: FileMap | None = None, requirements: Sequence[str] = (), *,
+              image: str | None = None, network: bool = False) -> Iterator[RaySandbox]:
         """A workspace on the live, staying actor with the fewest open leases. Opening one never waits for a
         job slot (a lease is not a job: an episode holds its lease across model turns, while its commands take
-        slots one at a time), so any number of episodes may hold leases at once."""
+        slots one at a time), so any number of episodes may hold leases at once.
+
+        `image` (a reference) is built or pulled on the node that holds the lease, once per node (its image
+        cache is shared by every process there; `rlvr node start --warm-image` prepares images before the node
+        joins); a path in it must exist on that node. An image that cannot be had is the UserError the node
+        raised."""
+        self._check_network(network)
         lease_id = uuid.uuid4().hex
         slot: Slot | None = None
         for attempt in (1, 2):  # an actor found dead on opening (its node just died): once more elsewhere
@@ -325,8 +341,12 @@ class RayPool(RemoteVerifier, ProvidesRequirements):
             generation = slot.generation
             try:
                 ray.get(slot.handle.open_lease.remote(lease_id, dict(files) if files else None,
-                                                      list(requirements)))
+                                                      list(requirements), image, network))
                 break
+            except UserError as exc:  # the node's own one-line refusal (an image that cannot be had)
+                with self._lock:
+                    slot.leases.discard(lease_id)
+                raise user_error(exc) from None
             except ACTOR_FAULTS:
                 with self._lock:
                     slot.leases.discard(lease_id)
@@ -414,12 +434,14 @@ class _WithRequirements:
     def __init__(self, pool: RayPool, requirements: tuple[str, ...]) -> None:
         self.pool, self.requirements, self.limits = pool, requirements, pool.limits
 
-    def lease(self, files: FileMap | None = None) -> Any:
-        return self.pool.lease(files, requirements=self.requirements)
+    def lease(self, files: FileMap | None = None, *, image: str | None = None, network: bool = False) -> Any:
+        return self.pool.lease(files, requirements=self.requirements, image=image, network=network)
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
-            limits: ExecLimits | None = None, read: Sequence[str] = ()) -> ExecResult:
-        return self.pool.run(argv, files, stdin, limits, read, requirements=self.requirements)
+            limits: ExecLimits | None = None, read: Sequence[str] = (), *, image: str | None = None,
+            network: bool = False) -> ExecResult:
+        return self.pool.run(argv, files, stdin, limits, read, requirements=self.requirements, image=image,
+                             network=network)
 
     def close(self) -> None:
         """The RayPool it wraps is closed by its owner."""

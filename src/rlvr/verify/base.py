@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from rlvr.errors import UserError
-from rlvr.sandbox.base import SandboxPool
+from rlvr.sandbox.base import SandboxPool, environment_of, in_environment
 from rlvr.tasks import registry
 from rlvr.tasks.settings import VerifierSettings, kind_of, known_kinds, settings_of, unknown_kind
 from rlvr.tasks.spec import FinalState, Task
@@ -95,13 +95,16 @@ def verify(task: Task, final: FinalState, ctx: VerifyContext | None = None) -> V
     This is the local primitive: callers that turn an episode into a reward go through `rlvr.verify.scorer`
     (which also dispatches to a pool that verifies on its own nodes)."""
     t0 = time.perf_counter()
-    if task.requirements:  # the task's programs run on an interpreter that has its packages
+    env = environment_of(task)
+    if task.requirements or env:  # the task's programs run with its packages, in its image
         from dataclasses import replace
 
         from rlvr.sandbox.requirements import pool_for
 
         ctx = ctx or VerifyContext()
-        ctx = replace(ctx, pool=pool_for(ctx.pool or default_pool(), task.requirements))
+        pool = ctx.pool or default_pool()
+        pool = pool_for(pool, task.requirements) if task.requirements else pool
+        ctx = replace(ctx, pool=in_environment(pool, **env))
     verifier = make_verifier(kind_of(task), ctx)
     try:
         verdict = verifier.verify(task, final)

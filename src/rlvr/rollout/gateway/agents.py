@@ -31,6 +31,7 @@ from rlvr.rollout.episode import Episode
 from rlvr.rollout.gateway.core import Gateway
 from rlvr.rollout.gateway.server import serve_unix
 from rlvr.rollout.policy import SamplingParams
+from rlvr.sandbox.base import environment_of
 from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
 
@@ -180,7 +181,7 @@ class AgentRollouts:
         limits = ExecLimits.model_validate({"timeout_s": lim.wall_s, "memory_mb": self.cfg.memory_mb,
                                             "processes": self.cfg.processes})
         try:
-            with self.pool.lease(dict(task.workspace), mounts=mounts) as sb:
+            with self.pool.lease(dict(task.workspace), mounts=mounts, **environment_of(task)) as sb:
                 rel = next(r for r, target in sb.mounts if target == EPISODE_DIR)
                 _readable(sb.dir / next(r for r, target in sb.mounts if target == AGENT_DIR))
                 with serve_unix(self.gateway, str(sb.dir / rel / "gateway.sock"), only=session.key):
