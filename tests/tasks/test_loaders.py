@@ -151,3 +151,30 @@ def test_open_path_errors(tmp_path: Path) -> None:
     f.write_text("hi")
     with pytest.raises(UserError, match="not a task pack"):
         open_path(f)
+
+
+def test_a_task_names_its_image_relative_to_its_directory(tmp_path: Path) -> None:
+    from rlvr.sandbox.base import environment_of
+
+    d = tmp_path / "t1"
+    (d / "environment").mkdir(parents=True)
+    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    (d / "hidden").mkdir()
+    (d / "hidden" / "test_x.py").write_text("def test_x():\n    assert True\n")
+    (d / "task.toml").write_text('id = "t1"\ndomain = "code"\nimage = "dockerfile:environment"\n'
+                                 'network = true\n')
+    task = load_task_dir(d)
+    assert task.image == "dockerfile:environment" and task.network
+    assert environment_of(task) == {"image": f"dockerfile:{(d / 'environment').resolve()}", "network": True}
+    registry_image = task.model_copy(update={"image": "debian:bookworm-slim", "network": False})
+    assert environment_of(registry_image) == {"image": "debian:bookworm-slim"}
+    assert environment_of(task.model_copy(update={"image": None, "network": False})) == {}
+
+
+def test_an_image_of_the_wrong_type_is_one_line(tmp_path: Path) -> None:
+    d = tmp_path / "t2"
+    d.mkdir()
+    (d / "task.toml").write_text('id = "t2"\ndomain = "code"\nimage = 3\n')
+    with pytest.raises(UserError) as err:
+        load_task_dir(d)
+    assert err.value.field == "image" and "\n" not in str(err.value)

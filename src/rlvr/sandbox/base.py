@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from rlvr.errors import UserError
@@ -83,8 +84,16 @@ def iter_safe_paths(files: FileMap) -> Iterator[tuple[str, str | bytes]]:
 
 def environment_of(task: object) -> dict[str, Any]:
     """The lease arguments of a task's environment: `image` (a reference) and `network`, only those it sets,
-    so that a task on the host root without network leases exactly as before (any pool, any test double)."""
+    so that a task on the host root without network leases exactly as before (any pool, any test double). A
+    relative path in the reference is the task directory's (`task.source`, when it is one)."""
     image, network = getattr(task, "image", None), bool(getattr(task, "network", False))
+    if image:
+        from rlvr.sandbox.images import parse
+
+        source = getattr(task, "source", None)
+        ref = parse(image)
+        if ref.local and source and Path(source).is_dir():
+            image = str(ref.absolute(source))
     return {k: v for k, v in (("image", image), ("network", network)) if v}
 
 

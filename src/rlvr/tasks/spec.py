@@ -66,6 +66,13 @@ class Task(BaseModel):
     """Python packages (pip requirement strings) the task's programs need: its tools and its verification run
     on an interpreter that has them (the sandbox's own when it does, else a venv made once for them and
     mounted read-only; `rlvr.sandbox.requirements`). Empty: the sandbox's interpreter as it is."""
+    image: str | None = None
+    """The environment its tools and verification run in: an OCI image reference (`dockerfile:DIR`,
+    `docker-archive:FILE`, `oci:DIR`, `oci-archive:FILE`, `containers-storage:NAME` or a registry name; docs/
+    IMAGES.md), a relative path resolved against the task's directory when it loads. None: the host root."""
+    network: bool = False
+    """Whether its jobs need the network; granted only where the run's `[sandbox] allow_network` allows it
+    (otherwise the task is refused, never run without)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Free-form facts about the task (generator parameters, source package, ...)."""
     source: str | None = None
