@@ -286,8 +286,9 @@ def test_a_min_the_cluster_cannot_place_is_one_line(cluster) -> None:
     from rlvr.scale.ray_pool import RayPool
 
     with pytest.raises(UserError, match="sandbox_workers_min = 5 but only 2 sandbox workers") as exc:
+        # long enough for the two placeable workers to start on a loaded machine: the message counts them
         RayPool(None, SandboxConfig(isolation="none", workers=1), fleet=ClusterConfig(sandbox_workers_min=5),
-                connect_timeout_s=5)
+                connect_timeout_s=20)
     assert exc.value.field == "cluster.sandbox_workers_min" and "\n" not in str(exc.value)
 
 
