@@ -77,7 +77,9 @@ def test_the_self_test_command_takes_an_image() -> None:
 def test_limits_hold_in_an_image_with_or_without_python(ipool: BwrapPool, image: str) -> None:
     lim = ExecLimits(timeout_s=1.5, memory_mb=96, processes=24, output_bytes=4096)
     timeout = ipool.run(["sh", "-c", "while :; do :; done"], limits=lim, image=image)
-    memory = ipool.run(["sh", "-c", "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}"], limits=lim,
+    # the memory hog has the time to reach the memory limit on a loaded machine (at load 20 it timed out)
+    memory = ipool.run(["sh", "-c", "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}"],
+                       limits=ExecLimits(timeout_s=60, memory_mb=96, processes=24, output_bytes=4096),
                        image=image)
     procs = ipool.run(["sh", "-c", "b() { b | b & }; b; sleep 5"], limits=lim, image=image)
     output = ipool.run(["sh", "-c", "yes"], limits=lim, image=image)
