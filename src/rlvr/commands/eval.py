@@ -186,7 +186,7 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
         deadline.check()
 
     try:
-        with run.build(cfg, seed=seed, on_episode=finished) as built, bar:
+        with run.build(cfg, seed=seed, on_episode=finished, domains={t.domain for t in tasks}) as built, bar:
             rollouts = built.rollouts
             assert rollouts is not None  # built with a policy
             try:  # a SIGINT the deadline sent just as the run ended still lands in here
