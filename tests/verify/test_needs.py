@@ -1,6 +1,7 @@
-"""A domain's needs (`Domain.needs`: pytest for code) are checked against the sandbox's own interpreter, and a run
-that lacks one is refused at start-up in one line, before any episode: a pool on an interpreter without pytest
-(a bare venv, made once and cached under .rlvr-cache) used to mask every code episode as an infra error."""
+"""A domain's needs (`Domain.needs`: pytest for code) are checked against the sandbox's own interpreter, and a
+run that lacks one is refused at start-up in one line, before any episode: a pool on an interpreter without
+pytest (a bare venv, made once and cached under .rlvr-cache) used to mask every code episode as an infra
+error."""
 from __future__ import annotations
 
 import json
