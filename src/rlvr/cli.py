@@ -241,12 +241,16 @@ def serve(
                             typer.Option(help="Seconds before an idle session's sandbox "
                                               "is released.")] = 600.0,
     max_sessions: Annotated[int, typer.Option(help="Concurrent sessions allowed.")] = 64,
+    reclaim_after: Annotated[float, typer.Option(
+        help="Seconds a session opened over HTTP (openenv 0.10's client) outlives its client's WebSocket "
+             "before its sandbox is given back.")] = 5.0,
     config: Annotated[Path | None,
                       typer.Option("--config", help="A run config TOML: its [tasks.domains], sandbox, "
                                                 "cluster and scoring settings apply.")] = None,
 ) -> None:
-    """Serve tasks as an OpenEnv environment: WebSocket sessions, MCP tool actions, the verdict at the end."""
-    # openenv-core's optional web UI: unused here, 60% of start-up
+    """Serve tasks as an OpenEnv environment: one session per client, MCP tool calls (JSON-RPC over HTTP /mcp,
+    or WebSocket steps), the verdict at the end."""
+    # openenv's optional web UI: unused here, most of its start-up
     sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]
     try:
         from rlvr.integrations.openenv import serve as run_server
@@ -255,7 +259,7 @@ def serve(
     from rlvr.config import load_config
 
     run_server(tasks, host=host, port=port, token_file=str(token_file) if token_file else None,
-               idle_timeout=idle_timeout, max_sessions=max_sessions,
+               idle_timeout=idle_timeout, max_sessions=max_sessions, reclaim_after=reclaim_after,
                config=load_config(config) if config is not None else None)
 
 
