@@ -90,7 +90,7 @@ INSTALL_SH = uv="$(UV_FOUND)"; src=(); \
     echo "python -m venv $$1"; $(PYTHON) -m venv --clear "$$1" && "$$1/bin/python" -m pip install -q --upgrade pip; }; \
   inst() { local py="$$1"; shift; \
     if [ -n "$$uv" ]; then echo "uv pip install $$*"; \
-      "$$uv" pip install -q --python "$$py" "$${src[@]}" "$$@" && return 0; \
+      UV_OVERRIDE="$(CURDIR)/uv-overrides.txt" "$$uv" pip install -q --python "$$py" "$${src[@]}" "$$@" && return 0; \
       echo "uv pip install failed: retrying with pip" >&2; fi; \
     echo "pip install $$*"; "$$py" -m pip install -q "$$@"; }; \
   uninst() { local py="$$1"; shift; \
@@ -129,8 +129,11 @@ $(PY):
 # torch first, pinned to the CPU build (the wheel on local disk), so that nothing later pulls a multi-GB CUDA build;
 # the extras are then resolved with the same pin, so that no dependency can move torch.
 # torchvision/torchaudio/torchcodec from PyPI do not import against the CPU torch; transformers is fine without them.
-$(STAMP): pyproject.toml | $(PY)
+# openenv-core (0.3) and openenv (0.10) install under the same import name: a venv made before the move drops the old
+# one first. uv-overrides.txt lets the openenv and verifiers extras share the venv (see the file).
+$(STAMP): pyproject.toml uv-overrides.txt | $(PY)
 	@$(INSTALL_SH) set -e; \
+	uninst $(PY) openenv-core; \
 	inst $(PY) "torch==$(TORCH_VERSION)"; \
 	inst $(PY) "torch==$(TORCH_VERSION)" -e ".[$(EXTRAS)]"; \
 	uninst $(PY) torchvision torchaudio torchcodec; cpu_torch $(PY)

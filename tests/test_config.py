@@ -6,13 +6,16 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from rlvr.config import RunConfig, describe_fields, load_config
+from rlvr.config import QUICKSTART, RunConfig, describe_fields, load_config
 from rlvr.errors import UserError
 
 
-def test_defaults_are_the_quickstart() -> None:
+def test_no_file_gives_the_defaults_and_the_quickstart_is_its_own_file() -> None:
+    """The quickstart's tier and name are its file's, not defaults every command would inherit."""
     cfg = load_config()
-    assert cfg == RunConfig() and cfg.name == "quickstart"
+    assert cfg == RunConfig() and cfg.name == "run" and cfg.tasks.domains == {}
+    quick = load_config(QUICKSTART)
+    assert quick.name == "quickstart" and quick.tasks.domains == {"code": {"tier": "tiny"}}
 
 
 def test_toml_and_overrides(tmp_path: Path) -> None:
@@ -26,13 +29,14 @@ def test_toml_and_overrides(tmp_path: Path) -> None:
     assert cfg.tasks.domains == {"code": {"tier": "tiny"}}
 
 
-def test_a_dotted_override_extends_a_table_default(tmp_path: Path) -> None:
+def test_a_dotted_override_extends_a_table(tmp_path: Path) -> None:
     """`tasks.domains.code.seed=3` on the quickstart keeps its tier: replacing the table would train
     another."""
-    assert load_config(None,
+    assert load_config(QUICKSTART,
                        ["tasks.domains.code.seed=3"]).tasks.domains == {"code": {"tier": "tiny", "seed": 3}}
-    assert load_config(None, ["tasks.domains.math.level=2"]).tasks.domains == {
+    assert load_config(QUICKSTART, ["tasks.domains.math.level=2"]).tasks.domains == {
         "code": {"tier": "tiny"}, "math": {"level": 2}}
+    assert load_config(None, ["tasks.domains.math.level=2"]).tasks.domains == {"math": {"level": 2}}
     p = tmp_path / "c.toml"
     # a table in the file replaces the default, as documented
     p.write_text('[tasks.domains.math]\nlevel = 1\n')

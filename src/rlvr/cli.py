@@ -6,6 +6,7 @@ field and fix; no traceback), 1 internal error.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import time
@@ -31,7 +32,10 @@ RANK_LOST_GRACE_S = 3.0
 """Seconds a surviving rank waits before exiting after a peer died (torchrun polls its workers every 0.1
 s)."""
 
+# Help is plain text (rich_markup_mode=None, in every group too): rich markup would eat the config sections
+# that help texts name, `[tasks.domains]` or `[agent]`, and every word of a docstring must reach the reader.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
                   help="rlvr: reinforcement-learning post-training with verifiable rewards.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(sandbox_app, name="sandbox")
@@ -57,12 +61,14 @@ def train(
 ) -> None:
     """Train a policy: the main job. Extra KEY=VALUE arguments override config fields (train.lr=1e-4). Several
     ranks: `torchrun --nproc-per-node N -m rlvr train CONFIG`, or --cluster with train.world_size = N."""
-    from rlvr.config import describe_fields, load_config
+    from rlvr.config import QUICKSTART, describe_fields, load_config
 
     if help_config:
+        from rich.text import Text
+
         table = Table("key", "type", "default", "meaning", show_lines=False)
-        for row in describe_fields():
-            table.add_row(*row)
+        for row in describe_fields():  # docs name sections as `[tasks.domains]`: text, never markup
+            table.add_row(*(Text(c) for c in row))
         out.print(table)
         return
     overrides = list(ctx.args)
@@ -71,7 +77,7 @@ def train(
         config = None
     if cluster:
         overrides.append(f'cluster.address="{cluster}"')
-    cfg = load_config(config, overrides)
+    cfg = load_config(QUICKSTART if config is None else config, overrides)  # no file: the quickstart
     try:
         import rlvr.train.loop  # noqa: F401 (torch and transformers: a core install cannot train)
     except ModuleNotFoundError as exc:
@@ -106,14 +112,16 @@ def verify(
     if json_out:
         _print_json(verdict.model_dump(mode="json"))
         return
+    from rich.text import Text
+
     table = Table("check", "weight", "score", "result", "detail")
-    for c in verdict.checks:
-        table.add_row(c.name, f"{c.weight:.2f}", f"{c.score:.2f}", "[green]pass[/green]" if c.passed else
-                      "[red]fail[/red]", c.detail[:120])
+    for c in verdict.checks:  # details quote program output: text, never markup
+        table.add_row(Text(c.name), f"{c.weight:.2f}", f"{c.score:.2f}",
+                      "[green]pass[/green]" if c.passed else "[red]fail[/red]", Text(c.detail))
     out.print(table)
     for f in verdict.flags:
-        out.print(f"[red]flag {f.kind}[/red]: {f.message}", highlight=False)
-        for e in f.evidence[:5]:
+        out.print(Text.assemble((f"flag {f.kind}", "red"), f": {f.message}"), highlight=False)
+        for e in f.evidence:
             where = f"{e.file or ''}{':' + str(e.line) if e.line else ''}"
             out.print(f"  {where} {e.seen}", markup=False, highlight=False)
     if verdict.infra_error:
@@ -233,12 +241,16 @@ def serve(
                             typer.Option(help="Seconds before an idle session's sandbox "
                                               "is released.")] = 600.0,
     max_sessions: Annotated[int, typer.Option(help="Concurrent sessions allowed.")] = 64,
+    reclaim_after: Annotated[float, typer.Option(
+        help="Seconds a session opened over HTTP (openenv 0.10's client) outlives its client's WebSocket "
+             "before its sandbox is given back.")] = 5.0,
     config: Annotated[Path | None,
                       typer.Option("--config", help="A run config TOML: its [tasks.domains], sandbox, "
                                                 "cluster and scoring settings apply.")] = None,
 ) -> None:
-    """Serve tasks as an OpenEnv environment: WebSocket sessions, MCP tool actions, the verdict at the end."""
-    # openenv-core's optional web UI: unused here, 60% of start-up
+    """Serve tasks as an OpenEnv environment: one session per client, MCP tool calls (JSON-RPC over HTTP /mcp,
+    or WebSocket steps), the verdict at the end."""
+    # openenv's optional web UI: unused here, most of its start-up
     sys.modules.setdefault("gradio", None)  # type: ignore[arg-type]
     try:
         from rlvr.integrations.openenv import serve as run_server
@@ -247,7 +259,7 @@ def serve(
     from rlvr.config import load_config
 
     run_server(tasks, host=host, port=port, token_file=str(token_file) if token_file else None,
-               idle_timeout=idle_timeout, max_sessions=max_sessions,
+               idle_timeout=idle_timeout, max_sessions=max_sessions, reclaim_after=reclaim_after,
                config=load_config(config) if config is not None else None)
 
 
@@ -255,7 +267,7 @@ def serve(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: maps UserError to one line on stderr and exit 2."""
     try:
-        rc = app(args=argv, prog_name="rlvr", standalone_mode=False)  # click returns typer.Exit's code here
+        rc = command().main(args=argv, prog_name="rlvr", standalone_mode=False)  # returns typer.Exit's code
     except UserError as exc:
         # Every rank of a torch.distributed job refuses the same input, and each says so before it exits: the
         # launcher stops the others as soon as one exits, so a line left to one rank could be lost.
@@ -286,6 +298,23 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {usage}", markup=False, highlight=False, soft_wrap=True)
         return 2
     return rc if isinstance(rc, int) else 0
+
+
+def command() -> Any:
+    """The click command of `app`, each subcommand listed in its group's help with the whole first sentence of
+    its docstring (click would cut it to the width left with "...")."""
+    root = typer.main.get_command(app)
+
+    def whole(group: Any) -> None:
+        for sub in getattr(group, "commands", {}).values():
+            if not sub.short_help and sub.help:
+                first = " ".join(inspect.cleandoc(sub.help).split("\n\n")[0].split())
+                end = first.find(". ")
+                sub.short_help = first if end < 0 else first[: end + 1]
+            whole(sub)
+
+    whole(root)
+    return root
 
 
 def _usage_error(exc: BaseException, argv: list[str] | None) -> str | None:

@@ -19,7 +19,7 @@ command`). Whatever a builder opens it closes, however the run ends.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from rlvr.scale import open_pool
 from rlvr.tasks import registry
 from rlvr.tasks.selection import Selection, parse
 from rlvr.tasks.spec import Task
+from rlvr.verify.needs import require
 from rlvr.verify.scorer import Scorer
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from rlvr.train.distributed import Dist
     from rlvr.train.trainer import Trainer
 
-__all__ = ["DEFAULT_HELDOUT_PER_DOMAIN", "DomainSettings", "Run", "build", "build_trainer", "heldout",
+__all__ = ["DEFAULT_HELDOUT_PER_DOMAIN", "DomainSettings", "Run", "build", "build_trainer", "domains_of",
+           "heldout",
            "heldout_indices", "heldout_spec", "heldout_tasks", "open_policy", "selections", "tasks_of",
            "train",
            "validate", "with_policy"]
@@ -67,6 +69,17 @@ def selections(spec: str, cfg: RunConfig | DomainSettings) -> list[Selection]:
         if name in settings and registry.is_registered(name):
             sel = Selection(registry.make(name, **settings[name]), sel.n)
         out.append(sel)
+    return out
+
+
+def domains_of(selected: Iterable[Selection]) -> set[str]:
+    """The domains whose tasks the selections hold: a registered domain by name, a pack by its tasks'."""
+    out: set[str] = set()
+    for sel in selected:
+        if registry.is_registered(sel.source.name) or sel.source.size is None:
+            out.add(sel.source.name)
+        else:
+            out.update(t.domain for t in sel.source.sample(None))
     return out
 
 
@@ -168,11 +181,13 @@ class Run:
 @contextmanager
 def build(cfg: RunConfig, *, policy: Policy | bool = True, seed: int | None = None,
           pool: SandboxPool | None = None, progress: Progress | None = None,
-          on_episode: OnEpisode | None = None,
+          on_episode: OnEpisode | None = None, domains: Iterable[str] = (),
           **scorer_extras: Any) -> Iterator[Run]:
     """Build a run's pool, Scorer, policy (with `policy=True`; a Policy given is used as it is: the trainer
     prepares its own; `False` builds none) and rollout driver (`progress` and `on_episode` are its callbacks)
-    from `cfg`. `pool` is borrowed instead of opening the run's own. `scorer_extras` reach the verifiers
+    from `cfg`. `pool` is borrowed instead of opening the run's own. `domains`: those the run's tasks come
+    from, whose needs (`Domain.needs`) the pool's interpreter must meet: a run that lacks one is refused here,
+    in one line, before any episode runs. `scorer_extras` reach the verifiers
     (`frames_dir`). Closed on exit, however it ends."""
     with ExitStack() as stack:
         made: Policy | None
@@ -185,6 +200,7 @@ def build(cfg: RunConfig, *, policy: Policy | bool = True, seed: int | None = No
         if pool is None:
             pool = open_pool(cfg.sandbox, cfg.cluster)  # local, or pool actors on Ray when [cluster] is set
             stack.callback(pool.close)
+        require(pool, domains)  # after the policy: its engines connect the cluster first
         scorer = Scorer(pool, retries=cfg.rollout.infra_retries, flag_penalty=cfg.train.flag_penalty,
                         extras=scorer_extras)
         rollouts: Rollouts | None = None
@@ -308,10 +324,11 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
             if engines is None:
                 policy.separate_weights()
             policy.model = distributed.shard(policy.model, dist, cfg.train.mixed_precision)
-        built = stack.enter_context(build(cfg, policy=policy, frames_dir=str(RunLayout(cfg.run_dir).frames)))
-        assert built.rollouts is not None  # built with a policy
         train = selections(cfg.tasks.train, cfg)  # the train spec, read once
         heldout_set, held_out = heldout(cfg, train)
+        built = stack.enter_context(build(cfg, policy=policy, frames_dir=str(RunLayout(cfg.run_dir).frames),
+                                          domains=domains_of(train) | {t.domain for t in heldout_set}))
+        assert built.rollouts is not None  # built with a policy
         scheduler = Scheduler(list(train), cfg.schedule, seed=cfg.seed,
                               heldout_offset=cfg.tasks.heldout_offset,
                               held_out=held_out)

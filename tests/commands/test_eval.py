@@ -47,6 +47,19 @@ def test_eval_end_to_end_scripted_then_hf_then_compare(cli, pack, tmp_path, tiny
     assert json.loads(res.stdout)["domains"]["code"]["shared_tasks"] == 1
 
 
+def test_with_k_1_the_table_has_one_pass_at_1_column(cli, pack, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for k, want in (("1", ["pass@1 [95% CI]"]), ("2", ["pass@1 [95% CI]", "pass@2 [95% CI]"])):
+        res = cli(["eval", "--policy", f"scripted:{tmp_path / 'solve.json'}", "--tasks", str(pack), "-k", k])
+        assert res.code == 0, res.stderr
+        header = res.stdout.splitlines()[0].split("\t")  # piped: plain tab-separated lines
+        assert [h for h in header if h.startswith("pass@")] == want
+    runs = sorted(p.parent for p in (tmp_path / "runs" / "eval").glob("*/eval.json"))
+    res = cli(["eval", "--compare", str(runs[0]), str(runs[0])])  # k = 1 and 2: compared at 1
+    assert [h for h in res.stdout.splitlines()[0].split("\t") if "pass@" in h] == [
+        "A pass@1", "B pass@1", "B-A pass@1 [95% CI]"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["eval"], "give --policy and --tasks"),
     (["eval", "--policy", "scripted:/nope.json", "--tasks", "code:1"], "no such script file"),

@@ -71,6 +71,12 @@ def test_run_tests_fail_patch_pass(ctx) -> None:
     assert after.exec_status == "ok" and "1 passed" in after.content
 
 
+def test_run_tests_shows_the_command_as_it_can_be_run(ctx) -> None:
+    """The shown command is the one that ran, interpreter included (it read `$ -m pytest ...`)."""
+    first = call_tool("run_tests", ctx, {}).content.splitlines()[0]
+    assert first.startswith("$ python -m pytest -q ") and first.endswith("test_sol.py")
+
+
 def test_patch_can_delete_files(ctx) -> None:
     out = call_tool("apply_patch", ctx,
                     {"patch": "--- a/pkg/data.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n"})

@@ -139,6 +139,84 @@ def test_fifty_dropped_sessions_leak_nothing(server: Server) -> None:
     assert server.proc.poll() is None
 
 
+CRASHING_CLIENT = """
+import asyncio, sys
+from openenv.core.mcp_client import MCPToolClient
+
+async def main():
+    env = MCPToolClient(base_url=sys.argv[1])
+    await env.connect()
+    await env.reset(task="code/add")
+    await env.call_tool("write_file", path="x.py", content="x = 1")
+    print("ready", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_one_session_per_client_and_a_dead_clients_is_reclaimed_in_seconds(pack: Path,
+                                                                          tmp_path: Path) -> None:
+    """openenv 0.10's client (JSON-RPC over HTTP /mcp beside its WebSocket) held two sessions, and a crashed
+    one's was held until the 600 s idle timeout, so `--max-sessions` refused the next client."""
+    import subprocess
+    import sys
+
+    with serve(str(pack), "--max-sessions", "1", "--reclaim-after", "2", tmp=tmp_path) as srv:
+        async def whole_episode() -> None:  # one session is all a client needs
+            async with MCPToolClient(base_url=srv.url) as env:
+                await env.reset(task="code/add")
+                assert {t.name for t in await env.list_tools()} == set(TOOLS)
+                assert "add.py" in await env.call_tool("list_files")  # the tool's text, over HTTP /mcp
+                assert "unknown tool" in await env.call_tool("rm_rf")
+                await env.call_tool("write_file", path="add.py", content=ADD_SOLUTION["add.py"])
+                end = await env.step(CallToolAction(tool_name="submit", arguments={}))
+                assert end.done and end.reward == 1.0
+        asyncio.run(whole_episode())
+        assert wait_until(lambda: srv.leases() == [])
+        client = subprocess.Popen([sys.executable, "-c", CRASHING_CLIENT, srv.url], stdout=subprocess.PIPE,
+                                  text=True)
+        try:
+            assert client.stdout is not None and client.stdout.readline().strip() == "ready"
+            assert len(srv.leases()) == 1
+        finally:
+            client.kill()  # SIGKILL: no close, no goodbye
+            client.wait()
+        t0 = time.monotonic()
+        assert wait_until(lambda: srv.leases() == [], timeout=30)
+        reclaimed = time.monotonic() - t0
+
+        async def next_client() -> str:
+            async with MCPToolClient(base_url=srv.url) as env:
+                return (await env.reset(task="code/add2")).observation.metadata["task"]
+        assert asyncio.run(next_client()) == "code/add2"  # admitted under --max-sessions 1
+        assert reclaimed < 15, reclaimed
+
+
+def test_the_older_clients_wire_still_works(server: Server) -> None:
+    """openenv-core 0.3's client: a WebSocket alone, tool calls as step messages."""
+    from websockets.asyncio.client import connect
+
+    async def run() -> None:
+        async with connect(server.url.replace("http", "ws") + "/ws", proxy=None) as ws:
+            async def send(msg: dict) -> dict:
+                await ws.send(json.dumps(msg))
+                return json.loads(await ws.recv())["data"]
+
+            first = await send({"type": "reset", "data": {"task": "code/add"}})
+            assert first["observation"]["metadata"]["task"] == "code/add"
+            tools = await send({"type": "step", "data": {"type": "list_tools"}})
+            assert {t["name"] for t in tools["observation"]["tools"]} == set(TOOLS)
+            listed = await send({"type": "step", "data": {"type": "call_tool", "tool_name": "list_files",
+                                                          "arguments": {}}})
+            assert "add.py" in listed["observation"]["result"]
+            end = await send({"type": "step", "data": {"type": "call_tool", "tool_name": "submit",
+                                                       "arguments": {}}})
+            assert end["done"] and end["reward"] == 0.0 and end["metadata"]["passed"] is False
+    asyncio.run(run())
+    assert wait_until(lambda: server.leases() == [])
+
+
 def test_bearer_token_is_required_for_every_request(guarded: Server) -> None:
     assert httpx.get(guarded.url + "/health", timeout=5).status_code == 401
     assert httpx.get(guarded.url + "/health", headers={"Authorization": "Bearer wrong-token-xxxxxxx"},
@@ -146,10 +224,16 @@ def test_bearer_token_is_required_for_every_request(guarded: Server) -> None:
     assert httpx.get(guarded.url + "/schema", headers=guarded.headers, timeout=5).status_code == 200
 
     async def run() -> None:
-        with pytest.raises(ConnectionError, match="403"):
+        # openenv 0.10's client opens its session over HTTP /mcp first: refused there (401), and a WebSocket
+        # upgrade without the token (the older client's way in) is refused too (403)
+        with pytest.raises(httpx.HTTPStatusError, match="401"):
             await MCPToolClient(base_url=guarded.url).connect()
-        with pytest.raises(ConnectionError):
+        with pytest.raises(httpx.HTTPStatusError, match="401"):
             await RlvrClient(guarded.url, token="not-the-token-at-all").connect()
+        from websockets.asyncio.client import connect
+
+        with pytest.raises(Exception, match="403"):
+            await connect(guarded.url.replace("http", "ws") + "/ws", proxy=None)
         async with RlvrClient(guarded.url, token=TOKEN) as env:
             first = await env.reset(task="code/add")
             assert first.observation.metadata["task"] == "code/add"

@@ -51,6 +51,29 @@ def test_eval_through_ray_equals_local(ray_cluster, pack: tuple[Path, Path]) -> 
     assert local["domains"]["code"]["pass@1"] == remote["domains"]["code"]["pass@1"] == 0.5
 
 
+def test_every_single_turn_episode_records_its_node(ray_cluster, tmp_path: Path) -> None:
+    """An eval of single-turn episodes on Ray recorded a node for the few verified and none for those whose
+    identical answers the verdict cache served: every episode names the node that did its sandbox work."""
+    from rlvr.store import EpisodeStore
+
+    root = tmp_path / "single"
+    for name in ("one", "two"):
+        write_task(root, name, toml=f'id = "{name}"\ndomain = "code"\n[verifier]\nanswer_file = "add.py"\n',
+                   workspace=ADD_WORKSPACE, hidden=ADD_HIDDEN)
+    script = tmp_path / "answer.json"
+    script.write_text(json.dumps({"default": [FIX]}))  # the same answer in every sample: cache hits
+    store = EpisodeStore(tmp_path / "eval")
+    rep = run_eval(f"scripted:{script}", str(root), k=4, seed=0, cluster=ray_cluster.address,
+                   show_progress=False, store=store)
+    eps = store.episodes()
+    assert rep["episodes"] == len(eps) == 8 and rep["domains"]["code"]["pass@1"] == 1.0
+    assert any(ep.metadata.get("verdict_cached") for ep in eps)
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert all(ep.node is not None for ep in eps), [ep.node for ep in eps]
+    assert sum(c["episodes"] for c in rep["nodes"].values()) == 8
+    assert all(any(full.startswith(ep.node) for full in alive) for ep in eps)  # short names of live nodes
+
+
 def test_training_step_through_ray_survives_a_killed_actor(ray_cluster, tmp_path: Path, monkeypatch) -> None:
     from rlvr import run
     from rlvr.rollout.policies.builtin import build_tiny_model

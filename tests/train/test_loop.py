@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rlvr import run
-from rlvr.config import RunConfig, load_config
+from rlvr.config import QUICKSTART, RunConfig, load_config
 from rlvr.monitor.evals import compare, load_report
 from rlvr.store.episodes import EpisodeStore
 from rlvr.tasks import registry
@@ -148,11 +148,12 @@ def test_corrupt_checkpoint_pointer_is_a_user_error(tmp_path: Path) -> None:
 
 def test_quickstart_shaped_smoke_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     """The real code domain (tiny tier), the bwrap sandbox and the code verifier, on tiny budgets."""
-    cfg = load_config(None, [f'output_dir="{tmp_path}"', 'name="smoke"', f'policy.model="{tiny_model_dir}"',
-                             "policy.max_new_tokens=8", 'tasks.heldout="code:3"', "train.steps=1",
-                             "train.batch_size=2", "rollout.group_size=2", "train.heldout_samples=1",
-                             "sft.steps=2", "sft.examples=8", "sft.batch_size=4",
-                             "monitor.tensorboard=false"])
+    cfg = load_config(QUICKSTART, [f'output_dir="{tmp_path}"', 'name="smoke"',
+                                   f'policy.model="{tiny_model_dir}"',
+                                   "policy.max_new_tokens=8", 'tasks.heldout="code:3"', "train.steps=1",
+                                   "train.batch_size=2", "rollout.group_size=2", "train.heldout_samples=1",
+                                   "sft.steps=2", "sft.examples=8", "sft.batch_size=4",
+                                   "monitor.tensorboard=false"])
     summary = run.train(cfg)
     saved = json.loads((cfg.run_dir / "summary.json").read_text())
     for key in ("pass1_before", "pass1_after", "heldout_tasks", "wall_s"):
@@ -204,7 +205,7 @@ def test_bf16_mixed_precision_over_weights_not_in_float32_is_refused() -> None:
 def test_default_heldout_follows_the_procedural_training_domains() -> None:
     from rlvr.run import heldout_tasks
 
-    quick = heldout_tasks(load_config())
+    quick = heldout_tasks(load_config(QUICKSTART))
     assert len(quick) == 200 and {t.domain for t in quick} == {"code"}
     assert all(t.index >= 1_000_000 and t.tier == "tiny" for t in quick)
     math = heldout_tasks(load_config(None, ['tasks.train="math"']))

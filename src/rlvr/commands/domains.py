@@ -21,7 +21,7 @@ from rlvr.errors import UserError
 
 __all__ = ["NAME", "domains_app", "package_name", "scaffold"]
 
-domains_app = typer.Typer(no_args_is_help=True,
+domains_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                           help="Write your own domain: a package found by its entry point.")
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")

@@ -186,7 +186,7 @@ def run_eval(policy_spec: str | None, tasks_spec: str, *, k: int, seed: int = 0,
         deadline.check()
 
     try:
-        with run.build(cfg, seed=seed, on_episode=finished) as built, bar:
+        with run.build(cfg, seed=seed, on_episode=finished, domains={t.domain for t in tasks}) as built, bar:
             rollouts = built.rollouts
             assert rollouts is not None  # built with a policy
             try:  # a SIGINT the deadline sent just as the run ended still lands in here
@@ -227,8 +227,9 @@ def eval_command(
     cluster: Annotated[str | None, typer.Option(help="Ray address; default local.")] = None,
     config: Annotated[Path | None,
                       typer.Option("--config",
-                                   help="A run config TOML: its policy, rollout, sandbox and cluster "
-                                        "sections apply.")] = None,
+                                   help="A run config TOML: its [tasks.domains], [policy], [rollout], "
+                                        "[sandbox] and [cluster] sections apply (and its tasks.heldout "
+                                        "without --tasks).")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0: greedy); default "
                                                            "policy.temperature.")] = None,
     top_p: Annotated[float | None,
@@ -287,12 +288,13 @@ def eval_command(
         if json_out:
             print_json(diff)
             return
-        table = Table("domain", "A pass@1", "B pass@1", "B-A pass@1 [95% CI]",
-                      f"B-A pass@{diff['k']} [95% CI]", "tasks")
+        delta_k = [f"B-A pass@{diff['k']} [95% CI]"] if diff["k"] > 1 else []
+        table = Table("domain", "A pass@1", "B pass@1", "B-A pass@1 [95% CI]", *delta_k, "tasks")
         for d, r in diff["domains"].items():
             table.add_row(d, pct(r["a_pass@1"]), pct(r["b_pass@1"]),
                           pct(r["delta_pass@1"], r["delta_pass@1_ci"]),
-                          pct(r["delta_pass@k"], r["delta_pass@k_ci"]), str(r["shared_tasks"]))
+                          *([pct(r["delta_pass@k"], r["delta_pass@k_ci"])] if delta_k else []),
+                          str(r["shared_tasks"]))
         out.print(table)
         return
     cfg = eval_config(config, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
@@ -325,13 +327,18 @@ def eval_command(
     if json_out:
         print_json(rep)
     else:
-        table = Table("domain", "tasks", "samples", "pass@1 [95% CI]", f"pass@{k} [95% CI]", "masked")
+        at_k = [f"pass@{k} [95% CI]"] if k > 1 else []  # with -k 1, pass@k is pass@1: one column
+        table = Table("domain", "tasks", "samples", "pass@1 [95% CI]", *at_k, "masked")
         for d, r in rep["domains"].items():
             table.add_row(d, str(r["n"]), str(r["samples"]), pct(r["pass@1"], r["pass@1_ci"]),
-                          pct(r["pass@k"], r["pass@k_ci"]), str(r["masked_episodes"]))
+                          *([pct(r["pass@k"], r["pass@k_ci"])] if at_k else []), str(r["masked_episodes"]))
         out.print(table)
         for reason, n in rep["mask_reasons"].items():
             err.print(f"masked: {n} x {reason}", markup=False, highlight=False, soft_wrap=True)
+        for reason, row in rep["end_reasons"].items():  # why failures ended early: a budget, a refused call
+            refused = f" (refused: {row['refused']})" if row["refused"] else ""
+            err.print(f"ended: {row['episodes']} x {reason}{refused}", markup=False, highlight=False,
+                      soft_wrap=True)
         for node, c in rep.get("nodes", {}).items():
             err.print(f"node {node}: {c['episodes']} episodes, {c['passed']} passed, {c['masked']} masked, "
                       f"{c['lost']} workspaces lost", markup=False, highlight=False)

@@ -37,7 +37,9 @@ def gold_episodes(plans: Sequence[GoldPlan], cfg: RunConfig, *, encoder: Any = N
     with Progress(*columns, console=Console(stderr=True), disable=not show_progress,
                   unit="trajectories") as bar:
         job = bar.add_task("gold", total=len(plans))
-        with contextlib.nullcontext(built) if built is not None else run.build(cfg, policy=False) as r:
+        domains = {p.task.domain for p in plans}
+        with contextlib.nullcontext(built) if built is not None else run.build(cfg, policy=False,
+                                                                               domains=domains) as r:
 
             def gold(policy: Any) -> Any:
                 return r.gold(policy, progress=lambda done, total: bar.update(job, completed=done))

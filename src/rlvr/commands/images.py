@@ -11,7 +11,7 @@ from rich.table import Table
 from rlvr.commands.console import err, out
 from rlvr.commands.console import print_json as _print_json
 
-images_app = typer.Typer(no_args_is_help=True,
+images_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Task images: the unpacked-root cache, builds, the base image.")
 CacheOpt = Annotated[str | None, typer.Option(
     "--cache", help="The cache directory (default: $RLVR_IMAGE_CACHE, else ~/.cache/rlvr/images).")]

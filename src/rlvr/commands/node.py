@@ -5,7 +5,8 @@ from typing import Annotated
 
 import typer
 
-node_app = typer.Typer(no_args_is_help=True, help="Ray worker nodes that drain before they are taken away.")
+node_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                       help="Ray worker nodes that drain before they are taken away.")
 
 
 @node_app.command("start", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})

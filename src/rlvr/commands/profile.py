@@ -32,7 +32,7 @@ def run_profile(policy_spec: str | None, tasks_spec: str, k: int, *, seed: int =
     tasks = run.tasks_of(tasks_spec, cfg, seed=seed)
     if not tasks:
         raise UserError("no tasks selected", field="tasks", fix="name a domain or pack with tasks")
-    with run.build(cfg, seed=seed, progress=progress) as built:
+    with run.build(cfg, seed=seed, progress=progress, domains={t.domain for t in tasks}) as built:
         assert built.rollouts is not None  # built with a policy
         episodes = built.rollouts.run(tasks, k, step=0, seed=seed)
         # re-verification must not be answered from a cache

@@ -11,7 +11,7 @@ from rlvr.commands.console import err, out
 from rlvr.commands.console import print_json as _print_json
 from rlvr.errors import UserError
 
-sandbox_app = typer.Typer(no_args_is_help=True,
+sandbox_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                           help="Run commands in the sandbox, self-test it, benchmark it.")
 
 

@@ -11,11 +11,23 @@ from rlvr.commands.console import err, out
 from rlvr.commands.console import print_json as _print_json
 from rlvr.errors import UserError
 
-tasks_app = typer.Typer(no_args_is_help=True,
+tasks_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="List, show, sample, build, validate, profile and export tasks.")
 
 
 ListJson = Annotated[bool, typer.Option("--json", help="A list of {name, size, description}.")]
+DomainsConfig = Annotated[Path | None, typer.Option(
+    "--config", help="A run config TOML whose [tasks.domains] settings build the domains (default: each "
+                     "domain's own, as every command without a config builds them).")]
+
+
+def _domain_settings(config: Path | None) -> dict[str, Any]:
+    """The `[tasks.domains]` settings of a run config file (none without one)."""
+    if config is None:
+        return {}
+    from rlvr.config import load_config
+
+    return load_config(config).tasks.domains
 
 
 @tasks_app.command("list")
@@ -35,9 +47,11 @@ def tasks_list(json_out: ListJson = False) -> None:
     if json_out:
         _print_json(rows)
         return
+    from rich.text import Text
+
     table = Table("domain", "size", "description")
-    for r in rows:
-        table.add_row(r["name"], str(r["size"]), r["description"])
+    for r in rows:  # descriptions quote `[min, max]` and markdown links: text, never markup
+        table.add_row(r["name"], str(r["size"]), Text(r["description"]))
     out.print(table)
 
 
@@ -46,11 +60,13 @@ def tasks_show(
     ref: Annotated[str, typer.Argument(help="A task directory, DOMAIN:INDEX or DOMAIN/ID.")],
     json_out: Annotated[bool, typer.Option("--json")] = False,
     hidden: Annotated[bool, typer.Option("--hidden", help="Also show hidden material.")] = False,
+    config: DomainsConfig = None,
 ) -> None:
-    """Show one task: its prompt, workspace files and limits."""
+    """Show one task: its prompt, workspace files and limits. `DOMAIN:I` is the I-th task of the SPEC
+    `DOMAIN:N` in `rlvr eval`, `rlvr serve` and the adapters (under the same [tasks.domains] settings)."""
     from rlvr.tasks.selection import lookup
 
-    task = lookup(ref)
+    task = lookup(ref, _domain_settings(config))
     data = task.model_dump(mode="json")
     if not hidden:
         for key in ("hidden", "solution", "answer"):
@@ -80,11 +96,13 @@ def tasks_sample(
     n: Annotated[int, typer.Option("-n", help="How many tasks.")] = 3,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     json_out: Annotated[bool, typer.Option("--json")] = False,
+    config: DomainsConfig = None,
 ) -> None:
-    """Print sample tasks of a domain."""
+    """Print sample tasks of a domain: the tasks the SPEC `DOMAIN:N` names everywhere (with --seed, for a
+    finite domain or pack)."""
     from rlvr.tasks.selection import open_source
 
-    src = open_source(domain)
+    src = open_source(domain, **_domain_settings(config).get(domain, {}))
     tasks = src.sample(n, seed=seed)
     if json_out:
         _print_json([t.model_dump(mode="json", exclude={"hidden", "solution", "answer"}) for t in tasks])
@@ -176,7 +194,7 @@ def tasks_profile(
     k: Annotated[int, typer.Option("-k", help="Samples per task.")] = 8,
     seed: Annotated[int, typer.Option(help="Seed of task sampling and generation.")] = 0,
     config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], "
-                                                "policy, rollout, sandbox, cluster and schedule "
+                                                "[policy], [rollout], [sandbox], [cluster] and [schedule] "
                                                 "sections apply.")] = None,
     cluster: Annotated[str | None, typer.Option(help="Ray address; default local (or the config's).")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
@@ -208,7 +226,7 @@ def tasks_sft_data(
     out_path: Annotated[Path, typer.Option("-o", "--output", help="The JSONL file to write.")],
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     config: Annotated[Path | None, typer.Option("--config", help="A run config TOML: its [tasks.domains], "
-                                                "rollout, sandbox and cluster sections apply.")] = None,
+                                                "[rollout], [sandbox] and [cluster] sections apply.")] = None,
 ) -> None:
     """Gold tool trajectories as a chat dataset: each task's reference played through the env (tools run in
     the sandbox), one conversation a line with `messages` and `tools` (TRL's SFTTrainer reads it)."""

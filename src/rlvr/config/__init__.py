@@ -10,6 +10,7 @@ The sections are `rlvr.config.sections`; RunConfig, loading, overrides and the f
 """
 from rlvr.config.run_config import (
     CONFIG_SCHEMA_VERSION,
+    QUICKSTART,
     RunConfig,
     apply_override,
     describe_fields,
@@ -32,7 +33,7 @@ from rlvr.config.sections import (
 )
 
 __all__ = ["CONFIG_SCHEMA_VERSION", "AgentConfig", "BudgetConfig", "ClusterConfig", "MonitorConfig",
-           "PolicyConfig",
+           "PolicyConfig", "QUICKSTART",
            "RolloutConfig", "RunConfig", "SFTConfig", "SandboxConfig", "ScheduleConfig", "Section",
            "StoreConfig",
            "TasksConfig", "TrainConfig", "apply_override", "describe_fields", "load_config"]

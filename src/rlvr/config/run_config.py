@@ -30,12 +30,17 @@ from rlvr.errors import UserError
 
 CONFIG_SCHEMA_VERSION = 1
 
+QUICKSTART = Path(__file__).with_name("quickstart.toml")
+"""The built-in quickstart's config: what `rlvr train` runs without a config file. Its settings (the code
+domain's `tiny` tier, the run name) are its own, not defaults of RunConfig, so no other command inherits
+them."""
+
 
 class RunConfig(Section):
     """The whole configuration of a run."""
 
-    name: str = "quickstart"
-    """Run name; the run directory is `<output_dir>/<name>`."""
+    name: str = "run"
+    """Run name; the run directory is `<output_dir>/<name>` (the quickstart's is `quickstart`)."""
     output_dir: str = "runs"
     """Parent directory of run directories."""
     seed: int = 0
@@ -150,8 +155,9 @@ def apply_override(data: dict[str, Any], override: str, source: str = "command l
 
 
 def _table_default(model: type[BaseModel], name: str) -> dict[str, Any]:
-    """A copy of a table field's default, so that `tasks.domains.code.partial=false` extends the quickstart's
-    `{code = {tier = "tiny"}}` instead of replacing it."""
+    """A copy of a table field's default, so that a dotted override extends a table with a non-empty default
+    (`schedule.weights`, `tasks.domains` are empty) instead of replacing it; a table the file sets is
+    extended in place."""
     f = model.model_fields[name]
     default = f.default_factory() if f.default_factory else f.default  # type: ignore[call-arg]
     return copy.deepcopy(default) if isinstance(default, dict) else {}
@@ -172,7 +178,8 @@ def _config_error(exc: ValidationError, file: str) -> UserError:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Load a RunConfig from TOML (None: the built-in quickstart defaults) and apply dotted overrides."""
+    """Load a RunConfig from TOML (None: RunConfig's defaults, which every command starts from; `QUICKSTART`:
+    the built-in quickstart) and apply dotted overrides."""
     data: dict[str, Any] = {}
     source = "defaults"
     if path is not None:

@@ -22,13 +22,13 @@ class TasksConfig(Section):
     """Tasks SPEC for training: domain names or pack paths, each with an optional `:N`, joined by commas."""
     heldout: str | None = None
     """Tasks SPEC of the held-out set (pass@1 before and after). Unset: 200 tasks of each procedural domain of
-    `train`, from `heldout_offset` on (the quickstart's `code:200`); an empty string: no held-out evaluation.
-    Held-out tasks of a finite domain or pack that training also uses are left out of training."""
+    `train`, from `heldout_offset` on (`code:200` for the quickstart); an empty string: no held-out
+    evaluation. Held-out tasks of a finite domain or pack that training also uses are left out of training."""
     heldout_offset: int = Field(1_000_000, ge=0)
     """Index offset of held-out tasks in procedural domains, so they never overlap training indices."""
-    domains: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"code": {"tier": "tiny"}})
+    domains: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-domain settings passed to the domain factory, e.g. `[tasks.domains.code] tier = "tiny"` (the
-    quickstart's; a `[tasks.domains]` table in a config replaces it)."""
+    quickstart's). Unset: each domain's own defaults, as every command without a config uses them."""
 
 
 class SandboxConfig(Section):
@@ -81,8 +81,10 @@ class PolicyConfig(Section):
     """Weights and compute dtype."""
     device: str = "auto"
     """`auto`, `cpu`, `cuda` or `cuda:N`."""
-    max_context: int = Field(2048, ge=16)
-    """Context window used for prompts plus generation; older tool output is elided beyond it."""
+    max_context: int | None = Field(None, ge=16)
+    """Tokens of prompt plus generation the policy holds (and the gateway serves an agent). Unset: the model's
+    own window (its config's `max_position_embeddings` or `n_positions`, else the tokenizer's
+    `model_max_length`); larger than the window: the window."""
     temperature: float = Field(1.0, ge=0.0)
     """Sampling temperature (0: greedy)."""
     top_p: float = Field(1.0, gt=0.0, le=1.0)

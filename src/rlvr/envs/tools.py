@@ -216,7 +216,7 @@ def run_tests(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     # the compact report: failures section and summary line, not the collection chatter
     if "= FAILURES =" in out:
         out = out[out.index("= FAILURES ="):]
-    text = f"$ {shlex.join(argv[1:])}\n" + _report(res.model_copy(update={"stdout": out}),
+    text = f"$ {shlex.join(argv)}\n" + _report(res.model_copy(update={"stdout": out}),
                                                    ctx.max_output_chars)
     return ToolOutput(text, exec_status=res.status.value)
 

@@ -1,39 +1,45 @@
-"""rlvr's multi-turn Env as an OpenEnv server (`rlvr serve`), built on openenv-core's own server classes.
+"""rlvr's multi-turn Env as an OpenEnv server (`rlvr serve`), built on the `openenv` package's own server.
 
     rlvr serve --tasks code:20 --port 8000 [--token-file F]
 
-    async with RlvrClient("http://127.0.0.1:8000", token=...) as env:      # openenv-core's MCPToolClient
+    async with RlvrClient("http://127.0.0.1:8000", token=...) as env:      # openenv's MCPToolClient
         first = await env.reset(seed=0, task="code/easy-multi-s0-3")     # or task=INDEX, or no task: seed
-        picks tools = await env.list_tools()
+        picks tools = await env.list_tools()                              # JSON-RPC over HTTP /mcp
         await env.call_tool("write_file", path="solution.py", content="...")
         end = await env.step(CallToolAction(tool_name="submit", arguments={}))
         end.reward, end.observation.metadata["passed"], end.observation.metadata["checks"]
 
-A session is OpenEnv's stateful WebSocket route (`/ws`): each connection gets its own `RlvrEnvironment`, whose
-reset leases a fresh sandbox for the episode; rlvr's tools are OpenEnv MCP tool actions (`list_tools`,
-`call_tool`); the step that ends the episode (submit, or a budget running out) carries the reward and the
-verdict (score, passed, checks, flags) in the observation's metadata. The reward comes from the runtime's one
-Scorer.
+A session holds one `RlvrEnvironment`, whose reset leases a fresh sandbox for the episode. openenv 0.10's
+client opens it with a JSON-RPC `openenv/session/create` on HTTP `/mcp`, attaches its WebSocket
+(`/ws?session_id=`) for reset and step, and sends `tools/list` and `tools/call` as JSON-RPC over HTTP `/mcp`
+to the same session: one session per client. The older client (openenv-core 0.3) opens a session with its
+WebSocket alone and sends tool calls as step messages; it keeps working. rlvr's tools are OpenEnv MCP tool
+actions; the step that ends the episode (submit, or a budget running out) carries the reward and the verdict
+(score, passed, checks, flags) in the observation's metadata. The reward comes from the runtime's one Scorer.
 
-Leases never outlive their session: openenv-core's server closes a session's environment when the socket
-closes or drops, and its reaper closes sessions idle for `idle_timeout` seconds; a closed environment refuses
-to lease again. A malformed action is answered in the protocol's own error format (a `VALIDATION_ERROR`
-message, or a `ToolError` in the observation) and the session lives on.
+Leases never outlive their client. A session a WebSocket opened is closed when the socket closes or drops; one
+opened over HTTP lives while its client's WebSocket is attached, and is reclaimed `reclaim_after` seconds
+after it detaches (or, never attached, after it was last used) unless the client comes back: a crashed
+client's connection closes at once, a silent one is dropped by the WebSocket's ping (uvicorn's heartbeat, 20
+s), so its sandbox is back within seconds, not at `idle_timeout`. openenv's reaper also closes sessions idle
+for `idle_timeout` seconds; a closed environment refuses to lease again. A malformed action is answered in the
+protocol's own error format (a `VALIDATION_ERROR` message, or a `ToolError` in the observation) and the
+session lives on.
 
-Two things differ from a plain `create_app`: openenv-core 0.3.0's `serialize_observation` leaves `metadata`
-out of the observation it sends while its client reads it from there, so rlvr's observations keep it
-(`_KeepsMetadata`); and the stateless HTTP `/reset` and `/step` routes are not registered (production mode): a
-sandboxed episode lives in a session. With a token every HTTP request and WebSocket upgrade must carry
-`Authorization: Bearer TOKEN`; openenv-core's client sends no headers, so `RlvrClient` adds it.
-"""
+Unlike a plain `create_app`, the stateless HTTP `/reset` and `/step` routes are not registered (production
+mode): a sandboxed episode lives in a session. With a token every HTTP request and WebSocket upgrade must
+carry `Authorization: Bearer TOKEN` (`RlvrClient(token=...)` sends it; openenv's client takes `headers=`)."""
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import hmac
 import ipaddress
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,30 +73,30 @@ from rlvr.integrations.session import Runtime, tool_specs, verdict_metadata
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 """Seconds a session may sit idle before its environment is closed and its sandbox given back."""
+DEFAULT_RECLAIM_S = 5.0
+"""Seconds a session opened over HTTP outlives its client's WebSocket (or, never attached, its last use)."""
+
+_OVER_HTTP: contextvars.ContextVar[bool] = contextvars.ContextVar("rlvr_serve_over_http", default=False)
+"""Set by `Gate` while an HTTP request (not a WebSocket) is handled: the sessions it creates are the 0.10
+client's `openenv/session/create`."""
 
 
-class _KeepsMetadata:
-    """Keeps `metadata` in the dumped observation when openenv-core's serializer excludes it (see the module
-    docstring): its client reads `observation.metadata`, where the verdict travels."""
-
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        out = super().model_dump(**kwargs)  # type: ignore[misc]
-        exclude = kwargs.get("exclude")
-        if exclude is not None and "metadata" in exclude:
-            metadata = super().model_dump(mode="json", include={"metadata"})  # type: ignore[misc]
-            out["metadata"] = metadata["metadata"]
-        return out
-
-
-class RlvrObservation(_KeepsMetadata, Observation):
+class RlvrObservation(Observation):
     """The first observation of an episode: metadata holds task, prompt, messages and tools."""
 
 
-class RlvrToolObservation(_KeepsMetadata, CallToolObservation):
+class RlvrToolObservation(CallToolObservation):
     """The result of one tool call; at the end of the episode metadata holds the verdict."""
 
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """Also `data`: what openenv's `MCPToolClient.call_tool` returns of a JSON-RPC `tools/call` (the
+        tool's text, or the error as text the model reads), where the WebSocket path returns `result`."""
+        out = super().model_dump(**kwargs)
+        out["data"] = self.result if self.error is None else f"error: {self.error.message}"
+        return out
 
-class RlvrToolList(_KeepsMetadata, ListToolsObservation):
+
+class RlvrToolList(ListToolsObservation):
     """The tools of the current task."""
 
 
@@ -187,9 +193,10 @@ class Gate:
     is not logged as one.
     """
 
-    def __init__(self, app: Any, token: str | None = None) -> None:
+    def __init__(self, app: Any, token: str | None = None, server: RlvrEnvServer | None = None) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
+        self.server = server
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if self.expected is not None and scope["type"] in ("http", "websocket"):
@@ -204,7 +211,11 @@ class Gate:
                             "body": b'{"detail":"missing or wrong bearer token"}'})
                 return
         if scope["type"] != "websocket":
-            return await self.app(scope, receive, send)
+            token = _OVER_HTTP.set(scope["type"] == "http")
+            try:
+                return await self.app(scope, receive, send)
+            finally:
+                _OVER_HTTP.reset(token)
         from starlette.websockets import WebSocketDisconnect
 
         try:
@@ -214,21 +225,90 @@ class Gate:
         except RuntimeError as exc:  # starlette's "Cannot call send once a close message has been sent"
             if "close message" not in str(exc) and "disconnect" not in str(exc).lower():
                 raise
+        finally:
+            if self.server is not None:  # an attached socket ended: its session's grace starts now
+                from urllib.parse import parse_qs
+
+                query = parse_qs(scope.get("query_string", b"").decode())
+                for session_id in query.get("session_id", []):
+                    self.server.detached(session_id)
+
+
+class RlvrEnvServer(HTTPEnvServer):
+    """openenv's server, whose sessions opened over HTTP (`openenv/session/create`) are reclaimed
+    `reclaim_after` seconds after their client's WebSocket detaches, or after their last use when none is
+    attached (see the module docstring): openenv alone keeps them until `idle_timeout`, and an attached one
+    for ever."""
+
+    def __init__(self, *args: Any, reclaim_after: float = DEFAULT_RECLAIM_S, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reclaim_after = reclaim_after
+        self._over_http: set[str] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def _create_session(self) -> tuple[str, Environment]:
+        session_id, env = await super()._create_session()
+        if _OVER_HTTP.get():
+            self._over_http.add(session_id)
+        return session_id, env
+
+    def detached(self, session_id: str) -> None:
+        """A WebSocket attached to `session_id` ended: the session's grace starts now."""
+        self._update_session_activity(session_id)
+
+    def expired(self, now: float) -> list[str]:
+        """Sessions opened over HTTP that are to go: with no WebSocket attached and unused for `reclaim_after`
+        seconds, or unused for `idle_timeout` even with one attached (openenv's reaper spares those)."""
+        out = []
+        idle_timeout = self._session_idle_timeout_s
+        for session_id in list(self._over_http):
+            info = self._session_info.get(session_id)
+            if session_id not in self._sessions:  # closed by its client (openenv/session/close)
+                self._over_http.discard(session_id)
+                continue
+            if info is None:  # still being made
+                continue
+            idle = now - info.last_activity_at
+            attached = session_id in self._session_websocket_attachments
+            if ((not attached and idle > self.reclaim_after)
+                    or (idle_timeout is not None and idle > idle_timeout)):
+                out.append(session_id)
+        return out
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, self.reclaim_after / 2))
+            for session_id in self.expired(time.time()):
+                self._over_http.discard(session_id)
+                await self._destroy_session(session_id)
+
+    def _start_reaper(self) -> None:
+        super()._start_reaper()
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep())
+
+    def _stop_reaper(self) -> None:
+        super()._stop_reaper()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
 
 
 def create_app(runtime: Runtime, *, token: str | None = None, max_sessions: int = 64,
-               idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S) -> Any:
-    """The ASGI app: openenv-core's FastAPI routes (WebSocket sessions, health, schema, metadata) over
-    `RlvrEnvironment`, behind `Gate` (the bearer token, when one is given)."""
+               idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+               reclaim_after: float = DEFAULT_RECLAIM_S) -> Any:
+    """The ASGI app: openenv's FastAPI routes (sessions over WebSocket and HTTP `/mcp`, health, schema,
+    metadata) over `RlvrEnvironment`, behind `Gate` (the bearer token, when one is given)."""
     from fastapi import FastAPI
 
-    server = HTTPEnvServer(functools.partial(RlvrEnvironment, runtime), CallToolAction, RlvrToolObservation,
+    server = RlvrEnvServer(functools.partial(RlvrEnvironment, runtime), CallToolAction, RlvrToolObservation,
                            concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
-                                                                session_timeout=idle_timeout))
+                                                                session_timeout=idle_timeout),
+                           reclaim_after=reclaim_after)
     app = FastAPI(title="rlvr OpenEnv server", version=_version())
     server.register_routes(app, mode=ServerMode.PRODUCTION)
     app.state.openenv = server
-    return Gate(app, token)
+    return Gate(app, token, server)
 
 
 def read_token(path: str | Path) -> str:
@@ -267,7 +347,7 @@ def check_port(host: str, port: int) -> None:
 
 def serve(tasks: str, *, host: str = "127.0.0.1", port: int = 8000, token_file: str | None = None,
           max_sessions: int = 64, idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
-          config: RunConfig | None = None) -> None:
+          reclaim_after: float = DEFAULT_RECLAIM_S, config: RunConfig | None = None) -> None:
     """`rlvr serve`: check every input, then serve until interrupted (the pool is closed on the way out). A
     run `config` gives the tasks its `[tasks.domains]` settings and the sessions its sandbox, cluster and
     Scorer."""
@@ -276,8 +356,9 @@ def serve(tasks: str, *, host: str = "127.0.0.1", port: int = 8000, token_file: 
     from rlvr.integrations.session import resolve_tasks
 
     token = read_token(token_file) if token_file else None
-    if max_sessions < 1 or idle_timeout <= 0:
-        raise UserError("--max-sessions and --idle-timeout must be positive", fix="e.g. --max-sessions 64")
+    if max_sessions < 1 or idle_timeout <= 0 or reclaim_after <= 0:
+        raise UserError("--max-sessions, --idle-timeout and --reclaim-after must be positive",
+                        fix="e.g. --max-sessions 64")
     check_port(host, port)
     resolved = resolve_tasks(tasks, settings=config.tasks.domains if config is not None else None)
     try:
@@ -289,32 +370,21 @@ def serve(tasks: str, *, host: str = "127.0.0.1", port: int = 8000, token_file: 
               "sandboxes", file=sys.stderr)
     with Runtime(resolved, config=config) as runtime:
         _ = runtime.scorer  # start the pool and the Scorer before the first session
-        app = create_app(runtime, token=token, max_sessions=max_sessions, idle_timeout=idle_timeout)
+        app = create_app(runtime, token=token, max_sessions=max_sessions, idle_timeout=idle_timeout,
+                         reclaim_after=reclaim_after)
         print(f"rlvr serve: {len(resolved)} tasks on ws://{host}:{port}/ws"
               + (" (bearer token required)" if token else ""), file=sys.stderr, flush=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", ws_max_size=16 << 20)
 
 
 class RlvrClient(MCPToolClient):
-    """openenv-core's MCPToolClient, plus the bearer token on the WebSocket upgrade when one is given."""
+    """openenv's MCPToolClient, with the bearer token (when one is given) on every HTTP request and the
+    WebSocket upgrade."""
 
     def __init__(self, base_url: str, *, token: str | None = None, **kwargs: Any) -> None:
-        super().__init__(base_url, **kwargs)
-        self._token = token
-
-    async def connect(self) -> RlvrClient:
-        if self._ws is not None:
-            return self
-        from websockets.asyncio.client import connect as ws_connect
-
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
-        try:
-            self._ws = await ws_connect(self._ws_url, open_timeout=self._connect_timeout,
-                                        max_size=self._max_message_size,
-                                        additional_headers=headers, proxy=None)
-        except Exception as exc:
-            raise ConnectionError(f"Failed to connect to {self._ws_url}: {exc}") from exc
-        return self
+        headers = {**(kwargs.pop("headers", None) or {}),
+                   **({"Authorization": f"Bearer {token}"} if token else {})}
+        super().__init__(base_url, headers=headers or None, **kwargs)
 
 
 @contextmanager

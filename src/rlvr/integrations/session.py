@@ -141,7 +141,8 @@ class Runtime:
     def _built(self) -> Run:
         with self._lock:
             if self._run is None:
-                self._run = self._stack.enter_context(run_build(self.cfg, policy=False, pool=self._borrowed))
+                self._run = self._stack.enter_context(run_build(self.cfg, policy=False, pool=self._borrowed,
+                                                                domains={t.domain for t in self.tasks}))
             return self._run
 
     @property

@@ -101,11 +101,11 @@ _EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Timeout|Refuse
 
 def mask_reason(error: str) -> str:
     """The reason class of a mask error: where it happened and the error's kind (the first exception named in
-    it, else the message's first words), so that a thousand refused connections count as one reason."""
+    it, else the message's first line), so that a thousand refused connections count as one reason."""
     where, _, message = error.partition(": ")
     head = message.strip().splitlines()[0] if message.strip() else "infra fault"
     named = _EXCEPTION.search(head)
-    return f"{where}: {named.group(1) if named else head[:80]}"
+    return f"{where}: {named.group(1) if named else head}"
 
 
 def mask_reasons(episodes: Sequence[Episode]) -> dict[str, int]:
@@ -123,8 +123,34 @@ def first_mask_error(episodes: Sequence[Episode]) -> str | None:
     for ep in episodes:
         error = mask_error(ep)
         if error is not None:
-            return " ".join(error.split())[:300]
+            return " ".join(error.split())
     return None
+
+
+def end_reason(ep: Episode) -> str | None:
+    """Why a judged episode that did not pass ended early, or None: a budget that cut it (`truncated by
+    context`, `turns`, `tokens`, `wall`), or no model turn at all (an agent that never reached the policy)."""
+    if ep.masked or ep.passed:
+        return None
+    if ep.truncated_by:
+        return f"truncated by {ep.truncated_by}"
+    if ep.num_turns == 0:
+        return "no model turn"
+    return None
+
+
+def end_reasons(episodes: Sequence[Episode]) -> dict[str, dict[str, Any]]:
+    """Failed episodes that ended early, per `end_reason` (most frequent first): how many, and the first one's
+    refused call (what the gateway answered an agent's call it refused for that budget), if any."""
+    out: dict[str, dict[str, Any]] = {}
+    for ep in episodes:
+        reason = end_reason(ep)
+        if reason is None:
+            continue
+        row = out.setdefault(reason, {"episodes": 0, "refused": None})
+        row["episodes"] += 1
+        row["refused"] = row["refused"] or ep.metadata.get("refused")
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1]["episodes"], kv[0])))
 
 
 def node_counts(episodes: Sequence[Episode]) -> dict[str, dict[str, int]]:
@@ -149,7 +175,8 @@ def node_counts(episodes: Sequence[Episode]) -> dict[str, dict[str, int]]:
 def report(episodes: Sequence[Episode], *, k: int, seed: int, policy: str, tasks: str,
            extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The eval report: one JSON-ready object whose `domains` maps each domain to its figures, with the masked
-    episodes counted per reason and the first mask error."""
+    episodes counted per reason and the first mask error, and the failed episodes that ended early (a budget,
+    a refused call, no model turn) counted per reason."""
     counts = task_counts(episodes)
     masked: dict[str, int] = defaultdict(int)
     for ep in episodes:
@@ -157,6 +184,7 @@ def report(episodes: Sequence[Episode], *, k: int, seed: int, policy: str, tasks
     return {"schema_version": EVAL_SCHEMA_VERSION, "policy": policy, "tasks": tasks, "k": k, "seed": seed,
             "episodes": len(episodes), "masked_episodes": sum(masked.values()),
             "mask_reasons": mask_reasons(episodes), "first_mask_error": first_mask_error(episodes),
+            "end_reasons": end_reasons(episodes),
             "nodes": node_counts(episodes), "domains": summarize(counts, k, seed=seed, masked=masked),
             "per_task": counts, **(extra or {})}
 

@@ -82,6 +82,10 @@ class Domain:
     only name it in `verifier`."""
     tools: tuple[Any, ...] = ()
     """Tools (`rlvr.envs.tools.Tool`) offered to its multi-turn tasks beside the built-in ones."""
+    needs: tuple[str, ...] = ()
+    """Modules the sandbox's interpreter must import to judge its tasks (the `code` kind: `pytest`). A run
+    that uses the domain is refused at start-up, in one line, when one is missing there
+    (`rlvr.verify.needs`), rather than masking every episode as an infra error."""
     task_defaults: Callable[[dict[str, Any], Any], None] | None = None
     """`task_defaults(fields, file)`: fills in, in place, what a bare task directory of this domain leaves out
     (the code domain: its hidden tests and protected files), before the Task is built; `file` is its
@@ -94,6 +98,7 @@ class Domain:
         object.__setattr__(self, "description", lines[0] if lines else "")
         object.__setattr__(self, "verifiers", dict(self.verifiers))
         object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "needs", tuple(self.needs))
 
     @property
     def kind(self) -> str:

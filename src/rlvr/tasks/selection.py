@@ -2,8 +2,10 @@
 path, each with an optional `:N` sample size, several joined by commas."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.tasks import registry
@@ -63,8 +65,11 @@ def resolve(spec: str, seed: int = 0) -> list[Task]:
     return tasks
 
 
-def lookup(ref: str) -> Task:
-    """One task by reference: a task directory path, `DOMAIN:INDEX`, or `DOMAIN/ID` / `PACK/ID`."""
+def lookup(ref: str, settings: Mapping[str, Mapping[str, Any]] | None = None) -> Task:
+    """One task by reference: a task directory path, `DOMAIN:INDEX`, or `DOMAIN/ID` / `PACK/ID`; a domain is
+    built with its `settings` (as a run config's `[tasks.domains]`), so `DOMAIN:I` is the I-th task of the
+    SPEC `DOMAIN` under the same settings."""
+    settings = settings or {}
     p = Path(ref)
     if p.exists():
         src = open_path(p)
@@ -73,10 +78,10 @@ def lookup(ref: str) -> Task:
         raise UserError("is a pack, not a task", file=p, fix="name one task directory inside it")
     head, sep, tail = ref.rpartition(":")
     if sep and tail.isdigit() and registry.is_registered(head):
-        return registry.make(head).get(int(tail))
+        return registry.make(head, **settings.get(head, {})).get(int(tail))
     head, sep, tail = ref.partition("/")
     if sep and registry.is_registered(head):
-        return registry.make(head).find(tail)
+        return registry.make(head, **settings.get(head, {})).find(tail)
     if sep and Path(head).exists():
         return open_path(head).find(tail)
     raise UserError(f"no task {ref!r}", fix="give a task directory, DOMAIN:INDEX or DOMAIN/ID")

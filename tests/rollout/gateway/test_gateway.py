@@ -195,6 +195,25 @@ def test_turn_and_token_budgets_stop_the_episode(gateway):
     assert session.truncated_by == "tokens"
 
 
+def test_a_call_refused_for_context_is_named_in_the_eval_report(gateway, scripted):
+    """An agent whose first prompt does not fit the window got 0 turns and 0 % with no reason printed: the
+    refusal is recorded on the episode and the eval report counts it by its budget, with the message."""
+    from rlvr.monitor.evals import report
+
+    session = gateway.open_session("long")
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=session.key, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model="p", messages=[
+            {"role": "user", "content": "x" * (scripted.max_context + 10)}])
+    assert err.value.body["code"] == "context_length_exceeded"
+    ep = session.fill(Episode(task_id="t", domain="code", status="truncated",
+                              truncated_by=session.truncated_by))
+    refused = ep.metadata["refused"]
+    assert f"maximum context length is {scripted.max_context} tokens" in refused and ep.num_turns == 0
+    rep = report([ep], k=1, seed=0, policy="p", tasks="t")
+    assert rep["end_reasons"] == {"truncated by context": {"episodes": 1, "refused": refused}}
+
+
 def test_completions_endpoint_records_the_raw_prompt(tiny):
     gw = Gateway(tiny, SamplingParams(max_new_tokens=6))
     with serve(gw) as server:

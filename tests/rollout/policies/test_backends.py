@@ -35,6 +35,26 @@ def test_scripted_and_openai_from_spec(tmp_path) -> None:
         make_policy("openai:ftp://x#m")
 
 
+def test_the_context_budget_defaults_to_the_models_window(tmp_path) -> None:
+    """`policy.max_context` kept 2048 on a model whose window is 16k: unset now, it is the model's window;
+    set, it wins within the window."""
+    from types import SimpleNamespace
+
+    from rlvr.rollout.core.tokens import context_window
+    from rlvr.rollout.policies.builtin import build_tiny_model
+
+    wide = build_tiny_model(tmp_path / "wide", n_layer=1, n_embd=16, n_head=2, n_positions=4096, seed=1)
+    assert PolicyConfig().max_context is None
+    assert make_policy(PolicyConfig(backend="hf", model=str(wide), device="cpu")).max_context == 4096
+    assert make_policy(PolicyConfig(backend="hf", model=str(wide), device="cpu",
+                                    max_context=3000)).max_context == 3000
+    # a config without positions: the tokenizer's model_max_length; its "unknown" placeholder is no window
+    bare, tok = SimpleNamespace(), SimpleNamespace(model_max_length=16384)
+    assert context_window(bare, tok) == 16384 and context_window(bare, tok, 8192) == 8192
+    assert context_window(SimpleNamespace(max_position_embeddings=2048), tok, 9000) == 2048
+    assert context_window(bare, SimpleNamespace(model_max_length=int(1e30)), 512) == 512
+
+
 def test_from_config(tiny_dir) -> None:
     pol = make_policy(PolicyConfig(backend="hf", model=str(tiny_dir), device="cpu", max_context=100))
     assert pol.max_context == 100 and pol.version == 0

@@ -11,5 +11,5 @@ CODE = VerifierKind(CodeVerifier, CodeSettings)
 differential."""
 
 DOMAIN = Domain(
-    "code", CodeSource, CodeConfig, verifiers={"code": CODE}, task_defaults=task_defaults,
+    "code", CodeSource, CodeConfig, verifiers={"code": CODE}, task_defaults=task_defaults, needs=("pytest",),
     description="Procedural function-writing tasks over lists, strings and numbers (tiers tiny..hard).")

@@ -299,9 +299,11 @@ class EnvRollouts:
         live.ep.verdict, live.ep.reward = scored.verdict, scored.reward
         live.ep.infra_retries += max(0, scored.attempts - 1)
         live.ep.timings["verify"] += scored.seconds
-        node = scored.verdict.details.get("node") if not scored.cached else None
+        # no workspace: the node that verified it, for a cached verdict the node that verified the same
+        # state (its verdict is this episode's), so a node's faults can be traced from the store
+        node = scored.verdict.details.get("node")
         if live.ep.node is None and isinstance(node, str):
-            live.ep.node = node  # no workspace: the node that verified it
+            live.ep.node = node
         if scored.infra_error is not None:
             live.ep.status = "infra_error"
         if scored.cached:

@@ -44,6 +44,22 @@ class ChatEncoder(Protocol):
         ...
 
 
+UNKNOWN_LENGTH = 1 << 30
+"""Above this a tokenizer's `model_max_length` is transformers' placeholder for "not recorded", not a
+window."""
+
+
+def context_window(model_config: Any, tokenizer: Any, max_context: int | None = None) -> int:
+    """The tokens a policy holds (prompt plus generation): `policy.max_context` when set, within the model's
+    own window (its config's `max_position_embeddings` or `n_positions`, else the tokenizer's
+    `model_max_length`); unset, the window itself."""
+    window = (getattr(model_config, "max_position_embeddings", None)
+              or getattr(model_config, "n_positions", None) or getattr(tokenizer, "model_max_length", None))
+    if not isinstance(window, int) or window <= 0 or window >= UNKNOWN_LENGTH:
+        window = None
+    return min(x for x in (max_context, window, UNKNOWN_LENGTH) if x)
+
+
 def choose_chat_template(tokenizer: Any, choice: str, model: str) -> str | dict[str, str]:
     """The chat template `policy.chat_template` selects: `auto`, `plain`, or the path of a Jinja file."""
     if choice == AUTO:

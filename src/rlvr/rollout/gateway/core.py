@@ -95,14 +95,17 @@ class AgentSession:
     wrote."""
     truncated_by: str | None = None
     """The budget that ran out (turns, tokens, context, wall), when one did."""
+    refused: str | None = None
+    """What the gateway answered the call it refused for a budget (the eval names it among its reasons)."""
     stopped: threading.Event = field(default_factory=threading.Event)
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def stop(self, why: str) -> None:
+    def stop(self, why: str, refused: str | None = None) -> None:
         """A budget ran out: the agent is stopped (its launcher polls `/rlvr/stop`) and the episode
-        truncated."""
+        truncated; `refused`: the message of the call refused for it."""
         self.truncated_by = self.truncated_by or why
+        self.refused = self.refused or refused
         self.stopped.set()
 
     def record(self) -> list[Segment]:
@@ -127,6 +130,8 @@ class AgentSession:
                                     "messages": [m.model_dump(exclude_defaults=True) for m in s.messages]}
                                    for s in segs[:-1]]
         ep.metadata["finish_reasons"] = list(self.finish_reasons)
+        if self.refused is not None:
+            ep.metadata["refused"] = self.refused
         ep.num_turns, ep.num_generated_tokens = self.calls, self.generated
         if self.versions:
             ep.policy_version = min(self.versions)
@@ -302,21 +307,20 @@ class Gateway:
         if session.closed:
             raise ApiError(401, "this episode has ended; its key is no longer valid", code="invalid_api_key")
         if session.max_turns is not None and session.calls >= session.max_turns:
-            session.stop("turns")
-            raise bad_budget(f"the episode's turn budget ({session.max_turns} calls) is spent")
+            raise _refuse(session, "turns", f"the episode's turn budget ({session.max_turns} calls) is spent")
         left = None if session.max_tokens is None else session.max_tokens - session.generated
         if left is not None and left <= 0:
-            session.stop("tokens")
-            raise bad_budget(f"the episode's token budget ({session.max_tokens} tokens) is spent")
+            raise _refuse(session, "tokens",
+                          f"the episode's token budget ({session.max_tokens} tokens) is spent")
         budget = min(x for x in (req.max_tokens, self.sampling.max_new_tokens, left) if x is not None)
         stream, new_segment = self._extend(session, msgs, fresh, mode)
         prompt = list(stream.ids)
         room = self.encoder.max_context - len(prompt)
         if room <= 0:
-            session.stop("context")
-            raise ApiError(400,
-                           f"this model's maximum context length is {self.encoder.max_context} tokens; the "
-                           f"messages take {len(prompt)}", param="messages", code="context_length_exceeded")
+            message = (f"this model's maximum context length is {self.encoder.max_context} tokens; the "
+                       f"messages take {len(prompt)}")
+            session.stop("context", message)
+            raise ApiError(400, message, param="messages", code="context_length_exceeded")
         seed = (req.seed if req.seed is not None else session.seed) + 1_000_003 * session.calls
         comp = self._submit(session, prompt, min(budget, room), seed, req.stop)
         if new_segment and session.stream is not None:
@@ -395,6 +399,12 @@ class Gateway:
 
 def bad_budget(message: str) -> ApiError:
     return ApiError(400, message + "; the episode is over", code="budget_exhausted")
+
+
+def _refuse(session: AgentSession, budget: str, message: str) -> ApiError:
+    """The error refusing a call for a spent `budget`, the agent stopped and the refusal recorded."""
+    session.stop(budget, message)
+    return bad_budget(message)
 
 
 def _with_system(msgs: list[Message], text: str) -> list[Message]:

@@ -24,7 +24,7 @@ import torch
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.core.tokens import AUTO, ChatTemplateCodec, choose_chat_template
+from rlvr.rollout.core.tokens import AUTO, ChatTemplateCodec, choose_chat_template, context_window
 from rlvr.rollout.policies.builtin import resolve_builtin
 from rlvr.rollout.policies.kvcache import (
     BUCKET,
@@ -167,9 +167,7 @@ class HFPolicy(ChatTemplateCodec):
             tok.pad_token = (tok.eos_token if tok.eos_token is not None
                              else tok.convert_ids_to_tokens(min(self.eos_ids)))
         self.pad_id = int(tok.pad_token_id)
-        limit = getattr(self.model.config, "max_position_embeddings", None) or getattr(
-            self.model.config, "n_positions", None)
-        self.max_context = min(x for x in (max_context, limit, 1 << 30) if x)
+        self.max_context = context_window(self.model.config, tok, max_context)
         """Prompt plus generated tokens never exceed this."""
 
     def _eos_ids(self) -> frozenset[int]:

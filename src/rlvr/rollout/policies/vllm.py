@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.core.tokens import AUTO, ChatTemplateCodec, choose_chat_template
+from rlvr.rollout.core.tokens import AUTO, ChatTemplateCodec, choose_chat_template, context_window
 from rlvr.rollout.policies.builtin import resolve_builtin
 from rlvr.rollout.policies.weights import trainer_weights
 from rlvr.rollout.policy import Completion, SamplingParams
@@ -83,8 +83,7 @@ class VLLMPolicy(ChatTemplateCodec):
             tok.pad_token = tok.eos_token
         self.pad_id = int(tok.pad_token_id)
         self.eos_ids = self._eos_ids(config)
-        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-        self.max_context = min(x for x in (max_context, limit, 1 << 30) if x)
+        self.max_context = context_window(config, tok, max_context)
         """Prompt plus generated tokens never exceed this (also the engine's max_model_len)."""
         self.version = 0
         """Version of the trainer's weights (`.model`); the trainer increments it after each update."""
