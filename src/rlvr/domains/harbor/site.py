@@ -1,0 +1,122 @@
+"""The Python packages an exported Harbor task installs, packed from this very installation.
+
+An exported task's verifier runs rlvr's own verifier inside its image, and its agent's environment runs the
+task's programs: both need Python packages. They are taken from the environment doing the export, file for
+file (each distribution's installed files, its dist-info included: rlvr's domain entry points among them), as
+one zip that the image unpacks into a venv's site-packages. No network, no registry, and the verifier runs the
+exact versions that judged the task here. The packed files are those of this Python (3.11 for rlvr, which is
+Debian bookworm's): a compiled module (pydantic-core's) needs the same Python and architecture in the image,
+which the image's build checks by importing it.
+
+Which distributions: rlvr itself and what its verify layer imports (`JUDGE`) for the verifier; each task's
+`requirements` and its domain's (`Domain.requirements`: pytest for the code domains) for both; every
+dependency of those, as their installed metadata says.
+"""
+from __future__ import annotations
+
+import importlib.metadata as md
+import io
+import re
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from rlvr.errors import UserError
+
+JUDGE = ("pydantic", "tomli-w", "packaging")
+"""What rlvr's verify layer imports beyond the standard library (the judge runs with these and nothing else of
+rlvr's core dependencies)."""
+SKIPPED = ("__pycache__",)
+_STAMP = (1980, 1, 1, 0, 0, 0)
+"""Every zip entry's time: the same packages give the same bytes (podman's layer cache then holds)."""
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def closure(names: Iterable[str], shallow: Iterable[str] = ("rlvr",)) -> list[md.Distribution]:
+    """The installed distributions `names` name, with every dependency their metadata lists (markers
+    evaluated here, no extras), sorted by name; a name not installed is one UserError. The dependencies of
+    `shallow` ones are not followed (rlvr's core dependencies serve training; the judge needs `JUDGE`)."""
+    shallow = {_canonical(n) for n in shallow}
+    found: dict[str, md.Distribution] = {}
+    todo = [Requirement(n) if isinstance(n, str) else n for n in names]
+    while todo:
+        req = todo.pop()
+        key = _canonical(req.name)
+        if key in found:
+            continue
+        try:
+            dist = md.distribution(req.name)
+        except md.PackageNotFoundError:
+            raise UserError(f"the package {req.name!r} an exported task needs is not installed here",
+                            field="requirements", fix=f"pip install {req.name} where you export") from None
+        found[key] = dist
+        for text in () if key in shallow else dist.requires or ():
+            try:
+                dep = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if dep.marker is None or dep.marker.evaluate({"extra": ""}):
+                todo.append(dep)
+    return [found[k] for k in sorted(found)]
+
+
+def _installed_files(dist: md.Distribution) -> list[tuple[str, Path]]:
+    """(path in site-packages, file) of a distribution, scripts and caches left out. An editable install
+    (rlvr in a checkout) lists only its metadata: its top-level packages are found by import."""
+    out: list[tuple[str, Path]] = []
+    for f in dist.files or ():
+        rel = str(f)
+        if rel.startswith("..") or any(part in SKIPPED for part in Path(rel).parts):
+            continue
+        if rel.endswith((".pth", "direct_url.json")) or "__editable__" in rel:
+            continue
+        path = Path(str(f.locate()))
+        if path.is_file():
+            out.append((rel, path))
+    if not any(not rel.split("/")[0].endswith(".dist-info") for rel, _ in out):
+        out += _package_files(dist)
+    return out
+
+
+def _package_files(dist: md.Distribution) -> list[tuple[str, Path]]:
+    """The files of an editable distribution's top-level modules, found without importing them."""
+    import importlib.util
+
+    tops = (dist.read_text("top_level.txt") or "").split() or [dist.metadata["Name"].replace("-", "_")]
+    out: list[tuple[str, Path]] = []
+    for top in tops:
+        spec = importlib.util.find_spec(top)
+        if spec is None or spec.origin is None:
+            continue
+        if not spec.submodule_search_locations:  # a module of one file
+            out.append((Path(spec.origin).name, Path(spec.origin)))
+            continue
+        root = Path(spec.origin).parent
+        out += [(f"{top}/{p.relative_to(root).as_posix()}", p) for p in sorted(root.rglob("*"))
+                if p.is_file() and not any(part in SKIPPED for part in p.relative_to(root).parts)]
+    return out
+
+
+def site_zip(requirements: Iterable[str], *, rlvr: bool) -> bytes:
+    """One zip of the installed files of `requirements` (and of rlvr and `JUDGE` with `rlvr`) with their
+    dependencies: unzipped into site-packages, they are installed."""
+    names = [*requirements, *(["rlvr", *JUDGE] if rlvr else [])]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        seen: set[str] = set()
+        for dist in closure(names):
+            if _canonical(dist.metadata["Name"]) == "rlvr" and not rlvr:
+                continue
+            for rel, path in _installed_files(dist):
+                if rel not in seen:
+                    seen.add(rel)
+                    info = zipfile.ZipInfo(rel, _STAMP)
+                    info.external_attr = (path.stat().st_mode & 0o777) << 16
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    zf.writestr(info, path.read_bytes())
+    return buf.getvalue()
