@@ -65,6 +65,10 @@ def unknown_key(data: Any, model: type[BaseModel], aliases: dict[str, tuple[str,
     if not isinstance(data, dict):
         return None
     fields = model.model_fields
+    try:  # the annotations with their forward references ("list['Config']") resolved
+        hints = typing.get_type_hints(model)
+    except (NameError, TypeError):
+        hints = {}
     for key, value in data.items():
         here = f"{loc}.{key}" if loc else str(key)
         field = fields.get(key)
@@ -72,7 +76,7 @@ def unknown_key(data: Any, model: type[BaseModel], aliases: dict[str, tuple[str,
             if key in (aliases or {}).get(model.__name__, ()):
                 continue
             return here, difflib.get_close_matches(str(key), list(fields), n=3, cutoff=0.75)
-        sub = _model_in(field.annotation)
+        sub = _model_in(hints.get(str(key), field.annotation))
         if sub is None:
             continue
         for i, item in enumerate(value if isinstance(value, list) else [value]):

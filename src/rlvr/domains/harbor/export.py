@@ -203,14 +203,8 @@ def plan(task: Task) -> Plan:
     return Plan(task, task_dir_name(task), _base(task), source_of(task).gold(task), tuple(requirements))
 
 
-def write_task(directory: Path, p: Plan, zips: dict[tuple[tuple[str, ...], bool], bytes]) -> None:
-    """One Harbor task directory (`zips`: the site zips made so far, by requirements and rlvr or not)."""
-    def site(rlvr: bool) -> bytes:
-        key = (p.requirements, rlvr)
-        if key not in zips:
-            zips[key] = site_zip(p.requirements, rlvr=rlvr)
-        return zips[key]
-
+def write_task(directory: Path, p: Plan) -> None:
+    """One Harbor task directory."""
     task, base = p.task, p.base
     record = task.model_copy(update={"image": None, "network": False, "requirements": (), "source": None})
     env, tests = directory / "environment", directory / "tests"
@@ -223,8 +217,8 @@ def write_task(directory: Path, p: Plan, zips: dict[tuple[tuple[str, ...], bool]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     if base.python:
-        (env / RLVR_DIR / "site.zip").write_bytes(site(False))
-    (tests / RLVR_DIR / "site.zip").write_bytes(site(True))
+        (env / RLVR_DIR / "site.zip").write_bytes(site_zip(p.requirements, rlvr=False))
+    (tests / RLVR_DIR / "site.zip").write_bytes(site_zip(p.requirements, rlvr=True))
     (env / "Dockerfile").write_text(environment_dockerfile(task, base), encoding="utf-8")
     (tests / "Dockerfile").write_text(tests_dockerfile(task, base), encoding="utf-8")
     (tests / "task.json").write_text(record.model_dump_json(indent=1), encoding="utf-8")
@@ -256,9 +250,8 @@ def export(tasks: list[Task], out: str | Path) -> list[str]:
             raise UserError(f"tasks {seen[p.name]} and {p.task.key} would share the directory {p.name}",
                             field="tasks", fix="export them apart")
         seen[p.name] = p.task.key
-    zips: dict[tuple[tuple[str, ...], bool], bytes] = {}
     with atomic_dir(out) as tmp:
         for p in plans:
-            write_task(tmp / p.name, p, zips)
+            write_task(tmp / p.name, p)
             load_task(tmp / p.name)  # what Harbor's models and rlvr's reader make of it
     return [p.name for p in plans]

@@ -14,6 +14,7 @@ dependency of those, as their installed metadata says.
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import io
 import re
@@ -104,7 +105,13 @@ def _package_files(dist: md.Distribution) -> list[tuple[str, Path]]:
 
 def site_zip(requirements: Iterable[str], *, rlvr: bool) -> bytes:
     """One zip of the installed files of `requirements` (and of rlvr and `JUDGE` with `rlvr`) with their
-    dependencies: unzipped into site-packages, they are installed."""
+    dependencies: unzipped into site-packages, they are installed. Made once per process and set of packages
+    (an export of many tasks packs each set once)."""
+    return _site_zip(tuple(sorted(set(requirements))), rlvr)
+
+
+@functools.lru_cache(maxsize=8)
+def _site_zip(requirements: tuple[str, ...], rlvr: bool) -> bytes:
     names = [*requirements, *(["rlvr", *JUDGE] if rlvr else [])]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
