@@ -3,6 +3,7 @@ run on nothing but what the export packs, and refusals that leave nothing writte
 import of an export with the same verdicts, are in test_harbor_images.py."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -137,3 +138,22 @@ def test_the_command_writes_the_directory(tmp_path: Path, cli) -> None:
     res = cli(["tasks", "export", "--format", "harbor", "-o", str(tmp_path / "out"), "code:2"])
     assert res.code == 0 and "wrote 2 Harbor tasks" in res.stderr
     assert [read_config(d).metadata["rlvr"]["index"] for d in sorted((tmp_path / "out").iterdir())] == [0, 1]
+
+
+def test_a_tasks_own_requirements_come_from_where_its_sandbox_gets_them(tmp_path: Path) -> None:
+    from rlvr.domains.harbor.site import closure, requirements_site, site_zip
+
+    assert requirements_site(("pytest",)) == ()  # this environment has it: the sandbox runs on it here
+    site = tmp_path / "site"  # a venv's site-packages that holds another version, searched first
+    (site / "pluggy-0.0.1.dist-info").mkdir(parents=True)
+    (site / "pluggy-0.0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: pluggy\n"
+                                                               "Version: 0.0.1\n")
+    (site / "pluggy-0.0.1.dist-info" / "RECORD").write_text("pluggy/__init__.py,,\n")
+    (site / "pluggy").mkdir()
+    (site / "pluggy" / "__init__.py").write_text("VENV = True\n")
+    found = {d.metadata["Name"]: d.version for d in closure(["pytest"], paths=[str(site)])}
+    assert found["pluggy"] == "0.0.1" and "pytest" in found
+    with zipfile.ZipFile(io.BytesIO(site_zip(["pytest"], rlvr=False, paths=[str(site)]))) as z:
+        assert z.read("pluggy/__init__.py") == b"VENV = True\n"
+    with pytest.raises(UserError, match="not installed here"):
+        closure(["no-such-package-anywhere"])

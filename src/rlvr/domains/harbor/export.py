@@ -32,7 +32,7 @@ from typing import Any
 from rlvr.atomic import atomic_dir
 from rlvr.domains.harbor.judge import ANSWER_FILE
 from rlvr.domains.harbor.settings import DOMAIN_NAME
-from rlvr.domains.harbor.site import site_zip
+from rlvr.domains.harbor.site import requirements_site, site_zip
 from rlvr.errors import UserError
 from rlvr.sandbox.images import ImageRef, parse
 from rlvr.tasks import registry
@@ -189,6 +189,8 @@ class Plan:
     base: Base
     gold: FinalState | None
     requirements: tuple[str, ...]
+    paths: tuple[str, ...]
+    """Where the task's own requirements are installed, when not in this environment."""
 
 
 def plan(task: Task) -> Plan:
@@ -200,7 +202,8 @@ def plan(task: Task) -> Plan:
                         "can judge it inside the export", field="domain",
                         fix="install the package of its domain")
     requirements = (*registry.entry(task.domain).requirements, *task.requirements)
-    return Plan(task, task_dir_name(task), _base(task), source_of(task).gold(task), tuple(requirements))
+    return Plan(task, task_dir_name(task), _base(task), source_of(task).gold(task), tuple(requirements),
+                requirements_site(task.requirements))
 
 
 def write_task(directory: Path, p: Plan) -> None:
@@ -217,8 +220,8 @@ def write_task(directory: Path, p: Plan) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     if base.python:
-        (env / RLVR_DIR / "site.zip").write_bytes(site_zip(p.requirements, rlvr=False))
-    (tests / RLVR_DIR / "site.zip").write_bytes(site_zip(p.requirements, rlvr=True))
+        (env / RLVR_DIR / "site.zip").write_bytes(site_zip(p.requirements, rlvr=False, paths=p.paths))
+    (tests / RLVR_DIR / "site.zip").write_bytes(site_zip(p.requirements, rlvr=True, paths=p.paths))
     (env / "Dockerfile").write_text(environment_dockerfile(task, base), encoding="utf-8")
     (tests / "Dockerfile").write_text(tests_dockerfile(task, base), encoding="utf-8")
     (tests / "task.json").write_text(record.model_dump_json(indent=1), encoding="utf-8")

@@ -10,7 +10,9 @@ which the image's build checks by importing it.
 
 Which distributions: rlvr itself and what its verify layer imports (`JUDGE`) for the verifier; each task's
 `requirements` and its domain's (`Domain.requirements`: pytest for the code domains) for both; every
-dependency of those, as their installed metadata says.
+dependency of those, as their installed metadata says. A task's own requirements come from where its sandbox
+gets them: this environment when it has them all, else the venv rlvr made for them (`rlvr.sandbox.venvs`,
+made now when it is missing), which is searched first.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ import functools
 import importlib.metadata as md
 import io
 import re
+import sys
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -38,10 +41,12 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def closure(names: Iterable[str], shallow: Iterable[str] = ("rlvr",)) -> list[md.Distribution]:
+def closure(names: Iterable[str], shallow: Iterable[str] = ("rlvr",),
+            paths: Sequence[str] = ()) -> list[md.Distribution]:
     """The installed distributions `names` name, with every dependency their metadata lists (markers
     evaluated here, no extras), sorted by name; a name not installed is one UserError. The dependencies of
-    `shallow` ones are not followed (rlvr's core dependencies serve training; the judge needs `JUDGE`)."""
+    `shallow` ones are not followed (rlvr's core dependencies serve training; the judge needs `JUDGE`).
+    `paths`: site directories searched before this environment's."""
     shallow = {_canonical(n) for n in shallow}
     found: dict[str, md.Distribution] = {}
     todo = [Requirement(n) if isinstance(n, str) else n for n in names]
@@ -51,8 +56,8 @@ def closure(names: Iterable[str], shallow: Iterable[str] = ("rlvr",)) -> list[md
         if key in found:
             continue
         try:
-            dist = md.distribution(req.name)
-        except md.PackageNotFoundError:
+            dist = next(iter(md.distributions(name=req.name, path=[*paths, *sys.path])))
+        except StopIteration:
             raise UserError(f"the package {req.name!r} an exported task needs is not installed here",
                             field="requirements", fix=f"pip install {req.name} where you export") from None
         found[key] = dist
@@ -103,20 +108,36 @@ def _package_files(dist: md.Distribution) -> list[tuple[str, Path]]:
     return out
 
 
-def site_zip(requirements: Iterable[str], *, rlvr: bool) -> bytes:
+def requirements_site(requirements: Sequence[str]) -> tuple[str, ...]:
+    """The site directory of the venv that serves a task's `requirements` (none when this environment has them
+    all), made now when it is missing."""
+    from rlvr.sandbox import venvs
+
+    if not requirements or venvs.satisfied(requirements, sys.executable):
+        return ()
+    try:
+        python = venvs.ensure_env(list(requirements), venvs.env_cache())
+    except venvs.EnvError as exc:
+        raise UserError(f"the task's requirements do not install: {exc}", field="requirements",
+                        fix="pin versions that exist for this Python") from None
+    return (str(python.parent.parent / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" /
+                "site-packages"),)
+
+
+def site_zip(requirements: Iterable[str], *, rlvr: bool, paths: Sequence[str] = ()) -> bytes:
     """One zip of the installed files of `requirements` (and of rlvr and `JUDGE` with `rlvr`) with their
-    dependencies: unzipped into site-packages, they are installed. Made once per process and set of packages
-    (an export of many tasks packs each set once)."""
-    return _site_zip(tuple(sorted(set(requirements))), rlvr)
+    dependencies, looked up in `paths` first: unzipped into site-packages, they are installed. Made once per
+    process and set of packages (an export of many tasks packs each set once)."""
+    return _site_zip(tuple(sorted(set(requirements))), rlvr, tuple(paths))
 
 
 @functools.lru_cache(maxsize=8)
-def _site_zip(requirements: tuple[str, ...], rlvr: bool) -> bytes:
+def _site_zip(requirements: tuple[str, ...], rlvr: bool, paths: tuple[str, ...]) -> bytes:
     names = [*requirements, *(["rlvr", *JUDGE] if rlvr else [])]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         seen: set[str] = set()
-        for dist in closure(names):
+        for dist in closure(names, paths=paths):
             if _canonical(dist.metadata["Name"]) == "rlvr" and not rlvr:
                 continue
             for rel, path in _installed_files(dist):
