@@ -18,8 +18,10 @@ from rlvr.domains.harbor.format import load_task, read_config
 from rlvr.domains.harbor.settings import HarborSettings
 from rlvr.errors import UserError
 from rlvr.tasks import registry
+from rlvr.tasks.domain import Domain
 from rlvr.tasks.selection import resolve
 from rlvr.tasks.settings import settings_of
+from rlvr.tasks.source import ListSource
 from rlvr.tasks.spec import Task
 from rlvr.verify.proof import source_of
 
@@ -121,6 +123,12 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, cli) -> None:
     registry.names()
     with pytest.raises(UserError, match="not registered"):
         export([Task(id="x", domain="no-such-domain", prompt="p")], tmp_path / "c")
+    registry.register(Domain("in-code-only", lambda cfg: ListSource([]), verifier="answer"))
+    try:
+        with pytest.raises(UserError, match="registered in code"):
+            export([Task(id="x", domain="in-code-only", prompt="p", answer="1")], tmp_path / "c")
+    finally:
+        registry.unregister("in-code-only")
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "keep.txt").write_text("mine")
     with pytest.raises(UserError, match="already exists"):

@@ -201,7 +201,13 @@ def plan(task: Task) -> Plan:
         raise UserError(f"task {task.key}: domain {task.domain!r} is not registered, so no verifier of its "
                         "can judge it inside the export", field="domain",
                         fix="install the package of its domain")
-    requirements = (*registry.entry(task.domain).requirements, *task.requirements)
+    dist = registry.provider(task.domain)  # the exported verifier loads the domain from its package
+    if dist is None:
+        raise UserError(f"task {task.key}: domain {task.domain!r} is registered in code, not by an installed "
+                        "package, so the exported verifier cannot load it", field="domain",
+                        fix="declare it under the rlvr.domains entry points of a package (docs/DOMAINS.md)")
+    plugin = () if dist == "rlvr" else (dist,)  # a third-party domain travels with its own package
+    requirements = (*plugin, *registry.entry(task.domain).requirements, *task.requirements)
     return Plan(task, task_dir_name(task), _base(task), source_of(task).gold(task), tuple(requirements),
                 requirements_site(task.requirements))
 
