@@ -263,6 +263,24 @@ def test_scratch_targets_are_validated(pool: BwrapPool, scratch: list[str], moun
         pass
 
 
+def test_workers_started_on_a_short_lived_thread_outlive_it() -> None:
+    """bubblewrap's --die-with-parent follows the forking thread: a pool (an image's, a requirements venv's)
+    started on a rollout's tool thread must keep its workers when that thread ends."""
+    import threading
+
+    made: list[BwrapPool] = []
+    thread = threading.Thread(target=lambda: made.append(BwrapPool(workers=2, spares=0, warm=())))
+    thread.start()
+    thread.join()
+    (p,) = made
+    try:
+        time.sleep(0.3)  # the parent-death signal, were it to come, comes at once
+        assert all(w.alive() for w in list(p._idle.queue))
+        assert [p.run(["true"]).ok for _ in range(4)] == [True] * 4 and p.restarts == 0
+    finally:
+        p.close()
+
+
 def test_result_channel_on_fd3(pool: BwrapPool) -> None:
     r = pool.run(["python", "-c", "import os\nos.write(3, b'{\"score\": 1}')\nprint('out')"], channel=True)
     assert r.ok and r.channel == '{"score": 1}' and r.stdout == "out\n"
