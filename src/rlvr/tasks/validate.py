@@ -19,7 +19,7 @@ def format_problems(task: Task) -> list[str]:
     loads: an unknown verifier kind, a code task without hidden tests) express."""
     problems: list[str] = []
     if not task.prompt.strip():
-        problems.append("empty prompt (prompt.md missing or blank)")
+        problems.append("empty prompt (prompt.md, or a Harbor task's instruction.md, missing or blank)")
     overlap = set(task.workspace) & set(task.hidden)
     if overlap:
         problems.append(f"hidden files also in the workspace: {sorted(overlap)[:3]}")

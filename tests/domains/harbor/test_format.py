@@ -2,6 +2,7 @@
 each part, and every refusal as one line naming the file and the field."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -169,3 +170,14 @@ def test_a_registry_image_and_a_separate_verifier_image(tmp_path: Path) -> None:
 def test_canary_lines_are_stripped_as_harbor_does() -> None:
     text = "<!-- BENCHMARK DATA canary GUID 1 -->\n# canary string x\n\nDo the thing.\n# canary later stays\n"
     assert strip_canary(text) == "Do the thing.\n# canary later stays\n"
+
+
+def test_validate_reports_a_bad_task_in_its_row_and_exits_2(cli, tmp_path: Path) -> None:
+    _task(tmp_path, 'schema_version = "9"\n', name="bad")
+    _task(tmp_path, '[agent]\nuser = "root"\n', name="worse")
+    res = cli(["tasks", "validate", f"harbor:{TEMPLATE}", "--json"])
+    assert res.code == 2 and "instruction.md" in res.stdout  # the wheel's template: its instruction is empty
+    res = cli(["tasks", "validate", f"harbor:{tmp_path}", "--json"])
+    rows = {r["task"]: r for r in json.loads(res.stdout)["tasks"]}
+    assert res.code == 2 and not rows["bad"]["ok"] and "schema_version" in rows["bad"]["detail"]
+    assert not rows["worse"]["ok"] and "agent.user" in rows["worse"]["detail"]

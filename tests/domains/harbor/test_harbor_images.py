@@ -7,6 +7,7 @@ cache."""
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -49,13 +50,33 @@ def test_every_harbor_task_proves_its_verifier(cli) -> None:
     report = json.loads(res.stdout)
     assert res.code == 0 and report["ok"], report
     assert [r["task"] for r in report["tasks"]] == ["hello", "partial", "separate"]
-    assert all("gold 1.0, 3 negative controls 0" in r["detail"] for r in report["tasks"])
+    assert all("gold 1.0, 4 negative controls 0" in r["detail"] for r in report["tasks"])
     hello = load_task(TASKS / "hello")
     controls = HarborSource().negatives(hello)
     assert set(controls["untouched"].files) == {"tests/visible.sh"}  # the image's own WORKDIR
     assert controls["tests_deleted"].files == {}  # the visible test it could reach, deleted
+    assert "echo PASS" in controls["tests_edited"].files["tests/visible.sh"]  # or made to pass
     assert {"reward.txt", "logs/verifier/reward.txt"} <= set(controls["reward_file_only"].files)
     assert HarborSource().gold(hello).files["hello.txt"] == "Hello, world!\n"
+
+
+GULLIBLE = {  # tests that trust what the agent can write: the negative controls must catch each
+    "trusts-reward-files": "cat /app/reward.txt > /logs/verifier/reward.txt 2>/dev/null || "
+                           "echo 0 > /logs/verifier/reward.txt\n",
+    "trusts-visible-tests": 'if [ "$(sh /app/tests/visible.sh)" = PASS ]; then echo 1; else echo 0; fi '
+                            "> /logs/verifier/reward.txt\n",
+}
+
+
+def test_the_negative_controls_catch_tests_that_trust_the_agent(cli, tmp_path: Path) -> None:
+    for name, test_sh in GULLIBLE.items():
+        shutil.copytree(TASKS / "hello", tmp_path / name)
+        (tmp_path / name / "tests" / "test.sh").write_text(test_sh)
+    report = json.loads(cli(["tasks", "validate", f"harbor:{tmp_path}", "--json"]).stdout)
+    rows = {r["task"]: r["detail"] for r in report["tasks"]}
+    assert not report["ok"] and "gold 1.0" not in "".join(rows.values())
+    assert "negative control 'reward_file_only' earned 1.00" in rows["trusts-reward-files"], rows
+    assert "negative control 'tests_edited' earned 1.00" in rows["trusts-visible-tests"], rows
 
 
 @pytest.mark.timeout(600)

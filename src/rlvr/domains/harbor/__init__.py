@@ -3,7 +3,7 @@
 In: the tasks SPEC `harbor:PATH` names one Harbor task directory or a directory of them (`format`: task.toml,
 instruction.md, environment/, tests/, solution/); the model acts in the task's image with the file tools and
 a terminal, tests/test.sh judges the final state in a fresh lease (`verifier`), and every task proves its
-verifier with solution/solve.sh and three negative controls (`source`). Out: `rlvr tasks export --format
+verifier with solution/solve.sh and four negative controls (`source`). Out: `rlvr tasks export --format
 harbor` writes rlvr tasks of any domain as Harbor tasks whose tests run rlvr's own verifier (`export`).
 docs/HARBOR.md maps the format part by part.
 """

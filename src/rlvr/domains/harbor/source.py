@@ -4,9 +4,9 @@ and the states that prove each one's verifier, played in the task's own environm
 - gold: solution/solve.sh run in a fresh lease of the agent's image (solution/ mounted read-only at
   /solution, `[solution] env` set), the working directory it leaves is the gold state: it must score 1;
 - untouched: the environment as the image starts it;
-- tests_deleted: the agent deletes what looks like tests in the files it can reach (test_*, *_test.*,
-  test/ and tests/ directories): the task's own tests are in /tests, which it never sees, so this changes
-  nothing the verifier reads;
+- tests_deleted, tests_edited: the agent deletes what looks like tests in the files it can reach (test_*,
+  *_test.*, test/ and tests/ directories), or makes each pass whatever it checks: the task's own tests are in
+  /tests, which it never sees, so this changes nothing the verifier reads;
 - reward_file_only: an agent that only writes reward files, at /logs/verifier (refused: the image's root is
   read-only) and in its working directory (logs/verifier/reward.txt and .json, reward.txt): the verification's
   /logs is made fresh, so none of them is read.
@@ -34,6 +34,10 @@ SOLUTION = "/solution"
 DELETE_TESTS = ("find . -depth \\( -name 'test_*' -o -name '*_test.*' -o -name test -o -name tests \\) "
                 "-exec rm -rf {} + 2>/dev/null; true")
 """The negative control that deletes the tests an agent can reach."""
+EDIT_TESTS = ("find . \\( -name 'test_*' -o -name '*_test.*' -o -path '*/test/*' -o -path '*/tests/*' \\) "
+              "-type f -exec sh -c 'for f; do printf \"#!/bin/sh\\necho PASS\\nexit 0\\n\" > \"$f\"; done' "
+              "sh {} + 2>/dev/null; true")
+"""The negative control that makes every test an agent can reach pass whatever it checks."""
 WRITE_REWARDS = ("mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null; "
                  "echo '{\"reward\": 1}' > /logs/verifier/reward.json 2>/dev/null; "
                  "mkdir -p logs/verifier && echo 1 > logs/verifier/reward.txt && "
@@ -86,7 +90,7 @@ class HarborSource(TaskSource):
 
     def negatives(self, task: Task) -> dict[str, FinalState]:
         return {"untouched": play(task), "tests_deleted": play(task, DELETE_TESTS),
-                "reward_file_only": play(task, WRITE_REWARDS)}
+                "tests_edited": play(task, EDIT_TESTS), "reward_file_only": play(task, WRITE_REWARDS)}
 
 
 def play(task: Task, script: str | tuple[str, str, dict[str, str]] | None = None,
