@@ -107,6 +107,7 @@ def test_the_cli_lists_shows_and_refuses_in_one_line(cli, tmp_path: Path) -> Non
     ('[[verifier.collect]]\ncommand = "true"\n', "verifier.collect"),
     ('[environment]\nhealthcheck = { command = "true" }\n', "environment.healthcheck"),
     ('[environment]\ndocker_image = "Not A Reference"\n', "environment.docker_image"),
+    ('[environment]\ndocker_image = "dockerfile:/elsewhere"\n', "environment.docker_image"),
 ])
 def test_what_rlvr_cannot_read_or_run_is_refused_in_one_line(tmp_path: Path, toml: str, field: str) -> None:
     d = _task(tmp_path, toml)

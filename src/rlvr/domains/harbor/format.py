@@ -146,11 +146,16 @@ def _dockerfile_image(directory: Path, rel: str) -> str | None:
 
 
 def _image(file: Path, field: str, reference: str | None) -> str:
-    """A `docker_image` as an rlvr image reference (a malformed one is one line naming the field)."""
+    """A `docker_image`, a registry reference, as an rlvr image reference (anything else is one line naming
+    the field)."""
+    fix = "name a registry image (debian:bookworm-slim), or build one from a Dockerfile in the task"
     try:
-        return str(parse_image(reference or ""))
+        ref = parse_image(reference or "")
     except UserError as exc:
-        raise UserError(exc.what, file=file, field=field, fix=exc.fix) from None
+        raise UserError(exc.what, file=file, field=field, fix=fix) from None
+    if ref.transport != "docker":
+        raise UserError(f"{reference!r} is not a registry image", file=file, field=field, fix=fix)
+    return str(ref)
 
 
 def _images(cfg: Any, path: Path) -> tuple[str, str | None]:
