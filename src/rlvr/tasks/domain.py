@@ -91,9 +91,9 @@ class Domain:
     (the code domain: its hidden tests and protected files), before the Task is built; `file` is its
     task.toml, named in a UserError."""
     requirements: tuple[str, ...] = ()
-    """Python packages (pip requirement names) its verifier and the programs it runs in the sandbox need
-    beyond rlvr's core (the code domain's hidden tests: pytest): what an exported task's environment installs
-    (`rlvr tasks export --format harbor`)."""
+    """Python packages (pip names) the domain's package and its verifier import in rlvr's own process beyond
+    rlvr's core (math: math-verify): with the distributions of its `needs` (what the sandbox imports), what an
+    exported task's verifier installs (`rlvr tasks export --format harbor`)."""
     open_path: Callable[[str], TaskSource] | None = None
     """`open_path(path)`: the tasks stored at a path in the domain's own format (the Harbor domain: a Harbor
     task directory or a directory of them), which a tasks SPEC names as `NAME:PATH`; None: the domain reads

@@ -193,6 +193,24 @@ class Plan:
     """Where the task's own requirements are installed, when not in this environment."""
 
 
+def needed(task: Task) -> tuple[str, ...]:
+    """The distributions of the modules the task's judging imports in the sandbox: the `needs` of its domain
+    and of the domain that defines its verifier kind (the repo domains judge with `code`'s pytest)."""
+    import importlib.metadata as md
+
+    from rlvr.tasks.settings import kind_of
+
+    kind = kind_of(task)
+    modules = {m for name in registry.names() if name == task.domain or kind in registry.entry(name).verifiers
+               for m in registry.entry(name).needs}
+    owners = md.packages_distributions()
+    missing = sorted(m for m in modules if m not in owners)
+    if missing:
+        raise UserError(f"task {task.key} needs {', '.join(missing)} to be judged, which is not installed "
+                        "here", field="domain", fix=f"pip install {' '.join(missing)} where you export")
+    return tuple(sorted({owners[m][0] for m in modules}))
+
+
 def plan(task: Task) -> Plan:
     if task.domain == DOMAIN_NAME:
         raise UserError(f"task {task.key} is a Harbor task already", field="tasks",
@@ -207,7 +225,8 @@ def plan(task: Task) -> Plan:
                         "package, so the exported verifier cannot load it", field="domain",
                         fix="declare it under the rlvr.domains entry points of a package (docs/DOMAINS.md)")
     plugin = () if dist == "rlvr" else (dist,)  # a third-party domain travels with its own package
-    requirements = (*plugin, *registry.entry(task.domain).requirements, *task.requirements)
+    domain = registry.entry(task.domain)
+    requirements = (*plugin, *needed(task), *domain.requirements, *task.requirements)
     return Plan(task, task_dir_name(task), _base(task), source_of(task).gold(task), tuple(requirements),
                 requirements_site(task.requirements))
 

@@ -8,11 +8,11 @@ exact versions that judged the task here. The packed files are those of this Pyt
 Debian bookworm's): a compiled module (pydantic-core's) needs the same Python and architecture in the image,
 which the image's build checks by importing it.
 
-Which distributions: rlvr itself and what its verify layer imports (`JUDGE`) for the verifier; each task's
-`requirements` and its domain's (`Domain.requirements`: pytest for the code domains) for both; every
-dependency of those, as their installed metadata says. A task's own requirements come from where its sandbox
-gets them: this environment when it has them all, else the venv rlvr made for them (`rlvr.sandbox.venvs`,
-made now when it is missing), which is searched first.
+Which distributions: rlvr itself and what its verify layer imports (`JUDGE`) for the verifier; for both, what
+a task's judging imports (its domains' `needs`, as distributions, and `Domain.requirements`) and its own
+`requirements` (`export.plan` gathers them); every dependency of those, as their installed metadata says. A
+task's own requirements come from where its sandbox gets them: this environment when it has them all, else
+the venv rlvr made for them (`rlvr.sandbox.venvs`, made now when it is missing), which is searched first.
 """
 from __future__ import annotations
 
