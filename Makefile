@@ -298,9 +298,35 @@ images: setup image-deps
 # The image tests (marker `images`): the jail, its limits and recovery inside images built FROM the base image,
 # whiteouts, images without Python or a shell, a failing Dockerfile, archives, network, the Ray pool. The test
 # images are cached in podman's store and rlvr's image cache; about 4 minutes the first time, 2-3 after.
-IMAGE_TESTS ?= tests/sandbox tests/scale/test_ray_images.py
+IMAGE_TESTS ?= tests/sandbox tests/scale/test_ray_images.py tests/domains/harbor
 test-images: images
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m images $(IMAGE_TESTS)
+
+# Harbor's own package (docs/HARBOR.md), which needs Python >= 3.12: pyenv's 3.13 or 3.12 here, else give
+# HARBOR_PYTHON. The task models rlvr carries are compared with the harbor wheel on PyPI, then rlvr's exports of
+# tasks of several domains, and its Harbor test tasks, are loaded by harbor.models.task.task.Task and checked by
+# `harbor lint` (an export must have no finding). The wheel and harbor's venv stay in .rlvr-cache/harbor/. Not
+# part of CI, which has no such Python; make test checks the same task.toml with the carried models.
+HARBOR_VERSION := 0.25.0
+HARBOR_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3) \
+  $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3) $(shell command -v python3.13 python3.12 2>/dev/null))
+HARBOR_DIR := .rlvr-cache/harbor
+HARBOR_TASKS ?= code:2,math:1,config:1,extraction:1,rules:1
+.PHONY: harbor-check
+harbor-check: setup
+	@if [ -z "$(HARBOR_PYTHON)" ]; then \
+	  echo "harbor-check needs Python >= 3.12 for the harbor package: set HARBOR_PYTHON=/path/to/python3.12" >&2; \
+	  exit 2; fi
+	@set -e; $(INSTALL_SH) mkdir -p $(HARBOR_DIR); \
+	$(PY) -m pip download -q --no-deps --python-version 3.13 --only-binary=:all: -d $(HARBOR_DIR) \
+	  harbor==$(HARBOR_VERSION); \
+	$(PY) tests/domains/harbor/vendor_harbor.py $(HARBOR_DIR)/harbor-$(HARBOR_VERSION)-py3-none-any.whl --check; \
+	if [ ! -x $(HARBOR_DIR)/venv/bin/harbor ]; then \
+	  $(HARBOR_PYTHON) -m venv --clear $(HARBOR_DIR)/venv && \
+	  inst $(HARBOR_DIR)/venv/bin/python harbor==$(HARBOR_VERSION); fi; \
+	rm -rf $(HARBOR_DIR)/export; \
+	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr tasks export --format harbor -o $(HARBOR_DIR)/export $(HARBOR_TASKS); \
+	$(HARBOR_DIR)/venv/bin/python tests/domains/harbor/harbor_check.py $(HARBOR_DIR)/export/* tests/assets/harbor/tasks/*
 
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/run.py

@@ -11,6 +11,10 @@
    alone is reported too. Goal: the cached resolve adds nothing measurable to a run's start, which is measured
    as the start of a warm pool in the cached image against a pool on the host root (both to their first job's
    result).
+4. **a Harbor episode**: one multi-turn Harbor task (its image FROM the base, tests/test.sh writing the
+   reward) played by a scripted policy through the env loop (terminal calls, a visible test run, submit), then
+   verified as Harbor tasks are (a fresh lease with /tests mounted and a fresh /logs), against the same task,
+   the same script and the same verification on the host root; p50 of `--episodes` episodes each.
 
 Needs the base image (`make images`). Prints a table, or one JSON object with `--json`.
 Run: `.venv/bin/python benchmarks/bench_images.py [--jobs 300] [--podman 15]`.
@@ -133,6 +137,59 @@ def run_start(repeats: int) -> dict[str, float]:
     return {"run_start_host_s": h, "run_start_image_s": i, "run_start_image_vs_host": i / h}
 
 
+HELLO = {  # one Harbor task; its scripts name no absolute path, so the same work runs on either root
+    "task.toml": 'schema_version = "1.4"\n[verifier]\ntimeout_sec = 60.0\n[agent]\ntimeout_sec = 120.0\n'
+                 '[environment]\nnetwork_mode = "no-network"\n',
+    "instruction.md": "Write `Hello, world!` to hello.txt; check it with `sh tests/visible.sh`.\n",
+    "environment/Dockerfile": f"FROM {BASE}\nWORKDIR /app\nCOPY tests/ /app/tests/\n",
+    "environment/tests/visible.sh": '[ "$(cat hello.txt)" = "Hello, world!" ] && echo PASS || echo FAIL\n',
+    "tests/test.sh": 'if [ "$(cat hello.txt 2>/dev/null)" = "Hello, world!" ]; then echo 1; else echo 0; fi '
+                     "> /logs/verifier/reward.txt\n",
+}
+
+
+def harbor_episode(episodes: int) -> dict[str, float]:
+    """p50 of one scripted multi-turn episode of a Harbor task (lease, tool calls, verification), in its image
+    and on the host root."""
+    from rlvr.config import RolloutConfig
+    from rlvr.domains.harbor.format import load_task
+    from rlvr.rollout.core.runner import EnvRollouts
+    from rlvr.rollout.policies.scripted import Script, ScriptedPolicy
+    from rlvr.rollout.policy import SamplingParams
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.verify.scorer import Scorer
+
+    def call(name: str, **arguments: str) -> dict:
+        return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+
+    script = Script.model_validate({"default": [
+        call("bash", command="ls -R && sh tests/visible.sh"),
+        call("bash", command="echo 'Hello, world!' > hello.txt && sh tests/visible.sh"),
+        call("read_file", path="hello.txt"), call("submit")]})
+    fig: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="rlvr-bench-harbor-") as tmp, \
+            BwrapPool(workers=2, spares=0) as pool:
+        for rel, text in HELLO.items():
+            (Path(tmp) / "hello" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / "hello" / rel).write_text(text)
+        in_image = load_task(Path(tmp) / "hello")
+        # the image's WORKDIR holds what the host root's workspace is given
+        on_host = in_image.model_copy(update={
+            "image": None, "workspace": {"tests/visible.sh": HELLO["environment/tests/visible.sh"]}})
+        engine = EnvRollouts(ScriptedPolicy(script), pool, Scorer(pool, cache=False),
+                             config=RolloutConfig(concurrency=1, tool_workers=1),
+                             sampling=SamplingParams(max_new_tokens=10_000))
+        for name, task in (("harbor_image", in_image), ("harbor_host", on_host)):
+            for ep in engine.run([task], 2, seed=0):  # warm the pools, build and unpack the image
+                assert ep.reward == 1.0 and ep.num_turns == 4, (name, ep.status, ep.verdict)
+            runs = [engine.run([task], 1, seed=i)[0] for i in range(episodes)]
+            assert all(ep.reward == 1.0 for ep in runs), name
+            for part in ("total", "tools", "verify"):
+                fig[f"{name}_{part}_ms"] = statistics.median(ep.timings[part] for ep in runs) * 1000
+    fig["harbor_image_vs_host_total"] = fig["harbor_image_total_ms"] / fig["harbor_host_total_ms"]
+    return fig
+
+
 ROWS = [("job start p50, /bin/true (ms)", "image_true_p50_ms", "host_true_p50_ms", "image_vs_host_true_p50"),
         ("job start p99, /bin/true (ms)", "image_true_p99_ms", "host_true_p99_ms", None),
         ("job start p50, python -c pass (ms)", "image_python_p50_ms", "host_python_p50_ms",
@@ -146,7 +203,11 @@ ROWS = [("job start p50, /bin/true (ms)", "image_true_p50_ms", "host_true_p50_ms
         ("resolve, cached Dockerfile (ms) / store reference (ms)", "resolve_cached_ms", "store_ref_cached_ms",
          None),
         ("pool start to first job: cached image vs host root (s)", "run_start_image_s", "run_start_host_s",
-         "run_start_image_vs_host")]
+         "run_start_image_vs_host"),
+        ("Harbor episode, 4 scripted turns + verification, p50 (ms)", "harbor_image_total_ms",
+         "harbor_host_total_ms", "harbor_image_vs_host_total"),
+        ("  of which the tool calls (ms)", "harbor_image_tools_ms", "harbor_host_tools_ms", None),
+        ("  of which the verification (ms)", "harbor_image_verify_ms", "harbor_host_verify_ms", None)]
 
 
 def main() -> int:
@@ -154,6 +215,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=300, help="jobs timed per case")
     ap.add_argument("--podman", type=int, default=15, help="podman run --rm samples")
     ap.add_argument("--starts", type=int, default=5, help="pool starts per side")
+    ap.add_argument("--episodes", type=int, default=20, help="Harbor episodes timed per side")
+    ap.add_argument("--only-harbor", action="store_true", help="the Harbor episode alone")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     from rlvr.sandbox import podman
@@ -161,10 +224,13 @@ def main() -> int:
     if podman.inspect(BASE) is None:
         print(f"the base image {BASE} is not in podman's store: run `make images`", file=sys.stderr)
         return 2
-    fig = job_start(args.jobs)
-    fig |= podman_start(args.podman, fig["image_true_p50_ms"])
-    fig |= build_and_unpack()
-    fig |= run_start(args.starts)
+    fig: dict[str, float | str] = {}
+    if not args.only_harbor:
+        fig |= job_start(args.jobs)
+        fig |= podman_start(args.podman, float(fig["image_true_p50_ms"]))
+        fig |= build_and_unpack()
+        fig |= run_start(args.starts)
+    fig |= harbor_episode(args.episodes)
     fig |= {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     if args.json:
@@ -175,6 +241,8 @@ def main() -> int:
 
     table = Table("figure", "measured", "baseline (same run)", "ratio", title=f"task images ({fig['date']})")
     for label, a, b, ratio in ROWS:
+        if a not in fig:
+            continue
         table.add_row(label, f"{fig[a]:.2f}", f"{fig[b]:.2f}", f"{fig[ratio]:.2f}x" if ratio else "-")
     Console().print(table)
     return 0

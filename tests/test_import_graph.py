@@ -17,6 +17,8 @@ What counts as an edge from module M:
 
 The same graph folded onto the subpackages (`rlvr.envs`, `rlvr.rollout`, ...) must be acyclic too, and along
 the pipeline (`PIPELINE`) imports point downstream only; the packages of one tier never import each other.
+Modules another project wrote, carried unchanged but for their import lines (`VENDORED`), are left out: their
+graph is their authors' (Harbor's task models import each other lazily, both ways).
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "rlvr"
+VENDORED = ("rlvr.domains.harbor.upstream.",)
+"""Packages of other projects' modules (tests/domains/harbor/vendor_harbor.py checks the copy)."""
 PIPELINE: tuple[tuple[str, ...], ...] = (
     ("tasks", "sandbox"), ("envs",), ("verify",), ("domains", "scale"), ("rollout",), ("schedule", "store"),
     ("monitor",), ("train",))
@@ -43,6 +47,8 @@ def module_files(src: Path = SRC) -> dict[str, Path]:
             parts.pop()
         if any(not p.isidentifier() for p in parts):
             continue  # data trees shipped with the package (task projects), not importable modules
+        if ".".join(parts).startswith(VENDORED):
+            continue  # another project's modules, carried as its release has them
         out[".".join(parts)] = path
     return out
 

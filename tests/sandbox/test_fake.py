@@ -51,3 +51,18 @@ def test_lease_tears_down_on_error() -> None:
     with pool:
         pass
     assert pool.closed
+
+
+def test_scratch_is_fresh_for_every_run_and_a_directory_mounts(tmp_path) -> None:
+    (tmp_path / "t.sh").write_bytes(b"\x00bin")
+
+    def handler(call: FakeCall):
+        seen = sorted(call.scratch["/logs"])
+        call.scratch["/logs"]["verifier/reward.txt"] = b"1"
+        return ",".join(seen)
+
+    with FakePool(handler).lease(mounts={"/tests": tmp_path}, scratch=["/logs"]) as sb:
+        r = sb.run(["x"], read=["/logs/verifier/reward.txt", "/logs/none", "a"])
+        assert r.stdout == "" and r.files == {"/logs/verifier/reward.txt": "1"}
+        assert sb.run(["x"]).stdout == ""  # the first run's file is gone
+        assert sb.mounts == {"/tests": {"t.sh": b"\x00bin"}}

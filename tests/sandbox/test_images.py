@@ -339,6 +339,10 @@ def test_a_tasks_environment_reaches_its_leases_only_when_it_has_one() -> None:
     assert view.run(["x"]).stdout == "dockerfile:/t/env True"
     with view.lease({"a": "1"}, mounts={"/h": {"f": "x"}}) as sb:
         assert sb.run(["x"]).stdout == "dockerfile:/t/env True" and sb.mounts == {"/h": {"f": b"x"}}
+    # what a caller names itself wins (a verifier's own image, its phase's network)
+    assert view.run(["x"], image="debian:bookworm-slim", network=False).stdout == "debian:bookworm-slim False"
+    with view.lease(image="oci:/v") as sb:
+        assert sb.run(["x"]).stdout == "oci:/v True"
 
 
 def test_an_image_is_refused_to_a_requirements_pool(pool: BwrapPool) -> None:

@@ -242,6 +242,45 @@ def test_mount_targets_are_validated(pool: BwrapPool, target: str) -> None:
         pass
 
 
+def test_scratch_directories_are_fresh_for_every_run_and_read_back_by_absolute_path(pool: BwrapPool) -> None:
+    with pool.lease({"a.txt": "x"}, mounts={"/tests": {"t.sh": "echo t"}}, scratch=["/logs"]) as sb:
+        r = sb.run(["sh", "-c", "ls -A /logs; mkdir /logs/verifier && echo 0.5 > /logs/verifier/reward.txt "
+                    "&& echo y > a.txt && stat -c %u /logs"],
+                   read=["/logs/verifier/reward.txt", "/logs/missing", "a.txt", "/logs/../etc/passwd"])
+        assert r.ok and r.stdout == "65534\n", (r.stdout, r.stderr)  # empty, and the job's own
+        assert r.files == {"/logs/verifier/reward.txt": "0.5\n", "a.txt": "y\n"}
+        assert sb.read_bytes("/logs/verifier/reward.txt") == b"0.5\n"
+        r = sb.run(["sh", "-c", "ls -A /logs"], read=["/logs/verifier/reward.txt"])
+        assert r.ok and r.stdout == "" and r.files == {}  # nothing of the run before: fresh, not kept
+    assert "No such file" in pool.run(["sh", "-c", "ls /logs 2>&1 || true"]).stdout  # only where asked for
+
+
+@pytest.mark.parametrize("scratch, mounts", [
+    (["relative"], {}), (["/tmp/x"], {}), (["/workspace"], {}), (["/logs", "/logs/verifier"], {}),
+    (["/tests/out"], {"/tests": {}}), (["/tests"], {"/tests": {}})])
+def test_scratch_targets_are_validated(pool: BwrapPool, scratch: list[str], mounts: dict) -> None:
+    with pytest.raises(ValueError), pool.lease(mounts=mounts, scratch=scratch):
+        pass
+
+
+def test_workers_started_on_a_short_lived_thread_outlive_it() -> None:
+    """bubblewrap's --die-with-parent follows the forking thread: a pool (an image's, a requirements venv's)
+    started on a rollout's tool thread must keep its workers when that thread ends."""
+    import threading
+
+    made: list[BwrapPool] = []
+    thread = threading.Thread(target=lambda: made.append(BwrapPool(workers=2, spares=0, warm=())))
+    thread.start()
+    thread.join()
+    (p,) = made
+    try:
+        time.sleep(0.3)  # the parent-death signal, were it to come, comes at once
+        assert all(w.alive() for w in list(p._idle.queue))
+        assert [p.run(["true"]).ok for _ in range(4)] == [True] * 4 and p.restarts == 0
+    finally:
+        p.close()
+
+
 def test_result_channel_on_fd3(pool: BwrapPool) -> None:
     r = pool.run(["python", "-c", "import os\nos.write(3, b'{\"score\": 1}')\nprint('out')"], channel=True)
     assert r.ok and r.channel == '{"score": 1}' and r.stdout == "out\n"

@@ -99,3 +99,9 @@ def test_an_entry_point_may_name_a_domain_a_list_or_a_function() -> None:
     assert registry._domains_of(lambda: None) == []  # an older plugin that registered itself
     with pytest.raises(TypeError, match="expected a Domain"):
         registry._domains_of(lambda: 42)
+
+
+def test_the_package_that_declared_a_domain_is_known(counting: None) -> None:
+    assert registry.provider("code") == "rlvr" and registry.provider("harbor") == "rlvr"
+    assert registry.provider("counting") is None  # registered in code, not by a package's entry point
+    assert registry.provider("no-such-domain") is None

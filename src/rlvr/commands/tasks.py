@@ -31,11 +31,19 @@ def _domain_settings(config: Path | None) -> dict[str, Any]:
 
 
 @tasks_app.command("list")
-def tasks_list(json_out: ListJson = False) -> None:
-    """Every registered domain with its size (or "procedural") and a one-line description."""
+def tasks_list(
+    spec: Annotated[str | None, typer.Argument(help="A tasks SPEC (a pack, harbor:PATH, ...): list its tasks "
+                                                    "instead of the domains.")] = None,
+    json_out: ListJson = False,
+) -> None:
+    """Every registered domain with its size (or "procedural") and a one-line description; with a SPEC, the
+    ids of the tasks it names (finite sources only)."""
     from rlvr.tasks import registry
     from rlvr.tasks.registry import unavailable
 
+    if spec is not None:
+        _list_spec(spec, json_out)
+        return
     rows = []
     for name in registry.names():
         src = registry.make(name)
@@ -55,9 +63,28 @@ def tasks_list(json_out: ListJson = False) -> None:
     out.print(table)
 
 
+def _list_spec(spec: str, json_out: bool) -> None:
+    from rlvr.tasks.selection import parse
+
+    rows = []
+    for sel in parse(spec):
+        if sel.source.size is None:
+            raise UserError(f"{sel.source.name!r} is procedural: its tasks cannot be listed", field="SPEC",
+                            fix=f"rlvr tasks sample {sel.source.name}")
+        rows += [{"source": sel.source.name, "id": sel.source.id_at(i)} for i in sel.source.indices(sel.n)]
+    if json_out:
+        _print_json(rows)
+        return
+    table = Table("source", "task")
+    for r in rows:
+        table.add_row(r["source"], r["id"])
+    out.print(table)
+    out.print(f"{len(rows)} tasks")
+
+
 @tasks_app.command("show")
 def tasks_show(
-    ref: Annotated[str, typer.Argument(help="A task directory, DOMAIN:INDEX or DOMAIN/ID.")],
+    ref: Annotated[str, typer.Argument(help="A task directory, DOMAIN:INDEX, DOMAIN/ID or harbor:PATH.")],
     json_out: Annotated[bool, typer.Option("--json")] = False,
     hidden: Annotated[bool, typer.Option("--hidden", help="Also show hidden material.")] = False,
     config: DomainsConfig = None,
@@ -145,8 +172,9 @@ def _gold_check(task: Any) -> set[str] | None:
 
 @tasks_app.command("validate")
 def tasks_validate(
-    path: Annotated[Path | None,
-                    typer.Argument(help="A task directory, a pack directory or a JSONL pack.")] = None,
+    path: Annotated[str | None,
+                    typer.Argument(help="A task directory, a pack directory, a JSONL pack, or harbor:PATH "
+                                        "(a Harbor task or a directory of them).")] = None,
     domain: Annotated[str | None,
                       typer.Option(help="Validate a sample of a built-in domain instead.")] = None,
     n: Annotated[int, typer.Option("-n", help="Sample size for --domain.")] = 5,
@@ -239,15 +267,38 @@ def tasks_sft_data(
               "trajectory)", markup=False, highlight=False, soft_wrap=True)
 
 
+EXPORT_FORMATS = ("verl", "harbor")
+
+
 @tasks_app.command("export")
 def tasks_export(
-    tasks: Annotated[str, typer.Option(help="Tasks SPEC (single-turn domains).")],
-    out_path: Annotated[Path, typer.Option("-o", "--output", help="The Parquet file to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="Dataset format: verl.")] = "verl",
+    spec: Annotated[str | None, typer.Argument(help="Tasks SPEC (or --tasks).")] = None,
+    tasks: Annotated[str | None, typer.Option(help="Tasks SPEC (verl: single-turn domains).")] = None,
+    out_path: Annotated[Path | None, typer.Option("-o", "--output", help="verl: the Parquet file to write; "
+                                                  "harbor: the new directory of Harbor tasks.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="verl or harbor.")] = "verl",
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
 ) -> None:
-    """Write tasks as another trainer's dataset (verl: prompt, data_source, reward_model, extra_info)."""
+    """Write tasks as another trainer's dataset (verl: prompt, data_source, reward_model, extra_info), or as
+    Harbor tasks whose tests run rlvr's verifier (harbor: docs/HARBOR.md)."""
+    if (spec is None) == (tasks is None):
+        raise UserError("give the tasks SPEC once, as an argument or as --tasks", field="SPEC",
+                        fix="e.g. rlvr tasks export --format harbor -o out code:5")
+    if fmt not in EXPORT_FORMATS:
+        raise UserError(f"unknown export format {fmt!r}", field="--format",
+                        fix=f"use {' or '.join(EXPORT_FORMATS)}")
+    if out_path is None:
+        raise UserError("no output given", field="--output", fix="add -o PATH")
+    spec = spec or tasks
+    assert spec is not None
+    if fmt == "harbor":
+        from rlvr.domains.harbor.export import export as export_harbor
+        from rlvr.tasks.selection import resolve
+
+        names = export_harbor(resolve(spec, seed=seed), out_path)
+        err.print(f"wrote {len(names)} Harbor tasks to {out_path}", markup=False, highlight=False)
+        return
     from rlvr.integrations.verl import export
 
-    err.print(f"wrote {export(tasks, out_path, fmt=fmt, seed=seed)} rows to {out_path}", markup=False,
+    err.print(f"wrote {export(spec, out_path, fmt=fmt, seed=seed)} rows to {out_path}", markup=False,
               highlight=False)

@@ -99,7 +99,8 @@ def environment_of(task: object) -> dict[str, Any]:
 
 def in_environment(pool: SandboxPool, image: str | None = None, network: bool = False) -> SandboxPool:
     """`pool` itself for the host root without network; else a view of it whose every lease and run asks for
-    `image` and `network` (keyword arguments of the pool's own, such as `mounts`, pass through)."""
+    `image` and `network` (keyword arguments of the pool's own, such as `mounts`, pass through; an `image` or
+    `network` a caller names itself wins: a verifier whose tests run in an image of their own asks for it)."""
     return pool if image is None and not network else InEnvironment(pool, image, network)
 
 
@@ -114,12 +115,12 @@ class InEnvironment:
         return {k: v for k, v in (("image", self.image), ("network", self.network)) if v}
 
     def lease(self, files: FileMap | None = None, **kwargs: Any) -> AbstractContextManager[Sandbox]:
-        return self.pool.lease(files, **kwargs, **self._env())  # type: ignore[call-arg]
+        return self.pool.lease(files, **{**self._env(), **kwargs})  # type: ignore[call-arg]
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), **kwargs: Any) -> ExecResult:
-        env = self._env()
-        return self.pool.run(argv, files, stdin, limits, read, **kwargs, **env)  # type: ignore[call-arg]
+        return self.pool.run(argv, files, stdin, limits, read,  # type: ignore[call-arg]
+                             **{**self._env(), **kwargs})
 
     def close(self) -> None:
         """The pool it views is closed by its owner."""

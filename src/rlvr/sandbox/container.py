@@ -206,14 +206,33 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+def _check_target(target: str, what: str) -> None:
+    norm = os.path.normpath(target)
+    if not target.startswith("/") or norm != target or any(
+            norm == r or (r != "/" and norm.startswith(r + "/")) for r in RESERVED):
+        raise ValueError(f"{what} target {target!r} must be a normalised absolute path outside {RESERVED}")
+
+
+def stage_scratch(scratch: Sequence[str], mounts: Mounts) -> list[list[str]]:
+    """[name under the lease dir, sandbox target] pairs of a lease's scratch directories: each run sees them
+    fresh and empty, and the zygote copies what the run left there to the lease dir after it. A target may
+    not lie inside another target or a mount's."""
+    targets = sorted(set(scratch))
+    for target in targets:
+        _check_target(target, "scratch")
+        for other in [*targets, *mounts]:
+            if other != target and (other.startswith(target + "/") or target.startswith(other + "/")):
+                raise ValueError(f"scratch target {target!r} overlaps {other!r}")
+        if target in mounts:
+            raise ValueError(f"scratch target {target!r} is also a mount target")
+    return [[f"rw{i}", target] for i, target in enumerate(targets)]
+
+
 def stage_mounts(lease_dir: Path, mounts: Mounts) -> list[list[str]]:
     """Copy trusted material under the lease dir; return [relative source, sandbox target] pairs."""
     staged: list[list[str]] = []
     for i, (target, source) in enumerate(sorted(mounts.items())):
-        norm = os.path.normpath(target)
-        if not target.startswith("/") or norm != target or any(
-                norm == r or (r != "/" and norm.startswith(r + "/")) for r in RESERVED):
-            raise ValueError(f"mount target {target!r} must be a normalised absolute path outside {RESERVED}")
+        _check_target(target, "mount")
         rel = f"ro/{i}"
         if isinstance(source, Mapping):
             (lease_dir / rel).mkdir(parents=True)

@@ -38,6 +38,7 @@ from rlvr.sandbox.container import (
     inner_interpreter,
     job_env,
     stage_mounts,
+    stage_scratch,
     write_etc,
 )
 from rlvr.sandbox.environments import Environment, EnvironmentPools
@@ -72,10 +73,12 @@ def scratch_dir() -> str:
 class IsolatedSandbox:
     """One leased workspace of a BwrapPool: files persist between `run` calls of the lease."""
 
-    def __init__(self, pool: BwrapPool, lease_id: str, mounts: list[list[str]]) -> None:
+    def __init__(self, pool: BwrapPool, lease_id: str, mounts: list[list[str]],
+                 scratch: list[list[str]] | None = None) -> None:
         self.pool = pool
         self.lease_id = lease_id
         self.mounts = mounts
+        self.scratch = scratch or []
         self.dir = pool.base / "leases" / lease_id
         self.root = self.dir / "ws"
         self._lock = threading.Lock()  # runs of one lease are serialised: each copies the workspace back
@@ -87,8 +90,19 @@ class IsolatedSandbox:
         return workspace.read_files(self.root, paths)
 
     def read_bytes(self, path: str) -> bytes | None:
-        """The raw bytes of one workspace file (None when it is not a regular file)."""
+        """The raw bytes of one workspace file, or of a file under a scratch directory by its absolute path
+        as the last run left it (None when it is not a regular file)."""
+        for name, target in self.scratch:
+            if path.startswith(target + "/"):
+                return workspace.read_file(self.dir / name, path[len(target) + 1:])
         return workspace.read_file(self.root, path)
+
+    def _read(self, paths: Sequence[str]) -> dict[str, str]:
+        """`read` of a run: workspace paths, and absolute paths under the lease's scratch directories."""
+        if not any(p.startswith("/") for p in paths):
+            return self.read_files(paths)
+        found = ((p, self.read_bytes(p)) for p in paths)
+        return {p: data.decode("utf-8", errors="replace") for p, data in found if data is not None}
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), channel: bool = False) -> ExecResult:
@@ -98,7 +112,8 @@ class IsolatedSandbox:
         `argv[0] == "python"` is the sandbox's interpreter (this venv's, with its site-packages read-only),
         served by a warm forked interpreter for `-c`, `-m` and script invocations. With `channel=True` the
         program gets an extra pipe on fd 3 whose bytes come back in `ExecResult.channel`; it is a separate
-        stream from stdout, but the program can write to it too.
+        stream from stdout, but the program can write to it too. `read` may also name files under the lease's
+        scratch directories by their absolute paths (what this run left there).
         """
         if not argv:
             raise ValueError("empty argv")
@@ -110,7 +125,7 @@ class IsolatedSandbox:
             result = self.pool.execute(self, [str(a) for a in argv], data, merged(self.pool.limits, limits),
                                        channel)
             if read:
-                result = result.model_copy(update={"files": self.read_files(read)})
+                result = result.model_copy(update={"files": self._read(read)})
         return result
 
 
@@ -243,7 +258,7 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
         """Run one job on a worker; a lost worker is replaced and the job retried once, then infra_error."""
         t0 = time.perf_counter()
         header = {"lease": sb.lease_id, "argv": argv, "limits": limits.model_dump(), "mounts": sb.mounts,
-                  "channel": channel, "env": self.env}
+                  "scratch": sb.scratch, "channel": channel, "env": self.env}
         warm = self.wants_warm(argv)
         w = self._acquire()
         self._busy.add(w)
@@ -296,13 +311,19 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
 
     @contextmanager
     def lease(self, files: FileMap | None = None, mounts: Mounts | None = None, *, image: str | None = None,
-              network: bool = False) -> Iterator[IsolatedSandbox]:
+              network: bool = False, scratch: Sequence[str] = ()) -> Iterator[IsolatedSandbox]:
         """A fresh workspace for as many `run` calls as needed; torn down whatever happens.
 
         `mounts` maps absolute sandbox paths (outside /workspace, /tmp and system directories) to trusted
         material, a host directory (copied at lease time) or a FileMap, that every run of this lease sees
         read-only: a verifier's harness or hidden tests, e.g. `lease(files, mounts={"/harness": hidden_dir})`.
         The candidate can read but never change it, and other leases never see it.
+
+        `scratch` names absolute sandbox paths (the same rules) that every run of the lease sees as fresh,
+        empty, writable directories (a tmpfs owned by the job's user, sized like its /tmp); what a run leaves
+        there is read back by that run's `read` (absolute paths), never carried into the next run. A verifier
+        gives its own run a place to write its results that nothing before the run could have planted
+        (`lease(files, scratch=["/logs"])`).
 
         `image` runs the lease in an image (a reference, `rlvr.sandbox.images`; None: the host root) and
         `network` gives its jobs network access (refused unless the pool allows it). In an image the workspace
@@ -314,7 +335,7 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
         if image is not None or network:
             target = self.environment_pool(image, network, hold=True)
             try:
-                with target.lease(files, mounts) as sb:
+                with target.lease(files, mounts, scratch=scratch) as sb:
                     yield sb
             finally:
                 self.release(target)
@@ -324,7 +345,8 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
         try:
             d.mkdir()  # never parents=True: a closed pool's directory must not come back
             self._seed(d)
-            sb = IsolatedSandbox(self, lease_id, stage_mounts(d, mounts or {}))
+            sb = IsolatedSandbox(self, lease_id, stage_mounts(d, mounts or {}),
+                                 stage_scratch(scratch, mounts or {}))
             if files:
                 sb.write_files(files)
             yield sb
@@ -348,9 +370,10 @@ class BwrapPool(RequirementsPools, EnvironmentPools):
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,
             limits: ExecLimits | None = None, read: Sequence[str] = (), mounts: Mounts | None = None,
-            channel: bool = False, *, image: str | None = None, network: bool = False) -> ExecResult:
+            channel: bool = False, *, image: str | None = None, network: bool = False,
+            scratch: Sequence[str] = ()) -> ExecResult:
         """A one-shot lease: fresh workspace, one command, files read back, everything torn down."""
-        with self.lease(mounts=mounts, image=image, network=network) as sb:
+        with self.lease(mounts=mounts, image=image, network=network, scratch=scratch) as sb:
             return sb.run(argv, files=files, stdin=stdin, limits=limits, read=read, channel=channel)
 
     def _derive(self, python: str) -> BwrapPool:

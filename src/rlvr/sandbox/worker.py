@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlvr.errors import SandboxUnavailable
@@ -16,6 +17,11 @@ from rlvr.sandbox.wire import recv_frame, send_frame
 
 START_TIMEOUT_S = 60.0
 """Seconds a new worker may take to report ready."""
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlvr-sandbox-spawner")
+"""The one long-lived thread every worker is forked from. bubblewrap's --die-with-parent is the kernel's
+parent-death signal, which follows the thread that forked, not the process: a worker started on a short-lived
+thread (a rollout's tool thread starting an image pool, or replacing a lost worker) was killed when that
+thread ended, and the next job waited for a new one."""
 
 
 class WorkerLost(Exception):
@@ -37,11 +43,10 @@ class Worker:
         self.slirp: subprocess.Popen[bytes] | None = None
         try:
             with open(self.log, "wb") as out:
-                self.proc = subprocess.Popen(container.argv(cg, self.lean_rfd, info_w), stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=out,
-                                             env={"PATH": "/usr/bin:/bin"},
-                                             close_fds=True,
-                                             pass_fds=[fd for fd in (self.lean_rfd, info_w) if fd >= 0])
+                self.proc = _SPAWNER.submit(
+                    subprocess.Popen, container.argv(cg, self.lean_rfd, info_w), stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=out, env={"PATH": "/usr/bin:/bin"}, close_fds=True,
+                    pass_fds=[fd for fd in (self.lean_rfd, info_w) if fd >= 0]).result()
         finally:
             for fd in (self.lean_rfd, info_w):
                 if fd >= 0:

@@ -67,6 +67,7 @@ class Job:
         self.lease: str = header["lease"]
         self.limits: dict = header["limits"]
         self.mounts: list[list[str]] = header.get("mounts", [])
+        self.scratch: list[list[str]] = header.get("scratch", [])
         self.channel: bool = header.get("channel", False)
         self.env: dict[str, str] = header["env"]
         self.stdin = stdin
@@ -200,22 +201,45 @@ def run_job(ch: Chain, job: Job, own_mnt_ns: int) -> tuple[dict, list[bytes]]:
     lim = job.limits
     sizes = wire.tmpfs_sizes(lim["workspace_mb"], lim["memory_mb"])
     lease = f"{CONTROL_DIR}/leases/{job.lease}"
-    trees = []
+    trees, scratch = [], []
     try:
-        for rel, target in job.mounts:
-            trees.append((wire.clone_tree(f"{lease}/{rel}"), target))
-            ch.made_dirs += _make_mount_point(target)
-        if sizes != ch.sizes or trees:
-            with _InMountNamespace(ch.mnt_ns, own_mnt_ns):
-                if sizes != ch.sizes:
-                    _mount_tmpfs(ch.config, sizes, wire.MS_REMOUNT)
-                for tree, target in trees:
-                    wire.attach_tree(tree, target)
-                    wire.mount(None, target, None, wire.MS_REMOUNT | wire.MS_BIND | wire.MS_RDONLY
-                               | wire.MS_NOSUID | wire.MS_NODEV)
+        try:
+            for rel, target in job.mounts:
+                trees.append((wire.clone_tree(f"{lease}/{rel}"), target))
+                ch.made_dirs += _make_mount_point(target)
+            for _, target in job.scratch:
+                ch.made_dirs += _make_mount_point(target)
+            if sizes != ch.sizes or trees or job.scratch:
+                with _InMountNamespace(ch.mnt_ns, own_mnt_ns):
+                    if sizes != ch.sizes:
+                        _mount_tmpfs(ch.config, sizes, wire.MS_REMOUNT)
+                    for tree, target in trees:
+                        wire.attach_tree(tree, target)
+                        wire.mount(None, target, None, wire.MS_REMOUNT | wire.MS_BIND | wire.MS_RDONLY
+                                   | wire.MS_NOSUID | wire.MS_NODEV)
+                    scratch = [(rel, _mount_scratch(ch.config, sizes, target)) for rel, target in job.scratch]
+        finally:
+            for tree, _ in trees:
+                os.close(tree)
+        return _run_prepared(ch, job, lease, scratch)
     finally:
-        for tree, _ in trees:
-            os.close(tree)
+        for _, fd in scratch:
+            os.close(fd)
+
+
+def _mount_scratch(config: dict, sizes: tuple[int, int, int], target: str) -> int:
+    """A fresh tmpfs at `target` in D's namespace, owned by the job's user and sized like its /tmp; returns a
+    descriptor of its root, for copying it out after the job."""
+    opts = f"size={sizes[1]}m,nr_inodes={config['inodes']},mode=0755,uid={config['uid']},gid={config['gid']}"
+    wire.mount("tmpfs", target, "tmpfs", wire.MS_NOSUID | wire.MS_NODEV, opts)
+    return os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _run_prepared(ch: Chain, job: Job, lease: str,
+                  scratch: list[tuple[str, int]]) -> tuple[dict, list[bytes]]:
+    """The job on a chain whose mounts are in place: copy the workspace in, run, copy it (and the scratch
+    directories) back out."""
+    lim = job.limits
     ws = f"/proc/self/fd/{ch.roots[0]}"
     try:
         wire.copy_in(lease + "/ws", ws, ch.config["uid"], ch.config["gid"])
@@ -239,6 +263,9 @@ def run_job(ch: Chain, job: Job, own_mnt_ns: int) -> tuple[dict, list[bytes]]:
         os.rename("ws", "ws.old", src_dir_fd=lease_fd, dst_dir_fd=lease_fd)
         header["workspace_copied"], largest = wire.copy_out(ws, lease_fd, "ws", lim["workspace_mb"] << 20)
         wire.rmtree_at(lease_fd, "ws.old")
+        for rel, fd in scratch:  # the last run's scratch files, for the host to read (`read`)
+            wire.rmtree_at(lease_fd, rel)
+            wire.copy_out(f"/proc/self/fd/{fd}", lease_fd, rel, lim["workspace_mb"] << 20)
     finally:
         os.close(lease_fd)
     largest = max(largest, *(wire.largest_file(f"/proc/self/fd/{fd}") for fd in ch.roots[1:]))

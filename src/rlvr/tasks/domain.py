@@ -90,6 +90,14 @@ class Domain:
     """`task_defaults(fields, file)`: fills in, in place, what a bare task directory of this domain leaves out
     (the code domain: its hidden tests and protected files), before the Task is built; `file` is its
     task.toml, named in a UserError."""
+    requirements: tuple[str, ...] = ()
+    """Python packages (pip names) the domain's package and its verifier import in rlvr's own process beyond
+    rlvr's core (math: math-verify): with the distributions of its `needs` (what the sandbox imports), what an
+    exported task's verifier installs (`rlvr tasks export --format harbor`)."""
+    open_path: Callable[[str], TaskSource] | None = None
+    """`open_path(path)`: the tasks stored at a path in the domain's own format (the Harbor domain: a Harbor
+    task directory or a directory of them), which a tasks SPEC names as `NAME:PATH`; None: the domain reads
+    none."""
 
     def __post_init__(self) -> None:
         if not self.name or any(c.isspace() or c in ",:" for c in self.name):
@@ -99,6 +107,7 @@ class Domain:
         object.__setattr__(self, "verifiers", dict(self.verifiers))
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "needs", tuple(self.needs))
+        object.__setattr__(self, "requirements", tuple(self.requirements))
 
     @property
     def kind(self) -> str:

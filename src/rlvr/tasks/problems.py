@@ -53,3 +53,34 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return next((m for a in typing.get_args(annotation) if (m := _model_in(a)) is not None), None)
+
+
+def unknown_key(data: Any, model: type[BaseModel], aliases: dict[str, tuple[str, ...]] | None = None,
+                loc: str = "") -> tuple[str, list[str]] | None:
+    """The first key of `data` (a parsed TOML or JSON table) that `model` does not declare, at any depth, as
+    (its dotted location, the near misses among the fields at that level); None when every key is known. For
+    models that ignore unknown keys themselves (a format's own library): a misspelt key is refused, never
+    silently dropped. Tables typed `dict[str, ...]` hold free keys; `aliases` names the extra keys a model
+    accepts by its class name (renamed fields its validators still read)."""
+    if not isinstance(data, dict):
+        return None
+    fields = model.model_fields
+    try:  # the annotations with their forward references ("list['Config']") resolved
+        hints = typing.get_type_hints(model)
+    except (NameError, TypeError):
+        hints = {}
+    for key, value in data.items():
+        here = f"{loc}.{key}" if loc else str(key)
+        field = fields.get(key)
+        if field is None:
+            if key in (aliases or {}).get(model.__name__, ()):
+                continue
+            return here, difflib.get_close_matches(str(key), list(fields), n=3, cutoff=0.75)
+        sub = _model_in(hints.get(str(key), field.annotation))
+        if sub is None:
+            continue
+        for i, item in enumerate(value if isinstance(value, list) else [value]):
+            found = unknown_key(item, sub, aliases, f"{here}[{i}]" if isinstance(value, list) else here)
+            if found is not None:
+                return found
+    return None

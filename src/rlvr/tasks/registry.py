@@ -25,7 +25,7 @@ from rlvr.tasks.domain import Domain, NoConfig, VerifierKind
 from rlvr.tasks.source import TaskSource
 
 __all__ = ["Domain", "NoConfig", "VerifierKind", "entry", "is_registered", "kinds", "load", "make", "names",
-           "register", "register_kind", "tools_of", "unavailable", "unregister", "verifier_kind",
+           "provider", "register", "register_kind", "tools_of", "unavailable", "unregister", "verifier_kind",
            "verifier_of"]
 
 GROUP = "rlvr.domains"
@@ -39,6 +39,8 @@ _DOMAINS: dict[str, Domain] = {}
 _KINDS: dict[str, tuple[VerifierKind, set[str]]] = {}
 """Verifier kind -> (its record, the domains that declare it)."""
 _unavailable: dict[str, str] = {}
+_providers: dict[str, str] = {}
+"""Domain name -> the distribution whose `rlvr.domains` entry point declared it."""
 _state = {"loaded": False, "done": False}
 _lock = threading.RLock()  # scorers on several threads look domains up at once
 
@@ -128,6 +130,8 @@ def load() -> None:
                 for domain in _domains_of(ep.load()):
                     if _DOMAINS.get(domain.name) is not domain:
                         register(domain)
+                    if getattr(ep, "dist", None) is not None:
+                        _providers[domain.name] = ep.dist.name
             # a broken plugin costs its own domains, never the others
             except Exception as exc:  # noqa: BLE001
                 _unavailable[ep.name] = _why(ep, exc)
@@ -161,6 +165,13 @@ def entry(name: str) -> Domain:
             hint += "; not loaded: " + "; ".join(f"{k}: {v}" for k, v in sorted(_unavailable.items()))
         raise UserError(f"unknown domain {name!r}", field="domain", fix=hint)
     return _DOMAINS[name]
+
+
+def provider(name: str) -> str | None:
+    """The installed distribution whose entry point declared domain `name` (a process that loads its entry
+    points finds the domain there); None for a domain registered in code."""
+    load()
+    return _providers.get(name) if name in _DOMAINS else None
 
 
 def is_registered(name: str) -> bool:

@@ -39,7 +39,8 @@ class ProofResult:
     """Why it failed (empty when ok)."""
 
 
-def _source(task: Task) -> TaskSource:
+def source_of(task: Task) -> TaskSource:
+    """Where a task's gold state and negative controls come from: its domain's source, else the defaults."""
     if registry.is_registered(task.domain):
         return registry.make(task.domain)
     return ListSource([task], name=task.domain)
@@ -63,7 +64,7 @@ def _judge(name: str, expect: str, verdict: Verdict) -> ProofResult:
 
 def prove(task: Task, ctx: VerifyContext | None = None) -> list[ProofResult]:
     """Verify the gold state and every negative control of `task` (an empty list when it has neither)."""
-    src = _source(task)
+    src = source_of(task)
     results: list[ProofResult] = []
     gold = src.gold(task)
     if gold is not None:

@@ -6,5 +6,6 @@ from rlvr.tasks.domain import Domain, VerifierKind
 
 DOMAIN = Domain(
     "config", ConfigSource, ConfigDomainConfig, verifiers={"config": VerifierKind(ConfigVerifier)},
+    requirements=("jsonschema",),
     description="Configuration generation (deployments, CI pipelines) checked by JSON Schema and semantic "
                 "rules, with credit per rule.")

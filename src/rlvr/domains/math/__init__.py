@@ -5,5 +5,6 @@ from rlvr.tasks.domain import Domain, VerifierKind
 
 DOMAIN = Domain(
     "math", make_source, MathConfig, verifiers={"math": VerifierKind(MathVerifier)},
+    requirements=("math-verify",),
     description="Final-answer math (fractions, equations, sets of roots, intervals) checked with "
                 "math-verify; procedural tiers or JSONL packs.")

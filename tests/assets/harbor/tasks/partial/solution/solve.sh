@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'Hello, world!' > /app/answer.txt
