@@ -198,6 +198,7 @@ class AgentRollouts:
         if res.status == ExecStatus.infra_error:
             ep.status, ep.metadata["error"] = "infra_error", res.error or "sandbox infrastructure fault"
             return ep
+        ep.metadata["multi_turn"] = task.multi_turn
         truncated_by = session.truncated_by or ("wall" if res.status == ExecStatus.timeout else None)
         ep.status = "truncated" if truncated_by else "done"  # type: ignore[assignment]
         ep.truncated_by = truncated_by
