@@ -20,9 +20,11 @@ Script = Sequence[str] | Callable[[str], str]
 class ScriptedHF(HFPolicy):
     """`script`: the n-th assistant turn's text (a list), or the text for a prompt (a function)."""
 
-    def __init__(self, path, script: Script, **kw) -> None:
+    def __init__(self, path, script: Script, *, forward: bool = True, **kw) -> None:
         super().__init__(path, device="cpu", threads=1, **kw)
-        self.script = script
+        self.script, self.forward = script, forward
+        if not forward:  # a harness's prompt (tens of thousands of tokens) is only tokenized, never run
+            self.max_context = 1 << 20
         self.prompts: list[str] = []
         """Every prompt seen, decoded."""
         self.gate: threading.Event | None = None
@@ -46,9 +48,7 @@ class ScriptedHF(HFPolicy):
             if grammar is not None:
                 _check(self, grammar, ids)
             reason = "stop" if ids[-1] in self.eos_ids else "length"
-            with torch.no_grad():
-                logits = self.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
-            lps = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None]).squeeze(-1).tolist()
+            lps = _logprobs(self.model, prompt, ids) if self.forward else [0.0] * len(ids)
             for k, (t, lp) in enumerate(zip(ids, lps)):
                 if params.on_token is not None:
                     params.on_token(i, t, lp, None)
@@ -58,6 +58,12 @@ class ScriptedHF(HFPolicy):
                                   prompt_token_ids=list(prompt),
                                   finish_reason=reason))
         return out
+
+
+def _logprobs(model, prompt: list[int], ids: list[int]) -> list[float]:
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None]).squeeze(-1).tolist()
 
 
 def _check(policy: HFPolicy, grammar: str, ids: list[int]) -> None:

@@ -32,7 +32,7 @@ from rlvr.rollout.gateway.convert import (
 NO_EFFECT = frozenset({"model", "metadata", "service_tier", "stream"})
 """Accepted, changing nothing in sampling (`stream` is read, and changes only the delivery)."""
 FIELDS = NO_EFFECT | {"messages", "system", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences",
-                      "tools", "tool_choice", "thinking"}
+                      "tools", "tool_choice", "thinking", "output_config", "context_management"}
 """Every Messages field the gateway honours or accepts; any other is refused with a 400."""
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
@@ -66,9 +66,11 @@ def _turn(m: Any, i: int) -> list[Message]:
     """One Messages turn as rlvr messages: a user turn's tool results (each a tool message) before its
     text."""
     where = f"messages[{i}]"
-    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
         got = m.get("role") if isinstance(m, dict) else m
-        raise bad(f"{where}.role must be user or assistant, got {got!r}", f"{where}.role")
+        raise bad(f"{where}.role must be user, assistant or system, got {got!r}", f"{where}.role")
+    if m["role"] == "system":  # a system message between turns (Claude Code's environment notes)
+        return [Message(role="system", content=wire.text_of(m.get("content"), where, ("text",)))]
     texts: list[str] = []
     results: list[Message] = []
     calls: list[ToolCall] = []
@@ -125,10 +127,7 @@ def messages_request(body: Any) -> Call:
     if body.get("top_k") is not None:
         raise unsupported("top_k",
                           "the policy samples from its whole nucleus (top_p), as the trainer assumes")
-    thinking = body.get("thinking")
-    if thinking is not None and (not isinstance(thinking, dict) or thinking.get("type") != "disabled"):
-        raise unsupported("thinking", "the policy has no extended-thinking budget to set (only "
-                                      '{"type": "disabled"})')
+    _thinking(body)
     max_tokens = wire.integer(body, "max_tokens", 1)
     if max_tokens is None:
         raise bad("'max_tokens' is required", "max_tokens")
@@ -145,9 +144,36 @@ def messages_request(body: Any) -> Call:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise bad("'tools' must be a list", "tools")
-    call.tools = [_tool(t, i) for i, t in enumerate(tools)]
+    # a deferred tool stays out of the model's context until the client loads it (Anthropic's tool search)
+    call.tools = [_tool(t, i) for i, t in enumerate(tools)
+                  if not (isinstance(t, dict) and t.get("defer_loading"))]
     _choice(body, call)
+    call.response_format = _output_format(body)
     return call
+
+
+def _thinking(body: dict[str, Any]) -> None:
+    """Thinking disabled, or adaptive (the model decides, and this policy writes no thinking blocks); a
+    thinking budget to spend is refused. Context edits that clear thinking blocks have none to clear here; any
+    other edit would rewrite the prompt server-side, and is refused."""
+    thinking = body.get("thinking")
+    if thinking is not None and (not isinstance(thinking, dict) or thinking.get("type") not in ("disabled",
+                                                                                                "adaptive")):
+        raise unsupported("thinking", "the policy has no extended-thinking budget to spend (only disabled "
+                                      "or adaptive)")
+    edits = (body.get("context_management") or {}).get("edits") or []
+    if any(not isinstance(e, dict) or not str(e.get("type", "")).startswith("clear_thinking") for e in edits):
+        raise unsupported("context_management", "only clear_thinking edits (the gateway keeps the history "
+                                                "as sent; it never sends thinking blocks)")
+
+
+def _output_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """`output_config`: its `format` (a JSON schema) constrains the turn; `effort` changes nothing for a
+    policy that has no effort setting (its turn is sampled the same whatever the effort)."""
+    cfg = body.get("output_config") or {}
+    if not isinstance(cfg, dict) or any(k not in ("effort", "format") for k in cfg):
+        raise unsupported("output_config", f"only effort and format, got {cfg!r}")
+    return wire.response_format(cfg.get("format"), "output_config.format")
 
 
 # ---------------------------------------------------------------------------------------------- responses

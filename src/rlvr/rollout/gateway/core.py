@@ -283,6 +283,9 @@ class Gateway:
         session.lock.acquire()
         try:
             return self._submit_call(session, call, api)
+        except UserError as exc:  # the chat template cannot render this conversation
+            session.lock.release()
+            raise ApiError(400, str(exc), param="messages") from None
         except BaseException:
             session.lock.release()
             raise

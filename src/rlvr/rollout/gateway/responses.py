@@ -30,8 +30,8 @@ from rlvr.rollout.gateway.convert import (
     unsupported,
 )
 
-NO_EFFECT = frozenset({"model", "user", "metadata", "store", "service_tier", "prompt_cache_key",
-                       "safety_identifier", "stream_options", "truncation", "background"})
+NO_EFFECT = frozenset({"model", "user", "metadata", "client_metadata", "store", "service_tier",
+                       "prompt_cache_key", "safety_identifier", "stream_options", "truncation", "background"})
 """Accepted, changing nothing in sampling: nothing is stored or run in the background, the context is never
 truncated (a prompt past it is refused), the served model is the policy."""
 FIELDS = NO_EFFECT | {"input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
