@@ -1,6 +1,6 @@
 """An agent framework from PyPI as the policy's driver: an OpenAI Agents SDK agent (`openai-agents`, in the
-venv `make agent-venv` builds) plays an episode in its sandbox through the gateway, as `rlvr eval --agent
-... --agent-python ~/.cache/rlvr/harnesses/agent-venv` runs it; its calls are recorded and its answer judged."""
+venv `make agent-venv` builds) plays an episode in its sandbox through the gateway, as `rlvr eval --agent ...
+--agent-python ~/.cache/rlvr/harnesses/agent-venv` runs it; its calls are recorded and its answer judged."""
 from __future__ import annotations
 
 import os

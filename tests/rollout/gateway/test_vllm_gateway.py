@@ -86,7 +86,8 @@ def test_the_gateway_serves_the_vllm_engine_and_records_what_it_sampled(gateway,
 
 def test_vllm_streams_constrains_and_returns_top_logprobs(gateway, model_dir) -> None:
     """Tokens streamed from the engine as it steps; a JSON-schema turn under vLLM's guidance backend (the same
-    llguidance grammar the hf backend masks with), its log-probs the masked distribution's; top alternatives."""
+    llguidance grammar the hf backend masks with), its log-probs the masked distribution's; top
+    alternatives."""
     import json
 
     import openai
@@ -107,7 +108,8 @@ def test_vllm_streams_constrains_and_returns_top_logprobs(gateway, model_dir) ->
     assert tops and all(len(t.top_logprobs) == 2 for t in tops)
     r = client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "n?"}],
                                        max_tokens=8, response_format={
-                                           "type": "json_schema", "json_schema": {"name": "n", "schema": schema}})
+                                           "type": "json_schema", "json_schema": {"name": "n",
+                                                                                  "schema": schema}})
     if r.choices[0].finish_reason == "stop":
         assert isinstance(json.loads(r.choices[0].message.content)["n"], int)
     rec = session.record()[-1]
