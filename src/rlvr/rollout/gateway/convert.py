@@ -181,6 +181,13 @@ READER = TurnReader()
 """rlvr's own format (`rlvr.envs.parse`)."""
 
 
+def reader_of(policy: Any) -> TurnReader:
+    """How `policy`'s model writes calls: the one place the gateway picks its reader. rlvr's own format today;
+    a policy that knows its model family's tool dialect gives a reader built from the dialect's `parse`,
+    `format_call` and `hint` here."""
+    return READER
+
+
 def tools_text(tools: Sequence[dict[str, Any]], choice: Any, hint: str) -> str:
     """The tools described in text, for a chat template that does not render tool schemas (`hint`: one call
     in the model's form)."""

@@ -39,7 +39,6 @@ from rlvr.errors import UserError
 from rlvr.rollout.core.tokens import ChatEncoder, TokenStream
 from rlvr.rollout.gateway import anthropic, responses, wire
 from rlvr.rollout.gateway.convert import (
-    READER,
     Api,
     ApiError,
     Call,
@@ -50,6 +49,7 @@ from rlvr.rollout.gateway.convert import (
     info,
     named,
     openai_error,
+    reader_of,
     tools_text,
     with_system,
 )
@@ -128,7 +128,7 @@ class Gateway:
     """Sessions, routes and batched generation over one policy (an hf or vllm backend with a tokenizer)."""
 
     def __init__(self, policy: Policy, sampling: SamplingParams | None = None, *,
-                 model_name: str | None = None, reader: TurnReader = READER,
+                 model_name: str | None = None, reader: TurnReader | None = None,
                  batch_window_s: float = BATCH_WINDOW_S, max_batch: int = 64) -> None:
         if not isinstance(policy, ChatEncoder) or not hasattr(policy, "eos_ids"):
             raise UserError(f"the gateway needs a policy that renders and tokenizes ({type(policy).__name__} "
@@ -137,7 +137,7 @@ class Gateway:
         self.encoder: ChatEncoder = policy
         self.sampling = sampling or SamplingParams()
         self.model_name = model_name or str(getattr(policy, "name", "rlvr-policy"))
-        self.reader = reader
+        self.reader = reader or reader_of(policy)
         """How the model writes tool calls (the one place its turns are read: `TurnReader.parse`)."""
         tok = getattr(policy, "tokenizer", None)
         self.eos: tuple[frozenset[int], str] = (frozenset(policy.eos_ids),  # type: ignore[attr-defined]
