@@ -264,11 +264,13 @@ class VLLMPolicy(ChatTemplateCodec):
         for req, sp in zip(requests, sampling):
             sp.output_kind = RequestOutputKind.CUMULATIVE
             self._streamed += 1
-            ids.append(engine.add_request(f"rlvr-stream-{self._streamed}", req, sp,
-                                          lora_request=self._lora_request))
+            ids.append(f"rlvr-stream-{self._streamed}")  # outputs carry this id (the engine adds a suffix)
+            engine.add_request(ids[-1], req, sp, lora_request=self._lora_request)
         index = {rid: k for k, rid in enumerate(ids)}
         seen, done = [0] * len(ids), [None] * len(ids)
         while any(d is None for d in done):
+            if not engine.has_unfinished_requests():
+                raise RuntimeError("the engine finished without the streamed requests' outputs")
             for out in engine.step():
                 k = index.get(out.request_id)
                 if k is None:
