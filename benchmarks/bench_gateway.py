@@ -2,12 +2,14 @@
 it.
 
 Overhead: the same calls (one user message, `--tokens` new tokens, greedy) on the tiny hf model, once through
-`policy.generate` in this process and once through the openai SDK over loopback HTTP to the gateway; reports
-p50 milliseconds of each and of their difference (goal: gateway overhead <= 5 ms p50). Throughput: `--agents`
-concurrent agents (the openai SDK in a small two-call loop, each in its episode's isolated sandbox, its
-workspace judged) over `--episodes` episodes: episodes/s.
+`policy.generate` in this process and once through the gateway over loopback HTTP with each API's official
+SDK: chat completions and Responses with the openai SDK, Messages with the anthropic SDK, each plain and
+streamed (every event read); reports p50 milliseconds of each and of their difference, per API (goal:
+gateway overhead <= 5 ms p50). Throughput: `--agents` concurrent agents (the openai SDK in a small two-call
+loop, each in its episode's isolated sandbox, its workspace judged) over `--episodes` episodes: episodes/s.
 
 `python benchmarks/bench_gateway.py [--calls 50] [--tokens 4] [--agents 32] [--episodes 64] [--json]`
+(`--episodes 0` skips the agents)
 """
 from __future__ import annotations
 
@@ -29,9 +31,33 @@ open("sol.py", "w").write("return a + b\\n")
 """
 
 
-def overhead(policy, calls: int, tokens: int) -> dict[str, float]:
+API_CALLS = ("chat", "chat-stream", "messages", "messages-stream", "responses", "responses-stream")
+"""The calls measured: each API, plain and streamed."""
+
+
+def _caller(api: str, base_url: str, key: str):
+    """One call of `api` through its official SDK, streamed ones read to their last event."""
+    import anthropic
     import openai
 
+    oa = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
+    an = anthropic.Anthropic(base_url=base_url[:-3], api_key=key, max_retries=0)
+    msgs = [{"role": "user", "content": "Say hi."}]
+    kind, _, stream = api.partition("-")
+    if kind == "chat":
+        return lambda: list(oa.chat.completions.create(model="p", messages=msgs, stream=True)) if stream \
+            else oa.chat.completions.create(model="p", messages=msgs)
+    if kind == "messages":
+        return lambda: list(an.messages.create(model="p", max_tokens=64, messages=msgs,
+                                               stream=True)) if stream \
+            else an.messages.create(model="p", max_tokens=64, messages=msgs)
+    return lambda: list(oa.responses.create(model="p", input="Say hi.", stream=True)) if stream \
+        else oa.responses.create(model="p", input="Say hi.")
+
+
+def overhead(policy, calls: int, tokens: int) -> dict[str, dict[str, float]]:
+    """Per API: p50 ms in process, through the gateway, and of their difference (calls alternate, so both see
+    the same machine load; the first 3 of each warm up)."""
     from rlvr.envs.messages import Message
     from rlvr.rollout.gateway.core import Gateway
     from rlvr.rollout.gateway.server import serve
@@ -39,24 +65,32 @@ def overhead(policy, calls: int, tokens: int) -> dict[str, float]:
 
     sp = SamplingParams(temperature=0.0, max_new_tokens=tokens)
     conv = [Message(role="user", content="Say hi.")]
-    local, remote = [], []
     gw = Gateway(policy, sp, batch_window_s=0.0)
+    out = {}
     with serve(gw) as server:
-        key = gw.open_session("bench").key
-        client = openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
-        for i in range(calls + 3):  # alternate, so both see the same machine load; the first 3 warm up
-            t0 = time.perf_counter()
-            policy.generate([conv], sp, prompt_token_ids=[policy.encode(policy.render(conv))])
-            t1 = time.perf_counter()
-            gw.sessions[key].stream = None  # each call a fresh one-message history, like the local call
-            client.chat.completions.create(model="p", messages=[{"role": "user", "content": "Say hi."}])
-            t2 = time.perf_counter()
-            if i >= 3:
-                local.append((t1 - t0) * 1e3)
-                remote.append((t2 - t1) * 1e3)
+        for api in API_CALLS:
+            key = gw.open_session("bench-" + api).key
+            call = _caller(api, server.base_url, key)
+            local, remote, cpu = [], [], []
+            for i in range(calls + 3):
+                t0, c0 = time.perf_counter(), time.process_time()
+                policy.generate([conv], sp, prompt_token_ids=[policy.encode(policy.render(conv))])
+                t1, c1 = time.perf_counter(), time.process_time()
+                gw.sessions[key].stream = None  # each call a fresh one-message history, like the local call
+                call()
+                t2, c2 = time.perf_counter(), time.process_time()
+                if i >= 3:
+                    local.append((t1 - t0) * 1e3)
+                    remote.append((t2 - t1) * 1e3)
+                    cpu.append(((c2 - c1) - (c1 - c0)) * 1e3)
+            # CPU time of this process (client SDK, server and model, all threads): what the gateway adds,
+            # without the waits that other processes' load puts into wall time
+            out[api] = {"in_process_p50_ms": statistics.median(local),
+                        "gateway_p50_ms": statistics.median(remote),
+                        "overhead_p50_ms": statistics.median(r - lo for r, lo in zip(remote, local)),
+                        "overhead_cpu_p50_ms": statistics.median(cpu)}
     gw.close()
-    return {"in_process_p50_ms": statistics.median(local), "gateway_p50_ms": statistics.median(remote),
-            "overhead_p50_ms": statistics.median(r - lo for r, lo in zip(remote, local))}
+    return out
 
 
 def throughput(policy, agents: int, episodes: int) -> dict[str, float]:
@@ -111,9 +145,11 @@ def main() -> None:
     if args.json:
         print(json.dumps(out))
         return
-    o = out["overhead"]
-    print(f"gateway overhead per call: p50 {o['overhead_p50_ms']:.2f} ms (in-process "
-          f"{o['in_process_p50_ms']:.2f} ms, through the gateway {o['gateway_p50_ms']:.2f} ms; goal <= 5 ms)")
+    for api, o in out["overhead"].items():
+        print(f"{api:17s} gateway overhead per call: p50 {o['overhead_p50_ms']:.2f} ms, CPU "
+              f"{o['overhead_cpu_p50_ms']:.2f} ms (in-process "
+              f"{o['in_process_p50_ms']:.2f} ms, through the gateway {o['gateway_p50_ms']:.2f} ms; "
+              "goal <= 5 ms)")
     if "agents" in out:
         a = out["agents"]
         print(f"{a['agents']} concurrent agents: {a['episodes']} episodes ({a['complete_episodes']} "

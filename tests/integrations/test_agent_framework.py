@@ -1,6 +1,6 @@
 """An agent framework from PyPI as the policy's driver: an OpenAI Agents SDK agent (`openai-agents`, in the
-venv `make agent-venv` builds) plays an episode in its sandbox through the gateway, as `rlvr eval --agent
-... --agent-python .rlvr-cache/agent-venv` runs it; its calls are recorded and its answer judged."""
+venv `make agent-venv` builds) plays an episode in its sandbox through the gateway, as `rlvr eval --agent ...
+--agent-python ~/.cache/rlvr/harnesses/agent-venv` runs it; its calls are recorded and its answer judged."""
 from __future__ import annotations
 
 import os
@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from rlvr.config import AgentConfig
+from rlvr.rollout.gateway.presets import harness_root
 from rlvr.tasks.spec import Task, TaskLimits
 
 pytestmark = pytest.mark.integrations
 
-VENV = Path(os.environ.get("RLVR_AGENT_VENV", Path(__file__).parents[2] / ".rlvr-cache" / "agent-venv"))
+VENV = Path(os.environ.get("RLVR_AGENT_VENV", harness_root() / "agent-venv"))
 
 AGENT = textwrap.dedent('''
     import os

@@ -247,9 +247,11 @@ def eval_command(
                           typer.Option("--output-dir", help="Parent of the eval's directory "
                                                             "(<dir>/<UTC time>).")] = Path("runs/eval"),
     agent: Annotated[str | None,
-                     typer.Option("--agent", help="Shell command of your own agent: it runs in each "
-                                                  "episode's sandbox and calls the policy through "
-                                                  "OPENAI_BASE_URL ([agent] command).")] = None,
+                     typer.Option("--agent", help="Shell command of your own agent, or a harness preset "
+                                                  "(claude-code, codex, openai-agents, mini-swe-agent, "
+                                                  "smolagents, smolagents-code): it runs in each episode's "
+                                                  "sandbox and calls the policy through OPENAI_BASE_URL or "
+                                                  "ANTHROPIC_BASE_URL ([agent] command).")] = None,
     agent_dir: Annotated[Path | None,
                          typer.Option("--agent-dir",
                                       help="The agent's files, read-only in the sandbox as $RLVR_AGENT_DIR; "

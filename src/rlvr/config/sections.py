@@ -491,7 +491,9 @@ class AgentConfig(Section):
     (docs/INTEGRATIONS.md, "Train your own agent")."""
 
     command: str = ""
-    """Shell command that runs the agent in the task's workspace; empty: the built-in env plays the policy."""
+    """Shell command that runs the agent in the task's workspace, or a harness preset (claude-code, codex,
+    openai-agents, mini-swe-agent, smolagents, smolagents-code: rlvr.rollout.gateway.presets); empty: the
+    built-in env plays the policy."""
     dir: str = "."
     """Directory of the agent's files, mounted read-only in the sandbox as $RLVR_AGENT_DIR."""
     python: str | None = None

@@ -20,7 +20,9 @@ CALL_RE = re.compile(re.escape(OPEN) + r"(.*?)" + re.escape(CLOSE), re.DOTALL)
 FORMAT_HINT = f'{OPEN}{{"name": "TOOL", "arguments": {{...}}}}{CLOSE}'
 
 
-def _arguments(raw: Any) -> dict[str, Any]:
+def arguments_of(raw: Any) -> dict[str, Any]:
+    """Call arguments as an object: a dict, a JSON string holding one, or nothing; raises ValueError saying
+    what is wrong otherwise."""
     if raw is None:
         return {}
     if isinstance(raw, str):
@@ -42,7 +44,8 @@ def call_from_json(obj: Any, call_id: str) -> ToolCall:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError("a tool call needs a string 'name'")
-    return ToolCall(id=call_id, name=name, arguments=_arguments(obj.get("arguments", obj.get("parameters"))))
+    return ToolCall(id=call_id, name=name, arguments=arguments_of(obj.get("arguments",
+                                                                          obj.get("parameters"))))
 
 
 def parse_text(text: str, id_prefix: str = "call") -> tuple[list[ToolCall], list[str]]:

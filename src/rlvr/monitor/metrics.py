@@ -19,7 +19,7 @@ import numpy as np
 
 from rlvr.envs.messages import Message
 from rlvr.rollout.core.groups import group_rewards, is_zero_variance
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import Episode, tool_names
 
 Metrics = dict[str, float]
 
@@ -191,14 +191,14 @@ def agent_metrics(eps: list[Episode]) -> Metrics:
     if not agents:
         return {}
     results = [tool_results(e) for e in agents]
-    calls = sum(len(r) for r in results)
+    made = [len(tool_names(e)) for e in agents]  # the model's own calls, however their results came back
     out: Metrics = {"agent/episodes": float(len(agents)),
-                    "agent/tool_calls_per_episode": calls / len(agents),
-                    "agent/no_tool_call_share": sum(not r for r in results) / len(agents),
+                    "agent/tool_calls_per_episode": sum(made) / len(agents),
+                    "agent/no_tool_call_share": sum(not n for n in made) / len(agents),
                     "agent/malformed_calls_per_episode": float(np.mean([malformed_calls(e) for e in agents])),
                     "agent/turns_per_episode": float(np.mean([e.num_turns for e in agents]))}
-    if calls:
-        out["agent/tool_error_rate"] = sum(is_tool_error(m) for r in results for m in r) / calls
+    if answered := sum(len(r) for r in results):
+        out["agent/tool_error_rate"] = sum(is_tool_error(m) for r in results for m in r) / answered
     passed = [(e, r) for e, r in zip(agents, results) if e.passed]
     if passed:
         out["agent/turns_to_pass"] = float(np.mean([e.num_turns for e, _ in passed]))

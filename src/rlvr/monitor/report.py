@@ -29,7 +29,7 @@ from rlvr.errors import UserError
 from rlvr.monitor.evals import EVAL_FILE, compare, load_report, mask_error, mask_reason, pass_at_k
 from rlvr.monitor.metrics import agent_metrics, is_multi_turn, is_tool_error, malformed_calls, tool_results
 from rlvr.monitor.monitor import read_jsonl, read_metrics
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import Episode, tool_names
 from rlvr.store.episodes import EpisodeStore, open_run
 from rlvr.store.failures import cluster, failed_episodes, load_episodes
 from rlvr.store.layout import RunLayout
@@ -158,7 +158,7 @@ def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
                       "exec_status": m.exec_status,
                       "error": is_tool_error(m), "elided": m.elided, "calls": _calls(m),
                       "tool_calls": [c.model_dump(mode="json") for c in m.tool_calls]} for m in ep.messages],
-        "agent": {"multi_turn": is_multi_turn(ep), "tool_calls": len(results),
+        "agent": {"multi_turn": is_multi_turn(ep), "tool_calls": len(tool_names(ep)),
                   "tool_errors": sum(is_tool_error(m) for m in results),
                   "malformed_calls": malformed_calls(ep),
                   "run_tests": sum(m.name == "run_tests" for m in results)},

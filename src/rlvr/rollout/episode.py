@@ -6,7 +6,7 @@ lowest user, the Env.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -93,3 +93,29 @@ def split_segments(episodes: Sequence[Episode]) -> list[Episode]:
                                              "logprobs": seg["logprobs"]}))
         out.append(ep)
     return out
+
+
+def tool_names(ep: Episode) -> list[str]:
+    """The tools the model called, in order. For an agent's episode, the calls the gateway read out of what
+    the model wrote (`metadata["tool_names"]`), whatever form the agent sent the results back in (tool
+    messages, tool_result blocks, function_call_output items, or plain user messages); for the env loop's, its
+    tool messages, one per call it ran."""
+    names = ep.metadata.get("tool_names")
+    if isinstance(names, list):
+        return [str(n) for n in names]
+    return [m.name or "" for m in ep.messages if m.role == "tool"]
+
+
+def mask_calls(ep: Episode, drop: Callable[[dict[str, Any]], bool]) -> Episode:
+    """A copy of a gateway episode with the sampled tokens of the calls `drop` picks masked out (loss_mask 0)
+    in whichever segment holds them: e.g. `mask_calls(ep, lambda c: c["constrained"] or not
+    c["run_sampling"])` keeps out of training the turns whose behaviour log-probs are not the run's policy's
+    (docs/INTEGRATIONS.md, "What the record says about each call")."""
+    segs = [dict(s, loss_mask=list(s["loss_mask"])) for s in ep.metadata.get("segments") or []]
+    last = list(ep.loss_mask)
+    for call in ep.metadata.get("calls") or []:
+        if not drop(call):
+            continue
+        mask = segs[call["segment"]]["loss_mask"] if call["segment"] < len(segs) else last
+        mask[call["start"]:call["end"]] = [0] * (call["end"] - call["start"])
+    return ep.model_copy(update={"loss_mask": last, "metadata": {**ep.metadata, "segments": segs}})

@@ -11,7 +11,7 @@ the untempered distribution (temperature 1, no top-p), which is what a trainer r
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -19,6 +19,10 @@ from rlvr.envs.messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from rlvr.config import PolicyConfig
+
+
+TokenSink = Callable[[int, int, float, "dict[int, float] | None"], None]
+"""`on_token(conversation index, token id, its log-prob, its top alternatives or None)`."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,15 @@ class SamplingParams:
     """Extra stop strings (the eos/end token always stops)."""
     budgets: tuple[int, ...] | None = None
     """Per-conversation caps on new tokens (each episode's remaining budget); max_new_tokens caps them all."""
+    constraints: tuple[str | None, ...] | None = None
+    """Per-conversation grammar the turn must match (a Lark grammar in llguidance's syntax, JSON schemas
+    inline as `%json {...}`; `rlvr.rollout.policies.constrain`), None: free. Disallowed tokens are masked
+    before each token is sampled, so a constrained turn's log-probs are those of the masked distribution."""
+    top_logprobs: int = 0
+    """Most likely alternatives returned per generated token (`Completion.top_logprobs`), from the
+    distribution the token was sampled from."""
+    on_token: TokenSink | None = None
+    """Called with each token as it is sampled (streaming), on the generating thread."""
 
     @classmethod
     def from_config(cls, cfg: PolicyConfig) -> SamplingParams:
@@ -72,6 +85,9 @@ class Completion:
     policy_version: int | None = None
     """Version of the weights that sampled this turn, when the backend generates from its own copy of them
     (vllm; hf in asynchronous mode); None: the policy's `version`."""
+    top_logprobs: list[dict[int, float]] = field(default_factory=list)
+    """Per generated token, its most likely alternatives and their log-probs (when `top_logprobs` was
+    asked)."""
 
     @property
     def num_tokens(self) -> int:

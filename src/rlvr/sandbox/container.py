@@ -147,6 +147,9 @@ class Container:
                 a += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 a += ["--ro-bind", top, top]
+        # /etc as a system's is: listable by every user (bwrap would make the directory it creates 0700, and
+        # a program that looks for a file of its own there, such as Codex, gets EACCES instead of ENOENT)
+        a += ["--perms", "0755", "--dir", "/etc"]
         for f in ("ld.so.cache", "ld.so.conf", "localtime"):
             if os.path.exists(f"/etc/{f}"):
                 a += ["--ro-bind", f"/etc/{f}", f"/etc/{f}"]

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from rlvr.envs.messages import Message
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import Episode, tool_names
 from rlvr.tasks.spec import FinalState
 from rlvr.verify.verdict import Verdict
 
@@ -90,10 +90,9 @@ def episode_to_row(ep: Episode) -> dict[str, Any]:
                    for c in checks],
         "checks_passed": sum(c.passed for c in checks), "checks_total": len(checks),
         "failed_checks": [c.name for c in checks if not c.passed],
-        # every executed call is answered by one tool message, whether the model wrote it in the text format
-        # or
-        # the backend parsed it natively (only the latter fills the assistant message's `tool_calls`)
-        "num_tool_calls": len(tool_msgs), "tool_names": [m.name or "" for m in tool_msgs],
+        # the calls the model wrote: in the env loop one tool message answers each (whether written in the
+        # text format or parsed natively); in an agent's episode the gateway read them from the model's turns
+        "num_tool_calls": len(tool_names(ep)), "tool_names": tool_names(ep),
         "exec_statuses": statuses,
         "num_exec_errors": sum(s != "ok" for s in statuses),
         **{f"time_{k}_s": ep.timings.get(k) for k in TIMING_KEYS},

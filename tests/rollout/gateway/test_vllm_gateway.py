@@ -82,3 +82,44 @@ def test_the_gateway_serves_the_vllm_engine_and_records_what_it_sampled(gateway,
     worst = max(abs(lp[i] - rec.logprobs[i]) for i, m in enumerate(rec.loss_mask) if m)
     assert worst < TOL, worst
     gateway.close_session(session.key)
+
+
+def test_vllm_streams_constrains_and_returns_top_logprobs(gateway, model_dir) -> None:
+    """Tokens streamed from the engine as it steps; a JSON-schema turn under vLLM's guidance backend (the same
+    llguidance grammar the hf backend masks with), its log-probs the masked distribution's; top
+    alternatives."""
+    import json
+
+    import openai
+    from transformers import AutoModelForCausalLM
+
+    from rlvr.train.update import token_logprobs
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+              "additionalProperties": False}
+    session = gateway.open_session("ep", seed=2)
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=session.key, max_retries=0)
+    chunks = list(client.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": "n?"}], stream=True, max_tokens=8,
+        logprobs=True, top_logprobs=2))
+    texts = [c.delta.content for ch in chunks for c in ch.choices if c.delta.content]
+    assert len(texts) > 1, "streamed token by token"
+    tops = [t for ch in chunks for c in ch.choices if c.logprobs for t in c.logprobs.content]
+    assert tops and all(len(t.top_logprobs) == 2 for t in tops)
+    r = client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "n?"}],
+                                       max_tokens=8, response_format={
+                                           "type": "json_schema", "json_schema": {"name": "n",
+                                                                                  "schema": schema}})
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].message.content)["n"], int)
+    rec = session.record()[-1]
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        t = torch.tensor([rec.token_ids])
+        free = token_logprobs(model, t, torch.ones_like(t), 1.0)[0].tolist()
+    start = session.log[-1]["start"]
+    gen = range(start, session.log[-1]["end"])
+    assert session.log[-1]["constrained"] is True
+    assert all(rec.logprobs[i] >= free[i] - TOL for i in gen), "masked: at least the free log-prob"
+    assert any(rec.logprobs[i] > free[i] + 1e-3 for i in gen), "the mask renormalised somewhere"
+    gateway.close_session(session.key)

@@ -29,6 +29,7 @@ from rlvr.errors import UserError
 from rlvr.rollout.core.rollouts import OnEpisode, Progress, RolloutStats, Sample, samples, verify_seed
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.gateway.core import Gateway
+from rlvr.rollout.gateway.presets import resolve
 from rlvr.rollout.gateway.server import serve_unix
 from rlvr.rollout.policy import SamplingParams
 from rlvr.sandbox.base import environment_of
@@ -47,7 +48,9 @@ STDERR_KEPT = 4000
 
 
 def check_agent(cfg: AgentConfig) -> None:
-    """Refuse an agent that cannot start, before any episode: one UserError naming the option and the fix."""
+    """Refuse an agent that cannot start, before any episode: one UserError naming the option and the fix (a
+    preset's missing install included)."""
+    cfg = resolve(cfg)
     if not cfg.command.strip():
         raise UserError("the agent command is empty", field="agent.command",
                         fix='e.g. --agent "python agent.py"')
@@ -66,7 +69,9 @@ def check_agent(cfg: AgentConfig) -> None:
 
 
 def agent_python(cfg: AgentConfig) -> str | None:
-    """The interpreter the agents' pool runs: `[agent] python`, or a venv directory's bin/python."""
+    """The interpreter the agents' pool runs: `[agent] python` (or a preset's), or a venv directory's
+    bin/python."""
+    cfg = resolve(cfg)
     if cfg.python is None:
         return None
     p = Path(cfg.python).expanduser()
@@ -96,6 +101,7 @@ class AgentRollouts:
         if not isinstance(pool, BwrapPool):
             raise UserError("agents run in the isolated sandbox only", field="sandbox.isolation",
                             fix='set [sandbox] isolation = "bwrap"')
+        cfg = resolve(cfg)
         check_agent(cfg)
         self.gateway, self.pool, self.scorer, self.cfg = gateway, pool, scorer, cfg
         self.run_id, self.max_turns, self.max_tokens, self.on_episode = (run_id, max_turns, max_tokens,
@@ -198,6 +204,7 @@ class AgentRollouts:
         if res.status == ExecStatus.infra_error:
             ep.status, ep.metadata["error"] = "infra_error", res.error or "sandbox infrastructure fault"
             return ep
+        ep.metadata["multi_turn"] = task.multi_turn
         truncated_by = session.truncated_by or ("wall" if res.status == ExecStatus.timeout else None)
         ep.status = "truncated" if truncated_by else "done"  # type: ignore[assignment]
         ep.truncated_by = truncated_by

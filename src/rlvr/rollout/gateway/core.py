@@ -1,26 +1,28 @@
-"""The gateway: an OpenAI-compatible endpoint in front of the policy that records every call's tokens for RL.
+"""The gateway: an endpoint in front of the policy that speaks what agent harnesses speak (OpenAI chat
+completions, Anthropic Messages, OpenAI Responses) and records every call's tokens for RL.
 
-An agent of any framework trains through its `base_url`. Each episode opens a `AgentSession` with its own API
+An agent of any framework trains through its base URL. Each episode opens an `AgentSession` with its own API
 key; each request's messages are rendered by the policy's own chat template, and the exact prompt token ids,
 the sampled token ids, their behaviour log-probs and the policy version go into that session's token record,
-built like the env loop's (`rlvr.rollout.core.tokens.TokenStream`: prompts are extended, never
-re-tokenized).
+built like the env loop's (`rlvr.rollout.core.tokens.TokenStream`: prompts are extended, never re-tokenized).
+The three APIs share this one path: a wire module (`wire`, `anthropic`, `responses`) turns a body into a
+`Call` and a `Turn` back into its response (`rlvr.rollout.gateway.convert`); `Gateway.handle` is the one
+sans-IO entry, and `rlvr.rollout.gateway.server` the HTTP side.
 
 Segments: when a call's history is not an extension of the previous call's prompt and completion (the agent
 edited, trimmed or summarised its history), the record so far is closed as a segment and a new one starts
 from a fresh rendering. Each segment is trained on its own tokens, so no token is ever credited with a
-context the model did not see (`AgentSession.fill` puts the last segment in the Episode's token fields and the
-earlier ones in `metadata["segments"]`; `rlvr.rollout.episode.split_segments` makes one training record of
-each).
+context the model did not see (`AgentSession.fill`; `rlvr.rollout.episode.split_segments`).
 
-Turns the model writes with rlvr's text tool calls (`<tool_call>{...}</tool_call>`) go back as OpenAI
-`tool_calls`; when the agent sends such a turn back, the gateway renders the raw text it generated, so the
-next prompt extends the record exactly. The HTTP side is `rlvr.rollout.gateway.server`.
+Turns the model writes with tool calls go back as the API's tool calls (read by `TurnReader.parse`); when the
+agent sends such a turn back unchanged, the gateway renders the raw text it generated, so the next prompt
+extends the record exactly.
 
-Sampling: temperature and top-p are the run's (`sampling`), whatever a request asks, so the behaviour
-log-probs are those the trainer recomputes; `max_tokens` and `stop` are honoured within the episode's budgets.
-Calls from all sessions are batched into one `generate` call per short window.
-"""
+Sampling: a request's temperature, top-p, seed, stop strings and token cap are honoured (capped by the run's
+`max_new_tokens` and the episode's budgets); `response_format` and a forced `tool_choice` constrain the turn
+by a grammar (`rlvr.rollout.gateway.grammar`). Each call's record says how it was sampled, so a run can mask
+the turns whose log-probs are not the run's (`metadata["calls"]`, docs/INTEGRATIONS.md). With `stream`, tokens
+go out as they are sampled. Calls from all sessions are batched into one `generate` call per short window. """
 from __future__ import annotations
 
 import queue
@@ -33,18 +35,37 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.envs.messages import Message
-from rlvr.envs.parse import parse_text
 from rlvr.errors import UserError
 from rlvr.rollout.core.tokens import ChatEncoder, TokenStream
-from rlvr.rollout.episode import Episode
-from rlvr.rollout.gateway import wire
-from rlvr.rollout.gateway.wire import ApiError, Reply, Request
+from rlvr.rollout.gateway import anthropic, responses, wire
+from rlvr.rollout.gateway.convert import (
+    Api,
+    ApiError,
+    Call,
+    Head,
+    TextStream,
+    Turn,
+    TurnReader,
+    info,
+    named,
+    openai_error,
+    reader_of,
+    tools_text,
+    with_system,
+)
+from rlvr.rollout.gateway.grammar import constraint
+from rlvr.rollout.gateway.session import AgentSession, Segment, SentTurn
 from rlvr.rollout.policy import Completion, Policy, SamplingParams
 
 BATCH_WINDOW_S = 0.002
 """How long the generator waits for other sessions' calls to join a batch."""
 STOP_POLL_S = 20.0
 """The longest one `/rlvr/stop` poll waits before answering "not yet"."""
+
+ROUTES: dict[tuple[str, str], Api] = {
+    ("POST", "/v1/chat/completions"): wire.CHAT, ("POST", "/v1/completions"): wire.COMPLETIONS,
+    ("POST", "/v1/messages"): anthropic.MESSAGES, ("POST", "/v1/responses"): responses.RESPONSES}
+"""The generating routes and their wire formats."""
 
 
 class _Raw:
@@ -61,94 +82,35 @@ class _Raw:
 
 
 @dataclass
-class Segment:
-    """One closed segment of an episode's token record."""
-
-    token_ids: list[int]
-    loss_mask: list[int]
-    logprobs: list[float]
-    messages: list[Message]
-
-
-@dataclass
-class AgentSession:
-    """One episode's calls: its key, budgets, token record and what the agent was told."""
-
-    key: str
-    episode_id: str
-    seed: int = 0
-    max_turns: int | None = None
-    """Calls allowed; the next one is refused and the agent stopped (the episode is truncated)."""
-    max_tokens: int | None = None
-    """Tokens the model may generate over the episode."""
-    calls: int = 0
-    generated: int = 0
-    segments: list[Segment] = field(default_factory=list)
-    stream: TokenStream | None = None
-    mode: str = ""
-    messages: list[Message] = field(default_factory=list)
-    """The current segment's conversation, the last completion included."""
-    versions: list[int] = field(default_factory=list)
-    finish_reasons: list[str] = field(default_factory=list)
-    turns: dict[str, tuple[str, str | None, list[dict[str, Any]]]] = field(default_factory=dict)
-    """First tool-call id (or `content:TEXT`) -> (raw text, content sent, tool_calls sent) of the turns it
-    wrote."""
-    truncated_by: str | None = None
-    """The budget that ran out (turns, tokens, context, wall), when one did."""
-    refused: str | None = None
-    """What the gateway answered the call it refused for a budget (the eval names it among its reasons)."""
-    stopped: threading.Event = field(default_factory=threading.Event)
-    closed: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def stop(self, why: str, refused: str | None = None) -> None:
-        """A budget ran out: the agent is stopped (its launcher polls `/rlvr/stop`) and the episode
-        truncated; `refused`: the message of the call refused for it."""
-        self.truncated_by = self.truncated_by or why
-        self.refused = self.refused or refused
-        self.stopped.set()
-
-    def record(self) -> list[Segment]:
-        """Every segment, the current one last."""
-        out = list(self.segments)
-        if self.stream is not None:
-            s = self.stream
-            out.append(Segment(list(s.ids), list(s.mask), list(s.logprobs), list(self.messages)))
-        return out
-
-    def fill(self, ep: Episode) -> Episode:
-        """Put the calls' record into `ep`: the last segment's tokens and messages, earlier segments in
-        `metadata["segments"]`, turns, generated tokens, the oldest policy version that sampled a turn."""
-        segs = self.record()
-        if segs:
-            last = segs[-1]
-            ep.token_ids, ep.loss_mask, ep.logprobs, ep.messages = (last.token_ids, last.loss_mask,
-                                                                    last.logprobs,
-                                                                    last.messages)
-        ep.metadata["segments"] = [{"token_ids": s.token_ids, "loss_mask": s.loss_mask,
-                                    "logprobs": s.logprobs,
-                                    "messages": [m.model_dump(exclude_defaults=True) for m in s.messages]}
-                                   for s in segs[:-1]]
-        ep.metadata["finish_reasons"] = list(self.finish_reasons)
-        if self.refused is not None:
-            ep.metadata["refused"] = self.refused
-        ep.num_turns, ep.num_generated_tokens = self.calls, self.generated
-        if self.versions:
-            ep.policy_version = min(self.versions)
-            if len(set(self.versions)) > 1:
-                ep.metadata["policy_versions"] = list(self.versions)
-        return ep
-
-
-@dataclass
 class _Call:
     """One call waiting for the generator."""
 
     prompt: list[int]
     budget: int
     seed: int
-    stop: tuple[str, ...]
+    key: tuple[Any, ...]
+    """(stop strings, temperature, top-p, top log-probs): calls that share it share a generate call."""
+    grammar: str | None = None
+    tokens: queue.Queue[tuple[int, float, dict[int, float] | None] | None] | None = None
+    """Each token as it is sampled, then None (streaming calls only)."""
     done: Future = field(default_factory=Future)
+
+
+@dataclass
+class _Pending:
+    """A call submitted for one session, until its turn is recorded."""
+
+    call: Call
+    api: Api
+    job: _Call
+    stream: TokenStream
+    new_segment: bool
+    messages: list[Message]
+    mode: str
+    tools: list[dict[str, Any]]
+    sampling: tuple[float, float]
+    text: TextStream | None
+    head: Head
 
 
 @dataclass
@@ -157,14 +119,16 @@ class Response:
 
     status: int
     body: dict[str, Any] | None = None
-    events: Iterator[dict[str, Any]] | None = None
+    events: Iterator[tuple[str | None, dict[str, Any]]] | None = None
+    done_marker: bool = False
+    """True: the event stream ends with `data: [DONE]`."""
 
 
 class Gateway:
     """Sessions, routes and batched generation over one policy (an hf or vllm backend with a tokenizer)."""
 
     def __init__(self, policy: Policy, sampling: SamplingParams | None = None, *,
-                 model_name: str | None = None,
+                 model_name: str | None = None, reader: TurnReader | None = None,
                  batch_window_s: float = BATCH_WINDOW_S, max_batch: int = 64) -> None:
         if not isinstance(policy, ChatEncoder) or not hasattr(policy, "eos_ids"):
             raise UserError(f"the gateway needs a policy that renders and tokenizes ({type(policy).__name__} "
@@ -173,6 +137,8 @@ class Gateway:
         self.encoder: ChatEncoder = policy
         self.sampling = sampling or SamplingParams()
         self.model_name = model_name or str(getattr(policy, "name", "rlvr-policy"))
+        self.reader = reader or reader_of(policy)
+        """How the model writes tool calls (the one place its turns are read: `TurnReader.parse`)."""
         tok = getattr(policy, "tokenizer", None)
         self.eos: tuple[frozenset[int], str] = (frozenset(policy.eos_ids),  # type: ignore[attr-defined]
                                                 (tok.eos_token or "") if tok is not None else "")
@@ -189,7 +155,7 @@ class Gateway:
                      max_tokens: int | None = None) -> AgentSession:
         """A new session with a fresh key (hand the key to that episode's agent only)."""
         s = AgentSession(key="sk-rlvr-" + secrets.token_urlsafe(24), episode_id=episode_id, seed=seed,
-                    max_turns=max_turns, max_tokens=max_tokens)
+                         max_turns=max_turns, max_tokens=max_tokens)
         with self._lock:
             self.sessions[s.key] = s
         return s
@@ -209,110 +175,136 @@ class Gateway:
         self._queue.put(None)
 
     def authorize(self, headers: dict[str, str], only: str | None = None) -> AgentSession:
+        """The session of a request's key: `Authorization: Bearer KEY` (OpenAI, ANTHROPIC_AUTH_TOKEN),
+        `x-api-key` (Anthropic) or `api-key` (Azure-style clients)."""
         auth = headers.get("authorization", "")
-        key = auth[7:].strip() if auth[:7].lower() == "bearer " else headers.get("api-key", "").strip()
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else (
+            headers.get("x-api-key") or headers.get("api-key") or "").strip()
         s = self.sessions.get(key) if key and (only is None or key == only) else None
         if s is None:
             shown = (key[:8] + "..." + key[-4:]) if len(key) > 12 else "(none)" if not key else "..."
             raise ApiError(401, f"Incorrect API key provided: {shown}. Each episode has its own key, in "
-                           "OPENAI_API_KEY; keys end with their episode.", code="invalid_api_key")
+                           "OPENAI_API_KEY and ANTHROPIC_API_KEY; keys end with their episode.",
+                           type="authentication_error", code="invalid_api_key")
         return s
 
     # --------------------------------------------------------------------------------------------- routes
     def handle(self, method: str, path: str, headers: dict[str, str], body: Any, *, only: str | None = None
                ) -> Response:
-        """One request: `body` is the decoded JSON (None for GET); `only` limits the listener to one key."""
+        """One request: `body` is the decoded JSON (None for GET); `only` limits the listener to one key.
+        Errors come back in the error body of the route's API."""
+        path = path.split("?", 1)[0].rstrip("/")
+        api = ROUTES.get(("POST", path)) or (anthropic.MESSAGES if path.startswith("/v1/messages") else None)
+        render = api.error if api is not None else openai_error
         try:
-            path = path.split("?", 1)[0].rstrip("/")
-            routes = {("POST", "/v1/chat/completions"): self._chat,
-                      ("POST", "/v1/completions"): self._complete,
-                      ("GET", "/v1/models"): self._models, ("GET", "/rlvr/stop"): self._stop}
-            fn = routes.get((method, path))
-            if fn is None:
-                known = sorted({p for _, p in routes})
-                if any(p == path for _, p in routes):
-                    raise ApiError(405, f"{method} is not allowed on {path}")
-                raise ApiError(404, f"unknown path {path}; the gateway serves {', '.join(known)}",
-                               code="unknown_url")
             session = self.authorize({k.lower(): v for k, v in headers.items()}, only)
-            return fn(session, body)
+            if (method, path) in ROUTES:
+                return self._serve(session, ROUTES[method, path], body)
+            if (method, path) == ("POST", "/v1/messages/count_tokens"):
+                return Response(200, {"input_tokens": self._count(session, anthropic.MESSAGES.parse(
+                    {"max_tokens": 1, **body} if isinstance(body, dict) else body))})
+            if (method, path) == ("GET", "/v1/models"):
+                return Response(200, wire.models_response(self.model_name))
+            if (method, path) == ("GET", "/rlvr/stop"):
+                session.stopped.wait(STOP_POLL_S)
+                return Response(200, {"stop": session.truncated_by or ("closed" if session.closed else None)})
+            known = sorted({p for _, p in ROUTES} | {"/v1/models", "/v1/messages/count_tokens"})
+            if any(p == path for _, p in ROUTES):
+                raise ApiError(405, f"{method} is not allowed on {path}")
+            raise ApiError(404, f"unknown path {path}; the gateway serves {', '.join(known)}",
+                           type="not_found_error", code="unknown_url")
         except ApiError as exc:
-            return Response(exc.status, exc.body())
+            return Response(exc.status, render(exc))
 
-    def _models(self, session: AgentSession, body: Any) -> Response:
-        return Response(200, wire.models_response(self.model_name))
+    def _serve(self, session: AgentSession, api: Api, body: Any) -> Response:
+        pending = self._begin(session, api.parse(body), api)
+        if pending.call.stream:
+            return Response(200, events=api.stream(pending.call, pending.head, self._items(session, pending)),
+                            done_marker=api.done_marker)
+        return Response(200, api.reply(pending.call, self._end(session, pending)))
 
-    def _stop(self, session: AgentSession, body: Any) -> Response:
-        session.stopped.wait(STOP_POLL_S)
-        return Response(200, {"stop": session.truncated_by or ("closed" if session.closed else None)})
+    def _items(self, session: AgentSession, p: _Pending) -> Iterator[Any]:
+        """A streamed turn: its pieces as the tokens come, then the recorded Turn (or the ApiError of a failed
+        generation). The turn is recorded even if the caller goes away mid-stream."""
+        ended = False
+        try:
+            assert p.job.tokens is not None and p.text is not None
+            while (item := p.job.tokens.get()) is not None:
+                piece = p.text.push(*item)
+                if piece is not None:
+                    yield piece
+            try:
+                turn = self._end(session, p)
+            except ApiError as exc:
+                ended = True
+                yield exc
+                return
+            ended = True
+            yield turn
+        finally:
+            if not ended:
+                try:
+                    self._end(session, p)
+                except ApiError:
+                    pass
 
-    def _chat(self, session: AgentSession, body: Any) -> Response:
-        req = wire.chat_request(body)
-        with session.lock:
-            msgs = [wire.to_message(d, self._raw(session, d)) for d in req.messages]
-            tools = req.tools if req.tool_choice != "none" else []
-            if tools and not self.native_tools:
-                msgs = _with_system(msgs, wire.tools_text(tools, req.tool_choice))
-            stream = TokenStream(self.encoder, tools=list(tools) if self.native_tools and tools else None)
-            comp, prompt = self._call(session, req, msgs, stream, "chat")
-            calls, _ = parse_text(comp.text, id_prefix=f"call_{session.calls}_{secrets.token_hex(3)}") \
-                if tools else ([], [])
-            content = wire.visible_content(comp.text) if calls else comp.text
-            sent_calls = wire.openai_calls(calls)
-            sent_content = content or None if calls else content
-            session.turns[sent_calls[0]["id"] if sent_calls else "content:" + content] = (
-                comp.text, sent_content, sent_calls)
-        reason = "tool_calls" if calls else "length" if comp.finish_reason == "length" else "stop"
-        turn = Reply(id="chatcmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text,
-                    content=sent_content, tool_calls=sent_calls, finish_reason=reason,
-                    prompt_tokens=len(prompt), completion_tokens=len(comp.token_ids))
-        if req.stream:
-            return Response(200, events=wire.chat_chunks(turn, req.include_usage))
-        return Response(200, wire.chat_response(turn))
+    def _history(self, session: AgentSession, call: Call) -> list[Message]:
+        """The call's messages as the model wrote them: an assistant turn the gateway sent is its raw text,
+        one it did not write is written in the model's call form; tool results named after their calls."""
+        out = []
+        for m in named(call.messages):
+            if m.role == "assistant":
+                raw = session.raw_of(m.content, m.tool_calls)
+                m = Message(role="assistant", content=raw if raw is not None else
+                            self.reader.turn(m.tool_calls, m.content))
+            out.append(m)
+        return out
 
-    def _complete(self, session: AgentSession, body: Any) -> Response:
-        req = wire.completion_request(body)
-        with session.lock:
-            stream = TokenStream(_Raw(self.encoder))  # type: ignore[arg-type]
-            comp, prompt = self._call(session, req, [Message(role="user", content=req.prompt or "")], stream,
-                                      "raw")
-        turn = Reply(id="cmpl-" + secrets.token_hex(12), model=self.model_name, text=comp.text,
-                     content=comp.text,
-                    tool_calls=[], finish_reason="length" if comp.finish_reason == "length" else "stop",
-                    prompt_tokens=len(prompt), completion_tokens=len(comp.token_ids))
-        if req.stream:
-            return Response(200, events=wire.completion_chunks(turn, req.include_usage))
-        return Response(200, wire.completion_response(turn))
+    def _count(self, session: AgentSession, call: Call) -> int:
+        """Tokens of the call's prompt, rendered as a generating call would render it."""
+        msgs, tools = self._prompt_messages(session, call)
+        stream = TokenStream(self.encoder, tools=tools if self.native_tools and tools else None)
+        return len(stream.prompt(msgs))
 
-    def _raw(self, session: AgentSession, d: dict[str, Any]) -> str | None:
-        """The raw text of an assistant turn the gateway wrote, when the agent sent it back unchanged."""
-        if d["role"] != "assistant":
-            return None
-        calls = d["tool_calls"]
-        key = str(calls[0].get("id")) if calls else "content:" + d["content"]
-        hit = session.turns.get(key)
-        if hit is None:
-            return None
-        raw, content, sent = hit
-        same_calls = [(c.get("id"), c["function"].get("name"), c["function"].get("arguments"))
-                      for c in calls] == [
-            (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in sent]
-        return raw if same_calls and (d["content"] or None) == (content or None) else None
+    def _prompt_messages(self, session: AgentSession, call: Call) -> tuple[list[Message], list[dict[str,
+                                                                                                    Any]]]:
+        if call.api == "completions":
+            return [Message(role="user", content=call.prompt or "")], []
+        msgs = self._history(session, call)
+        tools = call.tools if call.tool_choice != "none" else []
+        if tools and not self.native_tools:
+            msgs = with_system(msgs, tools_text(tools, call.tool_choice, self.reader.hint))
+        return msgs, tools
 
     # ------------------------------------------------------------------------------------------- one call
-    def _call(self, session: AgentSession, req: Request, msgs: list[Message], fresh: TokenStream, mode: str
-              ) -> tuple[Completion, list[int]]:
-        """Budgets, the prompt (extending the segment, or a new one), generation and the record of one
-        call."""
+    def _begin(self, session: AgentSession, call: Call, api: Api) -> _Pending:
+        """Budgets, the prompt (extending the segment, or a new one) and the submitted generation of one call;
+        the session stays locked until `_end` records it."""
+        session.lock.acquire()
+        try:
+            return self._submit_call(session, call, api)
+        except UserError as exc:  # the chat template cannot render this conversation
+            session.lock.release()
+            raise ApiError(400, str(exc), param="messages") from None
+        except BaseException:
+            session.lock.release()
+            raise
+
+    def _submit_call(self, session: AgentSession, call: Call, api: Api) -> _Pending:
         if session.closed:
-            raise ApiError(401, "this episode has ended; its key is no longer valid", code="invalid_api_key")
+            raise ApiError(401, "this episode has ended; its key is no longer valid",
+                           type="authentication_error", code="invalid_api_key")
         if session.max_turns is not None and session.calls >= session.max_turns:
             raise _refuse(session, "turns", f"the episode's turn budget ({session.max_turns} calls) is spent")
         left = None if session.max_tokens is None else session.max_tokens - session.generated
         if left is not None and left <= 0:
             raise _refuse(session, "tokens",
                           f"the episode's token budget ({session.max_tokens} tokens) is spent")
-        budget = min(x for x in (req.max_tokens, self.sampling.max_new_tokens, left) if x is not None)
+        grammar = constraint(call, self.reader)
+        msgs, tools = self._prompt_messages(session, call)
+        mode = "raw" if call.api == "completions" else "chat"
+        encoder: Any = _Raw(self.encoder) if mode == "raw" else self.encoder
+        fresh = TokenStream(encoder, tools=list(tools) if self.native_tools and tools else None)
         stream, new_segment = self._extend(session, msgs, fresh, mode)
         prompt = list(stream.ids)
         room = self.encoder.max_context - len(prompt)
@@ -321,22 +313,82 @@ class Gateway:
                        f"messages take {len(prompt)}")
             session.stop("context", message)
             raise ApiError(400, message, param="messages", code="context_length_exceeded")
-        seed = (req.seed if req.seed is not None else session.seed) + 1_000_003 * session.calls
-        comp = self._submit(session, prompt, min(budget, room), seed, req.stop)
-        if new_segment and session.stream is not None:
+        budget = min(x for x in (call.max_tokens, self.sampling.max_new_tokens, left, room) if x is not None)
+        seed = (call.seed if call.seed is not None else session.seed) + 1_000_003 * session.calls
+        sp = self.sampling
+        sampling = (sp.temperature if call.temperature is None else call.temperature,
+                    sp.top_p if call.top_p is None else call.top_p)
+        stops = tuple(sp.stop) + call.stop
+        job = _Call(prompt, budget, seed, (stops, *sampling, call.top_logprobs), grammar,
+                    queue.Queue() if call.stream else None)
+        text = None
+        if call.stream:
+            text = TextStream(self._decode, self.reader.opener if tools else None, self.eos[0],
+                              stops=call.stop,
+                              token_text=self._token_text if call.logprobs else None)
+        head = Head(api.id_prefix + secrets.token_hex(12), self.model_name, len(prompt), int(time.time()))
+        self._queue.put(job)
+        return _Pending(call, api, job, stream, new_segment, msgs, mode, tools, sampling, text, head)
+
+    def _end(self, session: AgentSession, p: _Pending) -> Turn:
+        """Wait for the call's completion, record it in the session, and build its Turn."""
+        try:
+            comp: Completion = p.job.done.result()  # the generator always resolves it
+            if comp.finish_reason == "error":
+                raise ApiError(500, f"the policy failed to generate: {comp.error}", type="server_error")
+            start = self._record(session, p, comp)
+            return self._turn(session, p, comp, start)
+        finally:
+            session.lock.release()
+
+    def _record(self, session: AgentSession, p: _Pending, comp: Completion) -> int:
+        """Put the completion into the session's record; where its tokens start in the segment."""
+        if p.new_segment and session.stream is not None:
             session.segments.append(Segment(list(session.stream.ids), list(session.stream.mask),
                                             list(session.stream.logprobs), list(session.messages)))
-        stream.add_completion(comp, *self.eos)
-        session.stream, session.mode = stream, mode
-        session.messages = [*msgs, Message(role="assistant", content=comp.text)]
+        start = len(p.stream.ids)
+        p.stream.add_completion(comp, *self.eos)
+        session.stream, session.mode = p.stream, p.mode
+        session.messages = [*p.messages, Message(role="assistant", content=comp.text)]
         session.calls += 1
         session.generated += len(comp.token_ids)
         session.finish_reasons.append(comp.finish_reason)
         session.versions.append(comp.policy_version if comp.policy_version is not None
                                 else int(getattr(self.policy, "generation_version", self.policy.version)))
-        if left is not None and session.generated >= session.max_tokens:  # type: ignore[operator]
+        if session.max_tokens is not None and session.generated >= session.max_tokens:
             session.stop("tokens")
-        return comp, prompt
+        return start
+
+    def _turn(self, session: AgentSession, p: _Pending, comp: Completion, start: int) -> Turn:
+        call = p.call
+        text = comp.text
+        hit = [(text.find(s), s) for s in call.stop if s in text] if comp.finish_reason == "stop" else []
+        stop_sequence = min(hit)[1] if hit else None
+        cut = text[:text.find(stop_sequence)] if stop_sequence else text
+        calls, content = [], cut
+        if p.tools:
+            prefix = f"{p.api.call_prefix}{session.calls}_{secrets.token_hex(3)}"
+            calls, content = self.reader.parse(cut, p.tools, prefix)
+            content = content.strip()
+        if p.text is not None:  # what the caller holds: the streamed text, then the rest
+            content = p.text.sent + p.text.rest(content)
+        session.sent(SentTurn(text, content, calls))
+        session.tool_names += [c.name for c in calls]
+        sp = self.sampling
+        session.log.append({"api": call.api, "segment": len(session.segments), "start": start,
+                            "end": start + len(comp.token_ids), "tool_calls": [c.name for c in calls],
+                            "constrained": p.job.grammar is not None,
+                            "temperature": p.sampling[0], "top_p": p.sampling[1],
+                            "run_sampling": p.sampling == (sp.temperature, sp.top_p)})
+        tokens = []
+        if call.logprobs:
+            tops = comp.top_logprobs or [None] * len(comp.token_ids)
+            tokens = [info(self._token_text, t, lp, top) for t, lp, top in zip(comp.token_ids, comp.logprobs,
+                                                                               tops)
+                      if t not in self.eos[0]]
+        finish = "tool_calls" if calls else "length" if comp.finish_reason == "length" else "stop"
+        return Turn(p.head.id, self.model_name, text, content, calls, finish, stop_sequence,
+                    p.head.prompt_tokens, len(comp.token_ids), tokens)
 
     def _extend(self, session: AgentSession, msgs: list[Message], fresh: TokenStream, mode: str
                 ) -> tuple[TokenStream, bool]:
@@ -350,16 +402,13 @@ class Gateway:
         fresh.prompt(msgs)
         return fresh, cur is not None
 
-    # ----------------------------------------------------------------------------------------- generation
-    def _submit(self, session: AgentSession, prompt: list[int], budget: int, seed: int, stop: tuple[str, ...]
-                ) -> Completion:
-        call = _Call(prompt, budget, seed, stop)
-        self._queue.put(call)
-        comp: Completion = call.done.result()  # the generator always resolves it
-        if comp.finish_reason == "error":
-            raise ApiError(500, f"the policy failed to generate: {comp.error}", type="server_error")
-        return comp
+    def _decode(self, ids: list[int]) -> str:
+        return self.policy.decode(ids)  # type: ignore[attr-defined, no-any-return]
 
+    def _token_text(self, token: int) -> str:
+        return self._decode([token])
+
+    # ----------------------------------------------------------------------------------------- generation
     def _generate_loop(self) -> None:
         while True:
             item = self._queue.get()
@@ -376,15 +425,25 @@ class Gateway:
                     self._queue.put(None)
                     break
                 batch.append(nxt)
-            for stop in {c.stop for c in batch}:  # one generate call per set of stop strings
-                self._generate([c for c in batch if c.stop == stop], stop)
+            for key in dict.fromkeys(c.key for c in batch):  # one generate call per way of sampling
+                self._generate([c for c in batch if c.key == key])
 
-    def _generate(self, batch: list[_Call], stop: tuple[str, ...]) -> None:
-        sp = self.sampling
-        params = SamplingParams(temperature=sp.temperature, top_p=sp.top_p,
+    def _generate(self, batch: list[_Call]) -> None:
+        stop, temperature, top_p, top = batch[0].key
+        streaming = [c for c in batch if c.tokens is not None]
+
+        def sink(row: int, token: int, logprob: float, alt: dict[int, float] | None) -> None:
+            q = batch[row].tokens
+            if q is not None:
+                q.put((token, logprob, alt))
+
+        params = SamplingParams(temperature=temperature, top_p=top_p,
                                 max_new_tokens=max(c.budget for c in batch),
-                                stop=tuple(sp.stop) + stop, seeds=tuple(c.seed for c in batch),
-                                budgets=tuple(c.budget for c in batch))
+                                stop=stop, seeds=tuple(c.seed for c in batch),
+                                budgets=tuple(c.budget for c in batch), top_logprobs=top,
+                                constraints=tuple(c.grammar for c in batch)
+                                if any(c.grammar is not None for c in batch) else None,
+                                on_token=sink if streaming else None)
         try:
             comps = self.policy.generate([[Message(role="user", content="")] for _ in batch], params,
                                          prompt_token_ids=[c.prompt for c in batch])
@@ -395,6 +454,8 @@ class Gateway:
                      for _ in batch]
         for call, comp in zip(batch, comps):
             call.done.set_result(comp)
+            if call.tokens is not None:
+                call.tokens.put(None)
 
 
 def bad_budget(message: str) -> ApiError:
@@ -405,10 +466,3 @@ def _refuse(session: AgentSession, budget: str, message: str) -> ApiError:
     """The error refusing a call for a spent `budget`, the agent stopped and the refusal recorded."""
     session.stop(budget, message)
     return bad_budget(message)
-
-
-def _with_system(msgs: list[Message], text: str) -> list[Message]:
-    """`text` appended to the leading system message (or as one, first)."""
-    if msgs and msgs[0].role == "system":
-        return [msgs[0].model_copy(update={"content": msgs[0].content + "\n\n" + text}), *msgs[1:]]
-    return [Message(role="system", content=text), *msgs]

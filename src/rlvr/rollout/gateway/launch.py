@@ -4,7 +4,8 @@ Standard library only (it runs on the agent's interpreter, whatever that has). T
 network but its own loopback, so the gateway reaches it as a Unix socket mounted read-only beside this file; a
 forwarder listening on 127.0.0.1 makes it an ordinary `OPENAI_BASE_URL` for any HTTP client. The agent runs as
 `/bin/sh -c COMMAND` in its own process group, in the workspace, with OPENAI_BASE_URL, OPENAI_API_KEY,
-RLVR_PROMPT_FILE and RLVR_AGENT_DIR set; its stdout is the job's stdout (the final answer of answer tasks). A
+ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, RLVR_PROMPT_FILE and RLVR_AGENT_DIR set (a preset's command may add
+more, `rlvr.rollout.gateway.presets`); its stdout is the job's stdout (the final answer of answer tasks). A
 thread polls the gateway's `/rlvr/stop`: when a budget runs out the agent's group is killed, and this exits 0.
 Exit code: the agent's (a signal as 128 + its number).
 
@@ -106,9 +107,11 @@ def main(argv: list[str]) -> int:
     listener.listen(64)
     port = listener.getsockname()[1]
     threading.Thread(target=_forward, args=(listener, path), daemon=True).start()
-    env = dict(os.environ, OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", OPENAI_API_KEY=key,
+    base = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, OPENAI_BASE_URL=base + "/v1", OPENAI_API_KEY=key,
+               ANTHROPIC_BASE_URL=base, ANTHROPIC_API_KEY=key,
                RLVR_PROMPT_FILE=os.path.join(episode, "prompt.md"), RLVR_AGENT_DIR=agent_dir,
-               PYTHONPATH=agent_dir, NO_PROXY="*")
+               PYTHONPATH=agent_dir, NO_PROXY="*", no_proxy="*")
     sys.stdout.flush()
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=os.getcwd(), env=env, start_new_session=True)

@@ -9,7 +9,7 @@ socket.
 TCP binds 127.0.0.1 only. A Unix listener made for one episode (`only=`) refuses every other key, so an agent
 that learned another episode's key still cannot reach that episode through its own socket. Connections are
 kept alive; each response is written in one piece with TCP_NODELAY (no Nagle stalls on small bodies), and a
-streamed one as chunked server-sent events.
+streamed one as chunked server-sent events, each event as it is made.
 """
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from typing import Any
 
 from typing_extensions import Self
 
+from rlvr.rollout.gateway import anthropic
+from rlvr.rollout.gateway.convert import ApiError, openai_error
 from rlvr.rollout.gateway.core import Gateway, Response
-from rlvr.rollout.gateway.wire import ApiError
 
 MAX_BODY = 64 << 20
 """Largest request body accepted (bytes)."""
@@ -54,15 +55,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         gw: Gateway = self.server.gateway  # type: ignore[attr-defined]
+        error = anthropic.error_body if self.path.startswith("/v1/messages") else openai_error
         try:
             body = self._body() if method == "POST" else None
             resp = gw.handle(method, self.path, dict(self.headers.items()), body,
                              only=self.server.only)  # type: ignore[attr-defined]
         except ApiError as exc:
-            resp = Response(exc.status, exc.body())
-        except Exception as exc:  # noqa: BLE001 (a bug below must still answer in the OpenAI error format)
-            resp = Response(500, ApiError(500, f"internal gateway error: {type(exc).__name__}: {exc}",
-                                          type="server_error").body())
+            resp = Response(exc.status, error(exc))
+        except Exception as exc:  # noqa: BLE001 (a bug below must still answer in the API's error format)
+            resp = Response(500, error(ApiError(500, f"internal gateway error: {type(exc).__name__}: {exc}",
+                                                type="server_error")))
         try:
             if resp.events is not None:
                 self._send_events(resp)
@@ -70,6 +72,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(resp.status, resp.body or {})
         except (BrokenPipeError, ConnectionResetError):  # the agent went away (it was stopped, say)
             self.close_connection = True
+        finally:
+            close = getattr(resp.events, "close", None)
+            if close is not None:
+                close()  # a stream cut short still records its turn
 
     def _body(self) -> Any:
         try:
@@ -95,13 +101,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(head.encode() + b"\r\n" + data)
 
     def _send_events(self, resp: Response) -> None:
+        """Server-sent events, each written as soon as it is made (a token as it is sampled); events the
+        caller may read before the turn ends."""
         head = (f"HTTP/1.1 {resp.status} OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                 "Transfer-Encoding: chunked\r\n\r\n")
-        out = [head.encode()]
-        for event in resp.events or ():
-            out.append(_chunk(b"data: " + json.dumps(event).encode() + b"\n\n"))
-        out.append(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-        self.wfile.write(b"".join(out))
+        self.wfile.write(head.encode())
+        for name, data in resp.events or ():
+            line = b"data: " + json.dumps(data).encode()
+            if name:
+                line = b"event: " + name.encode() + b"\n" + line
+            self.wfile.write(_chunk(line + b"\n\n"))
+        self.wfile.write((_chunk(b"data: [DONE]\n\n") if resp.done_marker else b"") + b"0\r\n\r\n")
 
 
 def _chunk(data: bytes) -> bytes:

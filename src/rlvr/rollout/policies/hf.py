@@ -17,6 +17,7 @@ import functools
 import inspect
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from rlvr.envs.messages import Message
 from rlvr.errors import UserError
 from rlvr.rollout.core.tokens import AUTO, ChatTemplateCodec, choose_chat_template, context_window
 from rlvr.rollout.policies.builtin import resolve_builtin
+from rlvr.rollout.policies.constrain import RowConstraints
 from rlvr.rollout.policies.kvcache import (
     BUCKET,
     MIN_SHARED,
@@ -38,7 +40,7 @@ from rlvr.rollout.policies.kvcache import (
     row_kv,
     shared_prompts,
 )
-from rlvr.rollout.policies.sampling import row_noise, sample_tokens
+from rlvr.rollout.policies.sampling import row_noise, sample_tokens, top_alternatives
 from rlvr.rollout.policies.weights import GenerationCopy, trainer_weights
 from rlvr.rollout.policy import Completion, SamplingParams
 
@@ -192,25 +194,24 @@ class HFPolicy(ChatTemplateCodec):
         if not conversations:
             return []
         prompts, seeds, budgets, results, live = self.prepare(conversations, params, prompt_token_ids)
+        args = ([prompts[i] for i in live], [budgets[i] for i in live], _rows_of(params, live),
+                [seeds[i] for i in live])
         if live and self._copy is not None:
             with self._copy.lock:  # a sync waits for this call to end, and this call for a sync
-                outs = self._decode(self._copy.model, [prompts[i] for i in live], [budgets[i] for i in live],
-                                    params, [seeds[i] for i in live])
+                outs = self._decode(self._copy.model, *args)
                 version: int | None = self._copy.version
         elif live:
             version = None
             training = self.model.training
             self.model.eval()  # sampling never sees dropout, even between a trainer's updates
             try:
-                outs = self._decode(self.model, [prompts[i] for i in live], [budgets[i] for i in live],
-                                    params,
-                                    [seeds[i] for i in live])
+                outs = self._decode(self.model, *args)
             finally:
                 self.model.train(training)
-        for i, (ids, lps, reason) in zip(live, outs if live else []):
+        for i, (ids, lps, reason, tops) in zip(live, outs if live else []):
             results[i] = Completion(text=self.decode(ids), token_ids=ids, logprobs=lps,
-                                    prompt_token_ids=prompts[i],
-                                    finish_reason=reason, policy_version=version)
+                                    prompt_token_ids=prompts[i], finish_reason=reason, policy_version=version,
+                                    top_logprobs=tops)
         return results
 
     # ------------------------------------------------------------------------------------ asynchronous mode
@@ -236,11 +237,14 @@ class HFPolicy(ChatTemplateCodec):
 
     @torch.no_grad()
     def _decode(self, model: Any, prompts: list[list[int]], budgets: list[int], params: SamplingParams,
-                seeds: list[int]) -> list[tuple[list[int], list[float], str]]:
+                seeds: list[int]) -> list[tuple[list[int], list[float], str, list[dict[int, float]]]]:
         """Prefill (`_prefill`), then sample all rows in lockstep into a reserved KV cache; per token the work
         is whole-batch tensor work (a row's Python work is paid once per call), apart from the check for stop
-        strings when there are any."""
+        strings, the grammar masks of constrained rows, and the streaming callback, when there are any."""
         dev, n, longest = self.device, len(prompts), max(budgets)
+        grammars = RowConstraints(self.tokenizer, self.eos_ids, params.constraints, model.config.vocab_size) \
+            if params.constraints and any(g is not None for g in params.constraints) else None
+        tops: list[list[dict[int, float]]] = [[] for _ in range(n)]
         cache_kw, _ = _forward_names(model)
         reuse = self.kv_reuse
         if reuse.on:
@@ -260,8 +264,13 @@ class HFPolicy(ChatTemplateCodec):
         live = torch.ones(n, dtype=torch.bool, device=dev)  # rows of the batch still generating
         step = 0
         while True:
-            tok, lp = sample_tokens(logits.float(), params.temperature, params.top_p, noise[rows, step])
+            logits = logits.float()
+            if grammars:
+                grammars.mask(logits, rows.tolist(), live.tolist())
+            tok, lp = sample_tokens(logits, params.temperature, params.top_p, noise[rows, step])
             toks[rows, step], lps[rows, step] = tok, lp
+            if grammars or params.top_logprobs or params.on_token:
+                self._per_token(logits, rows, live, tok, lp, params, grammars, tops)
             hit = torch.isin(tok, eos)
             if params.stop:
                 hit |= self._stop_strings(toks[rows, max(0, step - 63):step + 1], live, params.stop)
@@ -285,10 +294,11 @@ class HFPolicy(ChatTemplateCodec):
             out = model(input_ids=tok[:, None], attention_mask=mask[:, :width + step],
                         position_ids=(last_pos + step)[:, None], use_cache=True, **{cache_kw: past})
             past, logits = _cache_of(out), out.logits[:, -1, :]
-        outs = [(t[:e], p[:e], "stop" if s else "length")
-                for t, p, e, s in zip(toks.tolist(), lps.tolist(), ends.tolist(), stopped.tolist())]
+        outs = [(t[:e], p[:e], "stop" if s else "length", top[:e])
+                for t, p, e, s, top in zip(toks.tolist(), lps.tolist(), ends.tolist(), stopped.tolist(),
+                                           tops)]
         if keep_kv:
-            for r, (ids, _, _) in enumerate(outs):  # the record's next turn starts with prompt + ids[:-1]
+            for r, (ids, *_) in enumerate(outs):  # the record's next turn starts with prompt + ids[:-1]
                 reuse.store(prompts[r] + ids[:-1], saved[r])
         return outs
 
@@ -354,6 +364,26 @@ class HFPolicy(ChatTemplateCodec):
             logits, mask, last_pos = logits[idx], mask[idx], last_pos[idx]
         return past, logits, mask, last_pos, lead + width
 
+    @staticmethod
+    def _per_token(logits: torch.Tensor, rows: torch.Tensor, live: torch.Tensor, tok: torch.Tensor,
+                   lp: torch.Tensor, params: SamplingParams, grammars: RowConstraints | None,
+                   tops: list[list[dict[int, float]]]) -> None:
+        """A step's row-wise extras: feed the grammars, keep the top alternatives, stream the tokens."""
+        order, on, ids, lp_list = rows.tolist(), live.tolist(), tok.tolist(), lp.tolist()
+        if grammars:
+            grammars.advance(order, ids, on)
+        alt: list[dict[int, float] | None] = [None] * len(order)
+        if params.top_logprobs:
+            alt_ids, alt_lps = top_alternatives(logits, params.temperature, params.top_p, params.top_logprobs)
+            alt = [{a: b for a, b in zip(i, v) if b > float("-inf")}
+                   for i, v in zip(alt_ids.tolist(), alt_lps.tolist())]
+        for j, row in enumerate(order):
+            if on[j]:
+                if alt[j] is not None:
+                    tops[row].append(alt[j])  # type: ignore[arg-type]
+                if params.on_token is not None:
+                    params.on_token(row, ids[j], lp_list[j], alt[j])
+
     def _stop_strings(self, window: torch.Tensor, live: torch.Tensor, stop: tuple[str, ...]) -> torch.Tensor:
         """Rows whose text over their latest tokens (`window`) contains a stop string (live rows only)."""
         hit = torch.zeros_like(live)
@@ -361,6 +391,17 @@ class HFPolicy(ChatTemplateCodec):
             if any(s in self.decode(row) for s in stop):
                 hit[j] = True
         return hit
+
+
+def _rows_of(params: SamplingParams, live: list[int]) -> SamplingParams:
+    """`params` for the live rows of a call only: their constraints, and a callback that names the call's
+    row."""
+    if params.constraints is None and params.on_token is None:
+        return params
+    sink = params.on_token
+    return replace(params, constraints=None if params.constraints is None else tuple(
+        params.constraints[i] for i in live),
+        on_token=None if sink is None else (lambda r, t, lp, top: sink(live[r], t, lp, top)))
 
 
 def _save_rows(past: Any, batch_rows: Any, rows: torch.Tensor, ends: torch.Tensor, mask: torch.Tensor,

@@ -68,3 +68,19 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
     tok = torch.searchsorted(cdf, target[:, None], right=True).squeeze(-1)
     lp = (scaled.gather(-1, tok[:, None]) - top).squeeze(-1) - weights.sum(-1).log()
     return tok, lp
+
+
+def top_alternatives(logits: torch.Tensor, temperature: float, top_p: float, k: int
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """([rows, k] token ids, [rows, k] log-probs) of each row's k most likely tokens under the distribution
+    `sample_tokens` draws from (tempered and cut to the nucleus; untempered when greedy)."""
+    if temperature <= 0:
+        lps = logits.log_softmax(-1)
+    else:
+        scaled = logits / temperature
+        if top_p < 1.0:
+            weights = (scaled - scaled.max(dim=-1, keepdim=True).values).exp()
+            scaled = scaled.masked_fill(~nucleus(weights, top_p), float("-inf"))
+        lps = scaled.log_softmax(-1)
+    values, ids = lps.topk(min(k, lps.shape[-1]), dim=-1)
+    return ids, values

@@ -98,6 +98,8 @@ class VLLMPolicy(ChatTemplateCodec):
         self._lora_request: Any = None
         """The vLLM LoRARequest every generate call uses (engine nodes with LoRA: the trainer's adapter)."""
         self._lock = threading.RLock()  # a sync never lands in the middle of a generate call, and vice versa
+        self._streamed = 0
+        """Requests streamed so far (their engine ids)."""
         self._llm = self._start_engine(path, dtype, device, kv_cache_mb, seed)
 
     def _eos_ids(self, config: Any) -> frozenset[int]:
@@ -122,7 +124,10 @@ class VLLMPolicy(ChatTemplateCodec):
                               "trust_remote_code": self.trust_remote_code,
                               # a later turn of an episode extends the previous one's tokens: its prefix's KV
                               # blocks are reused, not prefilled again (policy.engine_options may turn it off)
-                              "enable_prefix_caching": True}
+                              "enable_prefix_caching": True,
+                              # constraints are llguidance Lark grammars, as the hf backend's
+                              # (rlvr.rollout.policies.constrain): the same engine masks both
+                              "structured_outputs_config": {"backend": "guidance"}}
         if kv_cache_mb is not None:
             kw["kv_cache_memory_bytes"] = kv_cache_mb << 20
         if device == "cpu" or (device == "auto" and not _cuda()):
@@ -238,21 +243,60 @@ class VLLMPolicy(ChatTemplateCodec):
             return results
         vllm = _import_vllm()
         requests = [{"prompt_token_ids": prompts[i]} for i in live]
-        sampling = [self._sampling(vllm, params, budgets[i], seeds[i]) for i in live]
-        outputs = self._llm.generate(requests, sampling, use_tqdm=False, lora_request=self._lora_request)
+        grammars = params.constraints or (None,) * len(prompts)
+        sampling = [self._sampling(vllm, params, budgets[i], seeds[i], grammars[i]) for i in live]
+        if params.on_token is None:
+            outputs = self._llm.generate(requests, sampling, use_tqdm=False, lora_request=self._lora_request)
+        else:
+            outputs = self._stream(requests, sampling, live, params)
         for i, out in zip(live, outputs):
-            results[i] = self._completion(out.outputs[0], prompts[i])
+            results[i] = self._completion(out.outputs[0], prompts[i], params.top_logprobs)
         return results
 
-    def _sampling(self, vllm: Any, params: SamplingParams, budget: int, seed: int) -> Any:
+    def _stream(self, requests: list[dict[str, Any]], sampling: list[Any], rows: list[int],
+                params: SamplingParams) -> list[Any]:
+        """Step the engine with these requests, handing each new token to `params.on_token` as it comes (the
+        offline `generate` returns only finished outputs); the finished outputs, in request order."""
+        from vllm.sampling_params import RequestOutputKind
+
+        engine = self._llm.llm_engine
+        ids = []
+        for req, sp in zip(requests, sampling):
+            sp.output_kind = RequestOutputKind.CUMULATIVE
+            self._streamed += 1
+            ids.append(f"rlvr-stream-{self._streamed}")  # outputs carry this id (the engine adds a suffix)
+            engine.add_request(ids[-1], req, sp, lora_request=self._lora_request)
+        index = {rid: k for k, rid in enumerate(ids)}
+        seen, done = [0] * len(ids), [None] * len(ids)
+        while any(d is None for d in done):
+            if not engine.has_unfinished_requests():
+                raise RuntimeError("the engine finished without the streamed requests' outputs")
+            for out in engine.step():
+                k = index.get(out.request_id)
+                if k is None:
+                    continue
+                o = out.outputs[0]
+                for t, step in list(zip(o.token_ids, o.logprobs or []))[seen[k]:]:
+                    alt = _alternatives(step, params.top_logprobs) if params.top_logprobs else None
+                    params.on_token(rows[k], int(t), float(step[t].logprob), alt)  # type: ignore[misc]
+                seen[k] = len(o.token_ids)
+                if out.finished:
+                    done[k] = out
+        return done
+
+    def _sampling(self, vllm: Any, params: SamplingParams, budget: int, seed: int, grammar: str | None
+                  ) -> Any:
+        from vllm.sampling_params import StructuredOutputsParams
+
         return vllm.SamplingParams(
             temperature=params.temperature, top_p=params.top_p, max_tokens=budget,
-            seed=int(seed) & 0x7FFF_FFFF_FFFF, logprobs=0, stop=list(params.stop) or None,
+            seed=int(seed) & 0x7FFF_FFFF_FFFF, logprobs=params.top_logprobs, stop=list(params.stop) or None,
             stop_token_ids=sorted(self.eos_ids), include_stop_str_in_output=True,
             detokenize=bool(params.stop),  # text is decoded here; the engine only needs it for stop strings
-            skip_special_tokens=True)
+            skip_special_tokens=True,
+            structured_outputs=StructuredOutputsParams(grammar=grammar) if grammar is not None else None)
 
-    def _completion(self, out: Any, prompt: list[int]) -> Completion:
+    def _completion(self, out: Any, prompt: list[int], top: int = 0) -> Completion:
         ids = [int(t) for t in out.token_ids]
         steps = out.logprobs or []
         if len(steps) != len(ids):
@@ -262,7 +306,8 @@ class VLLMPolicy(ChatTemplateCodec):
         reason = FINISH_REASONS.get(str(out.finish_reason), "stop")
         return Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompt,
                           finish_reason=reason,
-                          error="engine aborted the request" if reason == "error" else None)
+                          error="engine aborted the request" if reason == "error" else None,
+                          top_logprobs=[_alternatives(step, top) for step in steps] if top else [])
 
     # ------------------------------------------------------------------------------------------- lifetime
     def close(self) -> None:
@@ -280,6 +325,13 @@ class VLLMPolicy(ChatTemplateCodec):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _alternatives(step: Mapping[int, Any], k: int) -> dict[int, float]:
+    """The `k` most likely tokens of one step's vLLM log-probs (the sampled token is there too, ranked or
+    not)."""
+    return {int(t): float(lp.logprob) for t, lp in step.items()
+            if lp.rank is not None and lp.rank <= k and lp.logprob > float("-inf")}
 
 
 def _cuda() -> bool:
