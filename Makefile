@@ -21,6 +21,15 @@ UV ?=
 UV_VERSION ?= 0.13.8
 UV_TOOLS ?= .rlvr-cache/uv-tools
 
+# What outlives a clone lives under RLVR_CACHE: uv, the real model, the repo-real pack, the builder's project venvs,
+# Harbor's venv (all under a clone's .rlvr-cache) and the harnesses. A clone's .rlvr-cache is a link to
+# $(RLVR_CACHE)/shared, made by the first make in the clone, so that a fresh clone (CI's) finds them built; a clone
+# whose .rlvr-cache is a folder keeps its own. Each entry is keyed by what it was built from (pins, a build version,
+# a requirements hash), so clones of different commits can share it.
+RLVR_CACHE ?= $(HOME)/.cache/rlvr
+$(shell if [ -L .rlvr-cache ]; then mkdir -p "$$(readlink .rlvr-cache)"; \
+  elif [ ! -e .rlvr-cache ]; then mkdir -p "$(RLVR_CACHE)/shared" && ln -s "$(RLVR_CACHE)/shared" .rlvr-cache; fi)
+
 define RLVR_UV_SOURCES
 import ast, os, shlex, sys
 got = {}
@@ -174,7 +183,6 @@ test-integrations: setup agent-venv harness-node
 # mini-swe-agent with litellm, smolagents) share a venv that the sandbox mounts read-only; the npm CLIs (Claude
 # Code, Codex) an npm prefix that the sandbox mounts as the agent's directory. npm leaves Claude Code's postinstall
 # unrun (its launcher finds the platform binary by itself); Node 20 comes from Debian's nodejs when root.
-RLVR_CACHE ?= $(HOME)/.cache/rlvr
 HARNESSES ?= $(RLVR_CACHE)/harnesses
 AGENT_VENV ?= $(HARNESSES)/agent-venv
 AGENT_PY := $(AGENT_VENV)/bin/python
