@@ -174,6 +174,15 @@ def test_lease_keeps_files_between_runs_and_a_new_lease_is_fresh(pool: BwrapPool
         assert sb2.run(["sh", "-c", "ls -A /tmp"]).stdout == ""
 
 
+def test_a_lease_keeps_the_modes_its_jobs_set(pool: BwrapPool) -> None:
+    """chmod in one job is what the next job and the lease's reader see (a terminal task's permissions are
+    part of its final state)."""
+    with pool.lease({"a.sh": "echo hi\n", "key": "k"}) as sb:
+        assert sb.run(["sh", "-c", "chmod 700 a.sh && chmod 640 key && mkdir -m 750 d"]).exit_code == 0
+        r = sb.run(["sh", "-c", "stat -c '%n %a' a.sh key d && ./a.sh"])
+        assert r.stdout == "a.sh 700\nkey 640\nd 750\nhi\n", r.stdout + r.stderr
+
+
 def test_host_never_follows_a_planted_symlink(pool: BwrapPool, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("host data")

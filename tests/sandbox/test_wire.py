@@ -70,6 +70,30 @@ def test_copy_in_recreates_links_without_following(tmp_path: Path) -> None:
     assert os.access(dst / "run.sh", os.X_OK)
 
 
+def test_copies_keep_permission_bits_but_not_setuid_or_an_unreadable_owner(tmp_path: Path) -> None:
+    """A job's chmod survives the copy into the next job and back out: group and other bits stay as set,
+    setuid and sticky go, and the owner can always read and write (the pool reads the workspace back)."""
+    src = tmp_path / "src"
+    (src / "private").mkdir(parents=True)
+    modes = {"secret": 0o600, "shared": 0o664, "tool": 0o750, "locked": 0o000, "suid": 0o4755}
+    for name, mode in modes.items():
+        (src / name).write_text(name)
+        os.chmod(src / name, mode)
+    os.chmod(src / "private", 0o750)
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    copy_in(str(src), str(dst), os.getuid(), os.getgid())
+    parent = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        copy_out(str(dst), parent, "out", budget=1 << 20)
+    finally:
+        os.close(parent)
+    for root in (dst, tmp_path / "out"):
+        got = {name: (root / name).stat().st_mode & 0o7777 for name in modes}
+        assert got == {"secret": 0o600, "shared": 0o664, "tool": 0o750, "locked": 0o600, "suid": 0o755}
+        assert (root / "private").stat().st_mode & 0o7777 == 0o750
+
+
 def test_copy_out_budget_and_special_files(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

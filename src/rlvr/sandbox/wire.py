@@ -285,8 +285,25 @@ def prctl(option: int, value: int) -> None:
 
 
 # --------------------------------------------------------------------------------------- workspace copy
+def file_mode(mode: int) -> int:
+    """The permission bits a copied file keeps: its own, without setuid, setgid or sticky, and always readable
+    and writable by its owner (the job's user, and the pool that reads the workspace back)."""
+    return mode & 0o777 | 0o600
+
+
+def dir_mode(mode: int) -> int:
+    """The permission bits a copied directory keeps: its own, always open to its owner."""
+    return mode & 0o777 | 0o700
+
+
+def _mkdir(name: str, mode: int, dir_fd: int | None = None) -> None:
+    os.mkdir(name, 0o700, dir_fd=dir_fd)
+    os.chmod(name, dir_mode(mode), dir_fd=dir_fd)  # just made by this process: no link to follow
+
+
 def copy_in(src: str, dst: str, uid: int, gid: int) -> None:
-    """Trusted lease directory -> job tmpfs. Symlinks are recreated, never followed."""
+    """Trusted lease directory -> job tmpfs. Symlinks are recreated, never followed; permission bits are kept
+    (`file_mode`, `dir_mode`), so a workspace keeps its modes from one job to the next."""
     stack = [(src, dst)]
     while stack:
         s_dir, d_dir = stack.pop()
@@ -295,7 +312,7 @@ def copy_in(src: str, dst: str, uid: int, gid: int) -> None:
             if entry.is_symlink():
                 os.symlink(os.readlink(entry.path), target)
             elif entry.is_dir(follow_symlinks=False):
-                os.mkdir(target, 0o755)
+                _mkdir(target, entry.stat(follow_symlinks=False).st_mode)
                 stack.append((entry.path, target))
             elif entry.is_file(follow_symlinks=False):
                 _copy_file(entry.path, target, entry.stat(follow_symlinks=False).st_mode)
@@ -308,10 +325,10 @@ def _copy_file(src: str, dst: str, mode: int, src_dir_fd: int | None = None, dst
                budget: int | None = None) -> int:
     fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=src_dir_fd)
     try:
-        fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700 & mode | 0o644,
-                       dir_fd=dst_dir_fd)
+        fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dst_dir_fd)
         total = 0
         try:
+            os.fchmod(fout, file_mode(mode))  # not the umask's: a job's chmod 600 or 640 stays what it was
             while True:
                 want = 1 << 20 if budget is None else min(1 << 20, budget - total)
                 if want <= 0:
@@ -374,9 +391,9 @@ def _walk(root_fd: int, visit: Callable[[os.DirEntry, int, Any], Any],
 def copy_out(src: str, parent_fd: int, name: str, budget: int) -> tuple[bool, int]:
     """Job tmpfs (untrusted, but no job process is alive) -> `name` under parent_fd.
 
-    Regular files, directories and symlinks are copied (links recreated, never followed); FIFOs, sockets
-    and devices are dropped. Returns (complete, largest file size); complete is False when the byte budget
-    ran out or the tree was deeper than MAX_DEPTH.
+    Regular files, directories and symlinks are copied (links recreated, never followed, permission bits kept
+    as `file_mode` and `dir_mode` say); FIFOs, sockets and devices are dropped. Returns (complete, largest
+    file size); complete is False when the byte budget ran out or the tree was deeper than MAX_DEPTH.
     """
     os.mkdir(name, 0o755, dir_fd=parent_fd)
     dst_root = os.open(name, _DIR, dir_fd=parent_fd)
@@ -392,7 +409,7 @@ def copy_out(src: str, parent_fd: int, name: str, budget: int) -> tuple[bool, in
         if entry.is_symlink():
             os.symlink(os.readlink(entry.name, dir_fd=src_dir), entry.name, dir_fd=d_fd)
         elif entry.is_dir(follow_symlinks=False):
-            os.mkdir(entry.name, 0o755, dir_fd=d_fd)
+            _mkdir(entry.name, entry.stat(follow_symlinks=False).st_mode, dir_fd=d_fd)
             return os.open(entry.name, _DIR, dir_fd=d_fd)
         elif entry.is_file(follow_symlinks=False):
             st = entry.stat(follow_symlinks=False)
