@@ -13,6 +13,7 @@ from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import FORMAT_HINT, parse_text
 from rlvr.envs.tools import ToolContext, call_tool, tools_for
 from rlvr.errors import InfraError, UserError
+from rlvr.sandbox import tree
 from rlvr.sandbox.base import Sandbox, SandboxPool, environment_of
 from rlvr.sandbox.limits import for_task
 from rlvr.sandbox.requirements import pool_for
@@ -119,6 +120,12 @@ class Env:
         except Exception as exc:  # a pool that cannot lease is an infra fault, retried upstream
             raise InfraError(f"cannot lease a sandbox: {type(exc).__name__}: {exc}") from exc
         self._lease = lease
+        if tree.has_tree(self.task.workspace):  # a tree task: the agent sees the tree, not its archive
+            try:
+                tree.restore(self.sandbox)
+            except BaseException:
+                self.close()
+                raise
         self.reset_count += 1
         node = getattr(self.sandbox, "node", None)
         if isinstance(node, str):
@@ -215,13 +222,16 @@ class Env:
 
     # -------------------------------------------------------------------------------------------- the end
     def final_state(self) -> FinalState:
-        """What the verifier judges: the workspace files (read from the sandbox) and the answer."""
+        """What the verifier judges: the workspace files (read from the sandbox; a tree task's packed whole,
+        `rlvr.sandbox.tree`) and the answer."""
         assert self.task is not None
         if self.sandbox is None:
             return FinalState(files=dict(self.task.workspace), answer=self.answer)
+        packed = tree.has_tree(self.task.workspace)
         for attempt in range(self.infra_retries + 1):
             try:
-                return FinalState(files=self.sandbox.read_files(None), answer=self.answer)
+                files = tree.capture(self.sandbox) if packed else self.sandbox.read_files(None)
+                return FinalState(files=files, answer=self.answer)
             except Exception as exc:  # a dead sandbox may fail in any way here: an infra fault
                 if attempt == self.infra_retries:
                     raise InfraError(f"cannot read the final workspace: {exc}") from exc

@@ -205,7 +205,25 @@ def visible_tests(task: Task) -> list[str]:
                   or fnmatch.fnmatch(p.rsplit("/", 1)[-1], "*_test.py"))
 
 
+def test_command(task: Task) -> list[str] | None:
+    """The task's own test command (its settings' `test_command`), when its visible tests are not pytest's."""
+    from rlvr.tasks.settings import known_settings  # typed `[verifier]`, checked when the task loaded
+
+    settings = known_settings(task)
+    return settings.test_command() if settings is not None else None
+
+
+def has_tests(task: Task) -> bool:
+    """Whether `run_tests` has anything to run for `task`."""
+    return test_command(task) is not None or bool(visible_tests(task))
+
+
 def run_tests(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    own = test_command(ctx.task)
+    if own is not None:
+        res = _exec(ctx, own)
+        return ToolOutput(f"$ {shlex.join(own)}\n" + _report(res, ctx.max_output_chars),
+                          exec_status=res.status.value)
     tests = visible_tests(ctx.task)
     if not tests:
         return ToolOutput("no visible tests in this workspace")

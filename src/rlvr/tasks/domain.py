@@ -40,6 +40,11 @@ class VerifierSettings(BaseModel):
         """The workspace tests the env's `run_tests` tool runs (None: every test_*.py / *_test.py file)."""
         return None
 
+    def test_command(self) -> list[str] | None:
+        """The command the env's `run_tests` tool runs when the task's visible tests are not pytest's (a C
+        task's `make test`); None: pytest over `workspace_tests()`."""
+        return None
+
 
 class NoConfig(BaseModel):
     """Settings model of a domain that takes no settings."""

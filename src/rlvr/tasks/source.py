@@ -80,6 +80,13 @@ class TaskSource(ABC):
             return FinalState(answer=task.answer if isinstance(task.answer, str) else str(task.answer))
         return None
 
+    def gold_commands(self, task: Task) -> list[str] | None:
+        """Commands (one bash command line each, run in the workspace) that take `task`'s initial workspace to
+        its gold final state, for a gold trajectory played at a terminal: the way to a state with modes, links
+        or a git history, which writing files cannot reach (`rlvr.sandbox.tree`). None: write the gold
+        state's files."""
+        return None
+
     def negatives(self, task: Task) -> dict[str, FinalState]:
         """Negative controls that must score 0: named final states. Domains add their own (a wrong answer of
         the right type, the right answer buried among wrong ones)."""

@@ -32,6 +32,7 @@ from rlvr.rollout.gateway.core import Gateway
 from rlvr.rollout.gateway.presets import resolve
 from rlvr.rollout.gateway.server import serve_unix
 from rlvr.rollout.policy import SamplingParams
+from rlvr.sandbox import tree
 from rlvr.sandbox.base import environment_of
 from rlvr.sandbox.result import ExecLimits, ExecStatus
 from rlvr.tasks.spec import FinalState, Task
@@ -188,6 +189,9 @@ class AgentRollouts:
                                             "processes": self.cfg.processes})
         try:
             with self.pool.lease(dict(task.workspace), mounts=mounts, **environment_of(task)) as sb:
+                packed = tree.has_tree(task.workspace)
+                if packed:  # a tree task: the agent sees the tree, not its archive
+                    tree.restore(sb)
                 rel = next(r for r, target in sb.mounts if target == EPISODE_DIR)
                 _readable(sb.dir / next(r for r, target in sb.mounts if target == AGENT_DIR))
                 with serve_unix(self.gateway, str(sb.dir / rel / "gateway.sock"), only=session.key):
@@ -195,7 +199,7 @@ class AgentRollouts:
                     res = sb.run(["python", f"{EPISODE_DIR}/launch.py", EPISODE_DIR, AGENT_DIR],
                                  limits=limits)
                     ep.timings["tools"] = time.perf_counter() - t0
-                files = sb.read_files(None)
+                files = tree.capture(sb) if packed else sb.read_files(None)
         finally:
             self.gateway.close_session(session.key)
         session.fill(ep)

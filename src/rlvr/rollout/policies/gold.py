@@ -26,10 +26,11 @@ from typing import Any
 
 from rlvr.envs.messages import Message
 from rlvr.envs.parse import CLOSE, OPEN
-from rlvr.envs.tools import visible_tests
+from rlvr.envs.tools import has_tests, tools_for
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.policy import Completion, SamplingParams
+from rlvr.sandbox.tree import TREE
 from rlvr.tasks import registry
 from rlvr.tasks.source import ListSource, TaskSource
 from rlvr.tasks.spec import FinalState, Task
@@ -63,6 +64,9 @@ class GoldPlan:
     gold: FinalState
     prefix: list[Message] = field(default_factory=list)
     """Assistant turns replayed first, as they were (a recovery sample's failed start)."""
+    commands: list[str] | None = None
+    """Commands that reach the reference state at a terminal (`TaskSource.gold_commands`), run instead of
+    writing its files: a state with modes, links or a git history that files cannot write."""
 
     @property
     def changed(self) -> dict[str, str]:
@@ -95,15 +99,23 @@ class GoldPlan:
         return turns
 
     def _stage(self, stage: str, conversation: Sequence[Message]) -> str:
-        tests = bool(visible_tests(self.task))
+        tests = has_tests(self.task)
         if stage == "look":
             calls = [tool_call_text("list_files")]
             calls += [tool_call_text("read_file", {"path": p}) for p in self.changed
-                      if p in self.task.workspace]
+                      if p in self.task.workspace and p != TREE]
             if tests:
                 calls.append(tool_call_text("run_tests"))
             return "I'll look at the workspace" + (" and run the tests" if tests
                                                    else "") + " first.\n" + "\n".join(calls)
+        if stage == "write" and self.commands is not None:
+            terminal = "bash" if "bash" in tools_for(self.task) else "run"
+            calls = [tool_call_text(terminal, {"command": c}) for c in self.commands]
+            if tests:
+                calls.append(tool_call_text("run_tests"))
+            lead = ("That did not work. I'll do it again, step by step." if self.prefix
+                    else "I'll do it at the terminal.")
+            return lead + "\n" + "\n".join(calls)
         if stage == "write":
             writes = [tool_call_text("write_file", {"path": p, "content": c}) for p,
                       c in self.changed.items()]
@@ -137,11 +149,18 @@ class GoldPlan:
 
 def plan_for(task: Task, source: TaskSource | None = None) -> GoldPlan:
     """The gold plan of `task`; a task without a reference solution is a UserError naming its domain."""
+    source = source or (registry.make(task.domain) if registry.is_registered(task.domain)
+                        else ListSource([task]))
     gold = gold_state(task, source)
     if gold is None or (not gold.files and gold.answer is None):
         raise UserError(f"domain {task.domain!r} has no reference solutions (task {task.key})", field="tasks",
                         fix="gold trajectories need a domain whose tasks have references (its source's gold)")
-    return GoldPlan(task, gold)
+    commands = source.gold_commands(task)
+    if commands is None and TREE in gold.files:
+        raise UserError(f"task {task.key} keeps a workspace tree, which files cannot write, and its domain "
+                        f"gives no gold commands", field="tasks",
+                        fix="give the domain's source a gold_commands() for its tree tasks")
+    return GoldPlan(task, gold, commands=commands)
 
 
 def recovery_plan(episode: Episode, task: Task, source: TaskSource | None = None) -> GoldPlan | None:
