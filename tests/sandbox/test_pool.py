@@ -183,6 +183,17 @@ def test_a_lease_keeps_the_modes_its_jobs_set(pool: BwrapPool) -> None:
         assert r.stdout == "a.sh 700\nkey 640\nd 750\nhi\n", r.stdout + r.stderr
 
 
+def test_make_in_the_next_job_sees_what_changed(pool: BwrapPool) -> None:
+    """A build in one job and an edit in the next: make rebuilds what the edit touched, and only that."""
+    makefile = "out.txt: in.txt\n\tcp in.txt out.txt\n\techo built\n"
+    with pool.lease({"Makefile": makefile, "in.txt": "one\n"}) as sb:
+        assert "built" in sb.run(["make"]).stdout
+        assert "up to date" in sb.run(["make"]).stdout
+        sb.write_files({"in.txt": "two\n"})
+        assert "built" in sb.run(["make"]).stdout
+        assert sb.read_files(["out.txt"]) == {"out.txt": "two\n"}
+
+
 def test_host_never_follows_a_planted_symlink(pool: BwrapPool, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("host data")

@@ -94,6 +94,26 @@ def test_copies_keep_permission_bits_but_not_setuid_or_an_unreadable_owner(tmp_p
         assert (root / "private").stat().st_mode & 0o7777 == 0o750
 
 
+def test_copies_keep_modification_times(tmp_path: Path) -> None:
+    """`make` in one job must see which file the last job wrote last: times survive both copies."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, mtime in (("old.c", 1_000_000_000), ("new.o", 1_700_000_000)):
+        (src / name).write_text(name)
+        os.utime(src / name, ns=(mtime * 10**9 + 123, mtime * 10**9 + 456))
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    copy_in(str(src), str(dst), os.getuid(), os.getgid())
+    parent = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        copy_out(str(dst), parent, "out", budget=1 << 20)
+    finally:
+        os.close(parent)
+    for root in (dst, tmp_path / "out"):
+        assert (root / "old.c").stat().st_mtime_ns == 1_000_000_000 * 10**9 + 456
+        assert (root / "new.o").stat().st_mtime_ns == 1_700_000_000 * 10**9 + 456
+
+
 def test_copy_out_budget_and_special_files(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

@@ -315,20 +315,22 @@ def copy_in(src: str, dst: str, uid: int, gid: int) -> None:
                 _mkdir(target, entry.stat(follow_symlinks=False).st_mode)
                 stack.append((entry.path, target))
             elif entry.is_file(follow_symlinks=False):
-                _copy_file(entry.path, target, entry.stat(follow_symlinks=False).st_mode)
+                _copy_file(entry.path, target, entry.stat(follow_symlinks=False))
             else:
                 continue
             os.chown(target, uid, gid, follow_symlinks=False)
 
 
-def _copy_file(src: str, dst: str, mode: int, src_dir_fd: int | None = None, dst_dir_fd: int | None = None,
-               budget: int | None = None) -> int:
+def _copy_file(src: str, dst: str, st: os.stat_result, src_dir_fd: int | None = None,
+               dst_dir_fd: int | None = None, budget: int | None = None) -> int:
+    """Copy one regular file with its permission bits (`file_mode`) and its access and modification times, so
+    that `make` in the next job sees which file is newer exactly as the last job left them."""
     fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=src_dir_fd)
     try:
         fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dst_dir_fd)
         total = 0
         try:
-            os.fchmod(fout, file_mode(mode))  # not the umask's: a job's chmod 600 or 640 stays what it was
+            os.fchmod(fout, file_mode(st.st_mode))  # not the umask's: a job's chmod 600 or 640 stays
             while True:
                 want = 1 << 20 if budget is None else min(1 << 20, budget - total)
                 if want <= 0:
@@ -337,6 +339,7 @@ def _copy_file(src: str, dst: str, mode: int, src_dir_fd: int | None = None, dst
                 if n == 0:
                     break
                 total += n
+            os.utime(fout, ns=(st.st_atime_ns, st.st_mtime_ns))
         finally:
             os.close(fout)
         return total
@@ -414,7 +417,7 @@ def copy_out(src: str, parent_fd: int, name: str, budget: int) -> tuple[bool, in
         elif entry.is_file(follow_symlinks=False):
             st = entry.stat(follow_symlinks=False)
             largest = max(largest, st.st_size)
-            left -= _copy_file(entry.name, entry.name, st.st_mode, src_dir_fd=src_dir, dst_dir_fd=d_fd,
+            left -= _copy_file(entry.name, entry.name, st, src_dir_fd=src_dir, dst_dir_fd=d_fd,
                                budget=max(left, 0))
             if left <= 0 and st.st_size > 0:
                 out_of_budget = True
