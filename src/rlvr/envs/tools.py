@@ -133,7 +133,8 @@ def _safe_path(path: str) -> str:
 def list_files(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     pattern = _str_arg(args, "pattern", "*")
     # `find` in the sandbox rather than reading the workspace back: a listing never costs the files' size
-    res = _exec(ctx, ["find", ".", "-type", "f", "-not", "-path", "*/__pycache__/*"])
+    res = _exec(ctx, ["find", ".", "-type", "f", "-not", "-path", "*/__pycache__/*", "-not", "-path",
+                      "./.git/*"])
     found = (line[2:] for line in res.stdout.splitlines() if line.startswith("./"))
     names = sorted(p for p in found if fnmatch.fnmatch(p, pattern))
     return ToolOutput(cap("\n".join(names) or "(no files)", ctx.max_output_chars))
