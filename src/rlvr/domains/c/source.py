@@ -8,7 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rlvr.domains.c.families import Case, Family, registry
+from rlvr.domains.c.families import registry
+from rlvr.domains.c.families.base import Case, Family
 from rlvr.domains.c.harness import makefile, visible_tests
 from rlvr.domains.c.settings import CASES_FILE, CConfig
 from rlvr.domains.tiered import DIFFICULTY, TieredSource

@@ -16,7 +16,8 @@ import random
 import time
 
 from rlvr.domains.c import integrity
-from rlvr.domains.c.families import Case, registry
+from rlvr.domains.c.families import registry
+from rlvr.domains.c.families.base import Case
 from rlvr.domains.c.harness import HARNESS, LEAK_EXIT, MARK, SUPERVISOR, hidden_harness, supervisor_source
 from rlvr.domains.c.settings import CSettings
 from rlvr.domains.c.source import cases_of
@@ -97,6 +98,8 @@ class CVerifier:
                                      seed=seed, timings=timings)
             check = Check(name="build", score=0.0,
                           detail=f"the verification ended early ({res.status.value})")
+            seen = integrity.Evidence(seen=f"{res.status.value}, signal {res.signal}")
+            flags.append(integrity.flag("sabotage", "the supervisor was stopped before it reported", [seen]))
             return Verdict.from_checks([check], flags, seed=seed, timings=timings)
         return self._judge(payload, cases, flags, seed, timings)
 

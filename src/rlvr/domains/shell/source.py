@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from rlvr.domains.shell.families import Family, as_files, registry
+from rlvr.domains.shell.families import registry
+from rlvr.domains.shell.families.base import Family, as_files
 from rlvr.domains.tiered import DIFFICULTY, TieredConfig, TieredSource, known_names
 from rlvr.tasks.domain import VerifierSettings
 from rlvr.tasks.spec import FinalState, Task, TaskLimits

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import time
 
-from rlvr.domains.shell.families import Judging, check, of_files
+from rlvr.domains.shell.families.base import Judging, check, of_files
 from rlvr.domains.shell.source import ShellSettings, family_of
 from rlvr.errors import InfraError
 from rlvr.sandbox.limits import for_task

@@ -6,7 +6,7 @@ import random
 from collections import deque
 from typing import Any
 
-from rlvr.domains.c.families import Case, Family, c_str
+from rlvr.domains.c.families.base import Case, Family, c_str
 
 
 class PriorityQueue(Family):

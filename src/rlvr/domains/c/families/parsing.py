@@ -6,7 +6,7 @@ import random
 import re
 from typing import Any
 
-from rlvr.domains.c.families import Case, Family, c_char, c_str, shown
+from rlvr.domains.c.families.base import Case, Family, c_char, c_str, shown
 from rlvr.domains.c.families.strings import WORDS
 
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1

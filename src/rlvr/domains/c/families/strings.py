@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rlvr.domains.c.families import Case, Family, c_char, c_str, shown
+from rlvr.domains.c.families.base import Case, Family, c_char, c_str, shown
 
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "red", "green", "blue", "x", "io", "tree", "log", "kv",
          "node", "edge", "zeta", "lambda", "pi", "cache", "disk")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rlvr.domains.c.families import Case, Family, c_char, c_str
+from rlvr.domains.c.families.base import Case, Family, c_char, c_str
 from rlvr.domains.c.families.strings import WORDS
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from rlvr.domains.c.families import Case, c_str
+from rlvr.domains.c.families.base import Case, c_str
 
 SUPERVISOR = "judge/supervisor.py"
 """Where the supervisor lies in the verification sandbox."""
@@ -155,7 +155,7 @@ def makefile(module: str) -> str:
     return MAKEFILE.format(module=module)
 
 
-def test_rule(text: str) -> str | None:
+def makefile_test_rule(text: str) -> str | None:
     """The `test` rule of a Makefile (its line and recipe), or None when it has none: the part the candidate
     must not change."""
     lines = text.splitlines()

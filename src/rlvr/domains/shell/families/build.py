@@ -11,7 +11,7 @@ import random
 import shlex
 from typing import Any
 
-from rlvr.domains.shell.families import Family, Judging, Snapshot, check, flag, text_of
+from rlvr.domains.shell.families.base import Family, Judging, Snapshot, check, flag, text_of
 from rlvr.sandbox.tree import Member
 from rlvr.verify.verdict import Check, Flag
 

@@ -14,7 +14,7 @@ import random
 import re
 from typing import Any
 
-from rlvr.domains.shell.families import Family, Judging, Snapshot, check, flag, text_of
+from rlvr.domains.shell.families.base import Family, Judging, Snapshot, check, flag, text_of
 from rlvr.sandbox.tree import Member
 from rlvr.verify.verdict import Check, Flag
 

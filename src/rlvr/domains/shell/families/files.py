@@ -7,7 +7,7 @@ import random
 import re
 from typing import Any
 
-from rlvr.domains.shell.families import Family, Judging, Snapshot, check, flag
+from rlvr.domains.shell.families.base import Family, Judging, Snapshot, check, flag
 from rlvr.sandbox.tree import Member
 from rlvr.verify.verdict import Check, Flag
 

@@ -1,8 +1,8 @@
 """Git surgery: squash work in progress, move commits to a branch, cherry-pick a fix, revert a commit, remove
 a secret from history, tag a release. Each repository is written in Python (`rlvr.domains.shell.gitrepo`) and
-judged by what git itself reports of the final one (`rlvr.domains.shell.gitfacts`), compared with hashes the
-model computes: a commit that must stay must keep its hash, a tree must hold exactly the content asked for,
-and a work tree must be clean.
+judged by what git itself reports of the final one (`gitfacts`), compared with hashes the model computes: a
+commit that must stay must keep its hash, a tree must hold exactly the content asked for, and a work tree
+must be clean.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.domains.shell.families import Family, Judging, Snapshot, check, flag
-from rlvr.domains.shell.gitfacts import WORDS, Facts, build, facts, history, state, worktree_clean
+from rlvr.domains.shell.families.base import Family, Judging, Snapshot, check, flag
+from rlvr.domains.shell.families.gitfacts import WORDS, Facts, build, facts, history, state, worktree_clean
 from rlvr.domains.shell.gitrepo import Repo, tree_id
 from rlvr.verify.verdict import Check, Flag
 

@@ -6,7 +6,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from rlvr.domains.shell.families import Family, Judging, Snapshot, check, flag, same_output, text_of
+from rlvr.domains.shell.families.base import Family, Judging, Snapshot, check, flag, same_output, text_of
 from rlvr.sandbox.tree import Member
 from rlvr.verify.verdict import Check, Flag
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from rlvr.domains.shell.families import Judging, Snapshot, check
+from rlvr.domains.shell.families.base import Judging, Snapshot, check
 from rlvr.domains.shell.gitrepo import Repo, blob_id
 from rlvr.verify.verdict import Check
 
