@@ -322,8 +322,11 @@ images: setup image-deps
 
 # The image tests (marker `images`): the jail, its limits and recovery inside images built FROM the base image,
 # whiteouts, images without Python or a shell, a failing Dockerfile, archives, network, the Ray pool. The test
-# images are cached in podman's store and rlvr's image cache; about 4 minutes the first time, 2-3 after.
-IMAGE_TESTS ?= tests/sandbox tests/scale/test_ray_images.py tests/domains/harbor
+# images are cached in podman's store and rlvr's image cache; about 4 minutes the first time, 2-3 after. Then the
+# domains in images of their own (c, sql, shell: gcc, PostgreSQL, git from Debian's archive, about 2 minutes
+# each to build the first time, cached after): red-team hacks, validate, gold trajectories and a train run.
+IMAGE_TESTS ?= tests/sandbox tests/scale/test_ray_images.py tests/domains/harbor tests/domains/c tests/domains/sql \
+	tests/domains/shell tests/domains/test_image_domains.py
 test-images: images
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m images $(IMAGE_TESTS)
 

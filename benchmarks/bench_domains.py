@@ -1,13 +1,21 @@
-"""Verification cost of the answer and artefact domains beside a naive verifier of the same answers, same run.
+"""Verification cost of the answer and artefact domains beside a naive verifier of the same answers, same run;
+and the cost of the domains that run in their own images (c, sql, shell).
 
-For each domain, the gold final states of a fixed sample of tasks are verified by rlvr's verifier and by a
-baseline that a naive reward function would use:
+For each answer domain, the gold final states of a fixed sample of tasks are verified by rlvr's verifier and
+by a baseline that a naive reward function would use:
 
 - math, reasoning-gym: exact string comparison of the `<answer>` text (no equivalence, no leniency audit);
 - config, rules, extraction: `json.loads` of the answer and `==` with the reference document;
 - mesh: running the gold script in the same sandbox pool without any checks (the candidate's own cost).
 
-Run alone: `.venv/bin/python benchmarks/bench_domains.py [--tasks 20] [--json]`.
+For each image domain and tier (`bench_images_domains`): one verification of each gold final state, p50 and
+p99, beside the candidate's own visible check in the same image (c: `make test`, the visible tests under the
+sanitizers; sql: `psql -f` of the reference, a server started and seeded; shell: unpacking its tree); the wall
+time of a gold episode played at a terminal by the scripted gold policy; and a PostgreSQL server started from
+the image's template cluster (how every sql job starts one) beside a fresh `initdb` and start, in one job.
+It needs the images (`make images`); without podman it says so in a line and measures the rest.
+
+Run alone: `.venv/bin/python benchmarks/bench_domains.py [--tasks 20] [--per-tier 6] [--json]`.
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _image_domains import bench_images_domains, print_images
 from rich.progress import track
 
 from rlvr.sandbox import make_pool
@@ -79,6 +88,7 @@ def _mesh_baseline(pool: Any) -> Callable[[Task, FinalState], Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20, help="tasks per answer domain")
+    parser.add_argument("--per-tier", type=int, default=6, help="tasks per tier of each image domain")
     parser.add_argument("--json", action="store_true", help="print one JSON list")
     args = parser.parse_args()
     rows = []
@@ -93,9 +103,11 @@ def main() -> None:
     with make_pool(workers=1) as pool:
         rows.append(bench("mesh", max(2, args.tasks // 10), _mesh_baseline(pool), VerifyContext(pool=pool),
                           reps=1))
+    images = bench_images_domains(args.per_tier, quiet=args.json)
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps(rows + images))
         return
+    print_images(images)
     print(f"{'domain':22} {'tasks':>5} {'rlvr ms':>10} {'baseline ms':>12} {'ratio':>8}")
     for r in rows:
         print(f"{r['domain']:22} {r['tasks']:>5} {r['rlvr_ms']:>10.2f} {r['baseline_ms']:>12.4f} "

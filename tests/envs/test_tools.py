@@ -164,3 +164,31 @@ def test_a_domains_own_tools_are_offered_to_its_tasks_only_and_never_shadow_a_bu
     finally:
         registry.unregister("test-tools")
         registry.unregister("test-shadow")
+
+
+def test_run_tests_runs_a_domains_own_test_command(pool) -> None:
+    """A domain whose visible tests are not pytest's names its command (a C task's `make test`)."""
+    from rlvr.tasks import registry
+    from rlvr.tasks.domain import Domain, VerifierKind, VerifierSettings
+    from rlvr.tasks.source import ListSource
+
+    class Own(VerifierSettings):
+        def test_command(self) -> list[str] | None:
+            return ["sh", "-c", "echo own tests ran; exit 3"]
+
+    registry.register(Domain("tools-own-tests", lambda cfg: ListSource([]),
+                             verifiers={"tools-own-tests": VerifierKind(lambda ctx: None, Own)}))
+    try:
+        task = Task(id="t", domain="tools-own-tests", prompt="x", workspace=WORKSPACE)
+        with pool.lease(WORKSPACE) as sb:
+            out = call_tool("run_tests", ToolContext(sb, task, ExecLimits(timeout_s=10)), {})
+    finally:
+        registry.unregister("tools-own-tests")
+    assert out.content.startswith("$ sh -c 'echo own tests ran; exit 3'") and "own tests ran" in out.content
+    assert out.exec_status == "exit_nonzero" and "pytest" not in out.content
+
+
+def test_list_files_leaves_a_repository_out(ctx) -> None:
+    ctx.sandbox.run(["sh", "-c", "mkdir -p .git/objects && echo x > .git/HEAD && echo y > .gitignore"])
+    assert call_tool("list_files", ctx, {}).content.split() == [".gitignore", "pkg/data.txt", "sol.py",
+                                                               "test_sol.py"]

@@ -176,3 +176,22 @@ def test_gold_turns_are_deterministic(pool) -> None:
     first = turns()
     assert len(first) == 2 and all(first)  # both trajectories passed: the comparison is of real turns
     assert first == turns()
+
+
+def test_a_state_files_cannot_write_is_reached_by_the_domains_gold_commands() -> None:
+    """A shell task's gold (a packed tree with modes or a git history) is played as terminal commands; a tree
+    task whose domain gives none is refused in one line."""
+    from rlvr.domains.shell.families import registry as families
+    from rlvr.errors import UserError
+    from rlvr.sandbox.tree import TREE
+    from rlvr.tasks.source import ListSource
+
+    task = registry.make("shell", families=("git_squash",), tier="medium").get(0)
+    plan = plan_for(task)
+    assert plan.commands == families()["git_squash"].solve(task.verifier["params"])
+    conversation = [Message(role="user", content=task.prompt), Message(role="assistant", content="look")]
+    write = plan.next_turn(conversation)
+    assert write.count('"name": "bash"') == len(plan.commands) and "write_file" not in write
+    bare = task.model_copy(update={"solution": {TREE: task.workspace[TREE]}})
+    with pytest.raises(UserError, match="gold commands"):
+        plan_for(bare, ListSource([bare]))
