@@ -109,3 +109,17 @@ def test_the_harness_runs_one_case_per_process_and_counts_leaks() -> None:
 def test_c_literals_escape_what_c_needs() -> None:
     assert c_str('a"b\\c\n\t') == '"a\\"b\\\\c\\n\\t"' and c_str(None) == "NULL"
     assert c_char("\\") == "'\\\\'" and c_char("'") == "'\\''" and c_char("/") == "'/'"
+
+
+def test_a_bad_task_file_is_one_line_and_exit_2(cli, tmp_path) -> None:
+    task = tmp_path / "t1"
+    task.mkdir()
+    (task / "prompt.md").write_text("x")
+    (task / "task.toml").write_text('id = "t1"\ndomain = "c"\n[verifier]\nkind = "c"\nfamily = "hashmap"\n'
+                                     'module = "hmap"\n')
+    res = cli(["tasks", "show", str(task)])
+    assert res.code == 2 and res.stderr.count("\n") == 1
+    assert "task.toml [verifier.family]: unknown family 'hashmap'; did you mean 'hash_map'?" in res.stderr
+    (task / "task.toml").write_text(str((task / "task.toml").read_text()).replace("hashmap", "hash_map"))
+    res = cli(["tasks", "show", str(task)])
+    assert res.code == 2 and "hidden/cases.json" in res.stderr and "task.toml" in res.stderr

@@ -57,11 +57,12 @@ class CSettings(VerifierSettings):
 
     def check(self, task: Task) -> None:
         if CASES_FILE not in task.hidden:
-            raise UserError(f"a c task needs its hidden cases in hidden/{CASES_FILE}", field="hidden",
-                            fix="rebuild the task with `rlvr tasks sample c`")
+            raise UserError(f"a c task needs its hidden cases in hidden/{CASES_FILE}",
+                            file=task.source or task.key, field="hidden",
+                            fix="export the task again from the c domain (its cases are drawn with it)")
         if f"include/{self.module}.h" not in task.workspace:
             raise UserError(f"a c task needs include/{self.module}.h in its workspace",
-                            field="verifier.module",
+                            file=task.source or task.key, field="verifier.module",
                             fix="name the module whose header the workspace holds")
 
     def test_command(self) -> list[str] | None:
