@@ -101,7 +101,8 @@ def test_the_harness_runs_one_case_per_process_and_counts_leaks() -> None:
     p = fam.params(random.Random(1))
     cases = fam.cases(p, random.Random(2), 3)
     hidden = hidden_harness("words", cases)
-    assert hidden.count("case ") >= 3 and "__sanitizer_get_current_allocated_bytes" in hidden
+    assert len(hidden) == 3 and "__sanitizer_get_current_allocated_bytes" in hidden["judge/harness.c"]
+    assert sum(unit.count("void rlvr_case_") for unit in hidden.values()) == 3 + 3  # declared and defined
     visible = visible_tests("words", cases)
     assert visible.count("check(") == 4 and "main(void)" in visible  # three checks and the definition
 

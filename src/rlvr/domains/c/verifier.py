@@ -18,7 +18,7 @@ import time
 from rlvr.domains.c import integrity
 from rlvr.domains.c.families import registry
 from rlvr.domains.c.families.base import Case
-from rlvr.domains.c.harness import HARNESS, LEAK_EXIT, MARK, SUPERVISOR, hidden_harness, supervisor_source
+from rlvr.domains.c.harness import LEAK_EXIT, MARK, SUPERVISOR, hidden_harness, supervisor_source
 from rlvr.domains.c.settings import CSettings
 from rlvr.domains.c.source import cases_of
 from rlvr.sandbox.limits import for_task
@@ -74,9 +74,10 @@ class CVerifier:
             missing = Check(name="build", score=0.0, detail="no source under src/")
             return Verdict.from_checks([missing], flags, seed=seed, timings=timings)
         header = task.workspace[f"include/{s.module}.h"]  # the pristine one: the harness never sees another
-        judge = {HARNESS: hidden_harness(s.module, cases), f"judge/{s.module}.h": header,
-                 SUPERVISOR: supervisor_source()}
-        config = {"sources": sorted(p for p in files if p.endswith(".c")), "cases": len(cases),
+        harness = hidden_harness(s.module, cases)
+        judge = {**harness, f"judge/{s.module}.h": header, SUPERVISOR: supervisor_source()}
+        config = {"sources": sorted(p for p in files if p.endswith(".c")), "harness": sorted(harness),
+                  "cases": len(cases),
                   "case_timeout_s": s.case_timeout_s, "compile_timeout_s": s.compile_timeout_s,
                   "judge_files": sorted(judge)}
         key = new_key()
@@ -87,6 +88,7 @@ class CVerifier:
         res = pool.run(["python", SUPERVISOR], files={**files, **judge}, stdin=json.dumps(config) + "\n" + key
                        + "\n", limits=limits)
         timings["sandbox"] = time.perf_counter() - t1
+        timings["sandbox_cpu"] = res.cpu_s  # what the verification costs, whatever else the machine runs
         if res.status == ExecStatus.infra_error:
             return Verdict.infra(f"the c sandbox failed: {res.error}", seed=seed, timings=timings)
         payload, forged = authenticate(res.stdout, MARK, key)
@@ -117,6 +119,7 @@ class CVerifier:
                                                           f"{log.strip()[-400:]}")
             return Verdict.from_checks([check], flags, seed=seed, timings=timings,
                                        details={"build_log": log[-2000:]})
+        timings.update({f"supervisor_{k}": v for k, v in (build.get("times") or {}).items()})
         ran = payload.get("cases") or []
         flags += integrity.case_flags(ran)
         checks = []

@@ -43,5 +43,4 @@ class ShellVerifier:
             j.close()
         ok = bool(checks) and all(c.passed for c in checks)
         return Verdict(score=1.0 if ok else 0.0, passed=ok and not flags, checks=checks, flags=flags,
-                       seed=seed,
-                       timings={"total": time.perf_counter() - t0})
+                       seed=seed, timings={"total": time.perf_counter() - t0, "sandbox_cpu": j.cpu_s})

@@ -120,9 +120,10 @@ class SqlVerifier:
         key = new_key()
         pool = self.ctx.pool or default_pool()
         limits = for_task(pool, task, timeout_s=30 + len(datasets) * 2 * s.timeout_ms / 1000, memory_mb=768)
-        res = pool.run(["python", JUDGE], files={JUDGE: judge_source()},
+        # the image's own Python, which has psycopg2 (whatever interpreter `python` names where rlvr runs)
+        res = pool.run(["python3", JUDGE], files={JUDGE: judge_source()},
                        stdin=json.dumps(config) + "\n" + key + "\n", limits=limits)
-        timings = {"sandbox": time.perf_counter() - t0}
+        timings = {"sandbox": time.perf_counter() - t0, "sandbox_cpu": res.cpu_s}
         if res.status == ExecStatus.infra_error:
             return Verdict.infra(f"the sql sandbox failed: {res.error}", seed=seed, timings=timings)
         payload, forged = authenticate(res.stdout, MARK, key)

@@ -98,7 +98,7 @@ class PriorityQueue(Family):
         pushes = [(first, 1), (first - 15 * sign, 2)]
         ops: list[tuple[str, int, int]] = [("push", pr, i) for pr, i in pushes]
         ids = 3
-        for _ in range(rng.randint(6, 40)):
+        for _ in range(rng.randint(6, 28)):
             if rng.random() < 0.6:
                 ops.append(("push", rng.randint(0, 20), ids))
                 ids += 1

@@ -236,7 +236,7 @@ class HashMap(Family):
         code, expect = "    struct hmap *m = hm_new();\n", ""
         gone = rng.choice(pool)  # put, deleted, then looked up: deleting must really delete
         ops = [("put", gone), ("del", gone), ("get", gone)]
-        for _ in range(rng.randint(10, 60)):
+        for _ in range(rng.randint(8, 40)):
             ops.append((rng.choice(["put", "put", "get", "del"]), rng.choice(pool)))
         for op, key in ops:
             if op == "put":

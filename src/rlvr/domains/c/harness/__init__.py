@@ -37,7 +37,7 @@ static char got[1 << 16];
 static size_t used;
 static int passed, failed;
 
-static void emit(const char *fmt, ...)
+static void rlvr_emit(const char *fmt, ...)
 {{
     va_list ap;
     va_start(ap, fmt);
@@ -67,17 +67,16 @@ int main(void)
 }}
 """
 
-HIDDEN = """/* The hidden harness: case K runs alone in its own process (`harness K`). */
+HIDDEN = """/* The hidden harness: case K runs alone in its own process (`harness K`); the cases
+   themselves are in the units beside this one, compiled at the same time. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include "{module}.h"
 
 size_t __sanitizer_get_current_allocated_bytes(void);
 static char out_buf[1 << 16];
 
-static void emit(const char *fmt, ...)
+void rlvr_emit(const char *fmt, ...)
 {{
     va_list ap;
     va_start(ap, fmt);
@@ -85,31 +84,52 @@ static void emit(const char *fmt, ...)
     va_end(ap);
 }}
 
-{emit_str}
-static void run(int k)
+void rlvr_emit_str(const char *s)
 {{
-    switch (k) {{
-{body}    default:
-        exit(3);
-    }}
+    if (s)
+        rlvr_emit("[%s]\\n", s);
+    else
+        rlvr_emit("(null)\\n");
 }}
 
+{declarations}
 int main(int argc, char **argv)
 {{
+    static void (*const cases[])(void) = {{{table}}};
     setvbuf(stdout, out_buf, _IOFBF, sizeof out_buf);
-    if (argc != 2)
+    int k = argc == 2 ? atoi(argv[1]) : -1;
+    if (k < 0 || k >= (int)(sizeof cases / sizeof cases[0]))
         return 3;
     size_t before = __sanitizer_get_current_allocated_bytes();
-    run(atoi(argv[1]));
+    cases[k]();
     size_t after = __sanitizer_get_current_allocated_bytes();
     fflush(stdout);
     if (after != before) {{
-        fprintf(stderr, "leak: %zu bytes allocated during the case are still allocated\\n", after - before);
+        fprintf(stderr, "leak: %zu bytes allocated during the case are still allocated\\n",
+                after - before);
         return {leak};
     }}
     return 0;
 }}
 """
+
+UNIT = """/* Cases of the hidden harness. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "{module}.h"
+
+/* the harness's own names are rlvr_*: a candidate's helper called emit never clashes with them */
+void rlvr_emit(const char *fmt, ...);
+void rlvr_emit_str(const char *s);
+#define emit rlvr_emit
+#define emit_str rlvr_emit_str
+
+{body}"""
+
+UNITS = 2
+"""Units the cases are split into, compiled side by side (a hard family's cases are long to compile)."""
+
 
 MAKEFILE = """# `make test` builds the visible tests with AddressSanitizer and UBSan and runs them.
 CC = gcc
@@ -142,12 +162,16 @@ def visible_tests(module: str, cases: list[Case]) -> str:
     return VISIBLE.format(module=module, emit_str=EMIT, body=body)
 
 
-def hidden_harness(module: str, cases: list[Case]) -> str:
-    """judge/harness.c: `harness K` runs case K and prints what it printed; a leak is exit status
-    LEAK_EXIT."""
-    body = "".join(f"    case {k}:\n" + _block(c.code, " " * 8) + "        break;\n"
-                   for k, c in enumerate(cases))
-    return HIDDEN.format(module=module, emit_str=EMIT, body=body, leak=LEAK_EXIT)
+def hidden_harness(module: str, cases: list[Case]) -> dict[str, str]:
+    """The hidden harness as judge/ files: `harness.c` (main: `harness K` runs case K and prints what it
+    printed; a leak is exit status LEAK_EXIT) and the units holding the cases, one function each."""
+    units = [""] * UNITS
+    for k, c in enumerate(cases):
+        units[k % UNITS] += f"void rlvr_case_{k}(void)\n" + _block(c.code, "") + "\n"
+    main = HIDDEN.format(declarations="".join(f"void rlvr_case_{k}(void);\n" for k in range(len(cases))),
+                         table=", ".join(f"rlvr_case_{k}" for k in range(len(cases))), leak=LEAK_EXIT)
+    return {HARNESS: main, **{f"judge/cases_{u}.c": UNIT.format(module=module, body=body)
+                              for u, body in enumerate(units)}}
 
 
 def makefile(module: str) -> str:

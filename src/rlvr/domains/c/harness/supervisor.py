@@ -37,14 +37,15 @@ import time
 
 MARK = "RLVR-C-RESULT"
 BUILD = "/tmp/rlvr-c-build"
-FLAGS = ["-std=c11", "-O0", "-g1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-         "-fno-omit-frame-pointer", "-fno-common"]
+FLAGS = ["-std=c11", "-O0", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-common"]
 OUT_CAP = 16 << 10
 ERR_CAP = 2 << 10
 SANITIZED = re.compile(r"no_sanitize|no_address_safety_analysis|disable_sanitizer_instrumentation|"
                        r"__(?:asan|lsan|ubsan|sanitizer|msan|tsan|hwasan)_")
 CASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp",
-            "ASAN_OPTIONS": "detect_leaks=1:exitcode=23:symbolize=0:abort_on_error=0:"
+            # the harness counts what a case leaves allocated itself (reachable or not), so LeakSanitizer's
+            # own pass at exit, the slowest part of a short case, is not needed
+            "ASAN_OPTIONS": "detect_leaks=0:exitcode=23:symbolize=0:abort_on_error=0:"
                             "allocator_may_return_null=1",
             "LSAN_OPTIONS": "exitcode=23", "UBSAN_OPTIONS": "halt_on_error=1:exitcode=24:print_stacktrace=0"}
 
@@ -81,10 +82,16 @@ def run(argv: list[str], timeout: float, env: dict[str, str] | None = None, pass
                 "err": err.read(ERR_CAP).decode("utf-8", "replace"), "s": round(time.monotonic() - t0, 4)}
 
 
+JAILED = os.getpid() == 2
+"""Whether this runs as rlvr's jail runs a job: the second process of a PID namespace of its own, under an
+init that only waits. Only there may everything else this user can signal be killed (`kill(-1)`): anywhere
+else (a container run as root, an unisolated pool) that would be other people's processes."""
+
+
 def sweep(pgid: int) -> None:
-    """Kill the process group, then every other process this user may signal (a daemon that left the group);
-    the namespace's init and this process are spared by the kernel."""
-    for target in (-pgid, -1):
+    """Kill the process group and, in rlvr's jail, every other process of the job's user (a daemon that left
+    the group); the namespace's init and this process are spared by the kernel."""
+    for target in (-pgid, -1) if JAILED else (-pgid,):
         try:
             os.kill(target, signal.SIGKILL)
         except OSError:
@@ -101,21 +108,21 @@ def symbols(objects: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def sanitizer_mentions(sources: list[str]) -> list[dict]:
-    """Lines of the candidate's own files (after the preprocessor) that name a sanitizer or turn one off."""
+def sanitizer_mentions(preprocessed: list[str]) -> list[dict]:
+    """Lines of the candidate's own files, as the preprocessor left them (every macro expanded), that name a
+    sanitizer or turn one off."""
     hits = []
-    for src in sources:
-        res = subprocess.run(["gcc", "-E", "-std=c11", "-Iinclude", src], capture_output=True, text=True,
-                             check=False)
-        current = src
-        for line in res.stdout.splitlines():
-            if line.startswith("# "):
-                parts = line.split('"')
-                current = parts[1] if len(parts) > 1 else current
-                continue
-            own = not current.startswith("/") or current.startswith(os.getcwd())
-            if own and SANITIZED.search(line):
-                hits.append({"file": current, "seen": line.strip()[:200]})
+    cwd = os.getcwd()
+    for path in preprocessed:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            current = path
+            for line in f:
+                if line.startswith("# "):
+                    parts = line.split('"')
+                    current = parts[1] if len(parts) > 1 else current
+                    continue
+                if current.startswith(cwd) and SANITIZED.search(line):
+                    hits.append({"file": current[len(cwd) + 1:], "seen": line.strip()[:200]})
     return hits[:20]
 
 
@@ -126,15 +133,22 @@ def build(cfg: dict) -> tuple[dict, str | None]:
     cwd = os.getcwd()
     sources = [os.path.join(cwd, s) for s in cfg["sources"]]
     env = {**CASE_ENV, "TMPDIR": "/tmp"}
-    procs = {"harness": subprocess.Popen(["gcc", "-c", *FLAGS, "-o", f"{BUILD}/judge/harness.o",
-                                          f"{cwd}/judge/harness.c"], stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, env=env)}
+    # the harness is trusted code: AddressSanitizer sees every access of its to the candidate's memory, and
+    # UBSan, which only judges the code it instruments, would only slow its (long) compile
+    harness_flags = [f for f in FLAGS if not f.startswith("-fsanitize=")] + ["-fsanitize=address"]
+    procs = {f"harness {unit}": subprocess.Popen(["gcc", "-c", *harness_flags, f"{cwd}/{unit}"],
+                                                  cwd=f"{BUILD}/judge", stdout=subprocess.PIPE,
+                                                  stderr=subprocess.STDOUT, env=env)
+             for unit in cfg["harness"]}
     if sources:
-        procs["candidate"] = subprocess.Popen(["gcc", "-c", *FLAGS, f"-I{cwd}/include", *sources],
+        # -save-temps=obj keeps what the preprocessor made of each source: scanned below, no second pass
+        procs["candidate"] = subprocess.Popen(["gcc", "-c", "-save-temps=obj", *FLAGS, f"-I{cwd}/include",
+                                               *sources],
                                               cwd=f"{BUILD}/cand", stdout=subprocess.PIPE,
                                               stderr=subprocess.STDOUT, env=env)
-    report: dict = {}
-    deadline = time.monotonic() + cfg["compile_timeout_s"]
+    report: dict = {"times": {}}
+    t0 = deadline = time.monotonic()
+    deadline += cfg["compile_timeout_s"]
     for name, proc in procs.items():
         try:
             out = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))[0]
@@ -142,17 +156,25 @@ def build(cfg: dict) -> tuple[dict, str | None]:
             proc.kill()
             out = proc.communicate()[0] + b"\ncompilation timed out"
         report[name] = {"rc": proc.returncode, "log": out.decode("utf-8", "replace")[-4000:]}
-    if report["harness"]["rc"] != 0:
+    report["times"]["compile"] = round(time.monotonic() - t0, 4)
+    broken = [name for name in procs if name.startswith("harness") and report[name]["rc"] != 0]
+    if broken:
+        report["harness"] = report[broken[0]]
         return report, "toolchain"
     if not sources or report["candidate"]["rc"] != 0:
         return report, "candidate"
-    objects = sorted(f"{BUILD}/cand/{f}" for f in os.listdir(f"{BUILD}/cand"))
+    made = sorted(os.listdir(f"{BUILD}/cand"))
+    objects = [f"{BUILD}/cand/{f}" for f in made if f.endswith(".o")]
+    t0 = time.monotonic()
     report["symbols"] = symbols(objects)
-    report["sanitizer_mentions"] = sanitizer_mentions(cfg["sources"])
-    link = subprocess.run(["gcc", "-fsanitize=address,undefined", "-o", f"{BUILD}/run",
-                           f"{BUILD}/judge/harness.o", *objects], capture_output=True, text=True, env=env,
-                          check=False)
+    report["sanitizer_mentions"] = sanitizer_mentions([f"{BUILD}/cand/{f}" for f in made if f.endswith(".i")])
+    report["times"]["inspect"] = round(time.monotonic() - t0, 4)
+    t0 = time.monotonic()
+    judged = sorted(f"{BUILD}/judge/{f}" for f in os.listdir(f"{BUILD}/judge") if f.endswith(".o"))
+    link = subprocess.run(["gcc", "-fsanitize=address,undefined", "-o", f"{BUILD}/run", *judged, *objects],
+                          capture_output=True, text=True, env=env, check=False)
     report["link"] = {"rc": link.returncode, "log": (link.stdout + link.stderr)[-4000:]}
+    report["times"]["link"] = round(time.monotonic() - t0, 4)
     return report, None if link.returncode == 0 else "candidate"
 
 
@@ -185,8 +207,10 @@ def main() -> int:
         fd = sealed(f"{BUILD}/run")
         shutil.rmtree(BUILD, ignore_errors=True)
         os.makedirs(BUILD, exist_ok=True)
+        t0 = time.monotonic()
         payload["cases"] = [run([f"/proc/self/fd/{fd}", str(k)], cfg["case_timeout_s"], pass_fds=(fd,))
                             for k in range(cfg["cases"])]
+        payload["build"]["times"]["cases"] = round(time.monotonic() - t0, 4)
     body = json.dumps(payload, separators=(",", ":"))
     sig = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
     sys.stdout.write(f"{MARK} {sig} {body}\n")

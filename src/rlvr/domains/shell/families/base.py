@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rlvr.sandbox import tree
@@ -78,7 +78,8 @@ class Judging:
     _lease: Any = None
     infra: str | None = None
     """Set when the sandbox failed: the verdict is then an infra fault."""
-    timings: dict[str, float] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    """CPU seconds the lease's jobs used (the verification's own cost, whatever else the machine runs)."""
 
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
@@ -99,6 +100,7 @@ class Judging:
 
         limits = self.limits if timeout_s is None else resolve(self.limits, task={"timeout_s": timeout_s})
         res = self.sandbox().run(["bash", "-c", script], files=files, limits=limits)
+        self.cpu_s += res.cpu_s
         if res.infra_error:
             raise InfraError(res.error or "sandbox infra error")
         return res
