@@ -1,7 +1,8 @@
 """The domains that run in their own images, end to end (marker `images`, `make test-images`): `rlvr tasks
 validate --domain` proves a sample of every tier (gold 1, every negative control 0), the gold trajectories of
-every shell family and of samples of c and sql pass when played at a terminal through the env, and a short
-`rlvr train` run of the quickstart's shape trains on all three."""
+every shell family and of samples of c and sql pass when played at a terminal through the env, a short
+`rlvr train` run of the quickstart's shape trains on all three, and their tasks exported as Harbor tasks
+validate and keep their verdicts."""
 from __future__ import annotations
 
 import json
@@ -12,10 +13,14 @@ import pytest
 
 from rlvr.commands.gold import gold_episodes, tool_specs
 from rlvr.config import load_config
+from rlvr.domains.harbor.export import export, task_dir_name
+from rlvr.domains.harbor.format import load_task
 from rlvr.domains.shell.families import registry as shell_families
 from rlvr.rollout.policies.gold import plan_for
 from rlvr.store.episodes import EpisodeStore
 from rlvr.tasks import registry
+from rlvr.verify.base import verify
+from rlvr.verify.proof import source_of
 
 pytestmark = pytest.mark.images
 DOMAINS = ("c", "sql", "shell")
@@ -82,3 +87,24 @@ def test_a_short_train_run_on_the_three_domains(cli, tmp_path: Path) -> None:
     assert all(ep.verdict.checks for ep in stored)  # judged by each domain's own verifier in its image
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["wall_s"] > 0
+
+
+@pytest.mark.timeout(1800)
+def test_exported_as_harbor_tasks_they_validate_with_the_same_verdicts(cli, tmp_path: Path) -> None:
+    tasks = [registry.make("c", seed=3).get(0), registry.make("sql", seed=3).get(1),
+             registry.make("shell", families=("git_squash",), tier="medium", seed=3).get(0)]  # a git tree
+    out = tmp_path / "harbor"
+    export(tasks, out)
+    res = cli(["tasks", "validate", f"harbor:{out}", "--json"])  # solve.sh 1, Harbor's controls 0
+    report = json.loads(res.stdout)
+    assert res.code == 0 and report["ok"], report
+    assert len(report["tasks"]) == 3
+    for task in tasks:
+        imported = load_task(out / task_dir_name(task))
+        own = list(source_of(task).negatives(task).items())[2:4]  # the domain's own controls
+        assert own, task.key
+        for name, state in own:
+            native, harbor = verify(task, state), verify(imported, state)
+            assert harbor.infra_error is None, (task.key, name, harbor.details)
+            assert (harbor.passed, harbor.reward()) == (native.passed, native.reward()) == (False, 0.0), \
+                (task.key, name, native, harbor)

@@ -31,9 +31,10 @@ MAX_UNPACKED = 256 << 20
 """Bytes `members` reads out of an archive at most (a gzip bomb is refused, not expanded)."""
 MAX_MEMBERS = 100_000
 """Members `members` reads at most."""
-RESTORE = (f"base64 -d {TREE} | tar -xzpf - --no-same-owner --delay-directory-restore "
-           f"&& rm -rf .rlvr")
-"""Unpack the archive over the workspace, then drop it (modes kept: tar keeps them for a file's owner)."""
+UNPACK = f"base64 -d {TREE} | tar -xzpf - --no-same-owner --delay-directory-restore"
+"""Unpack the archive over the workspace, the archive kept (tar keeps the modes for a file's owner)."""
+RESTORE = f"{UNPACK} && rm -rf .rlvr"
+"""Unpack the archive over the workspace, then drop it."""
 CAPTURE = ("rm -rf .rlvr && mkdir .rlvr && tar --exclude=./.rlvr --sort=name --numeric-owner --owner=0 "
            f"--group=0 -cf - . | gzip -n | base64 -w0 > {TREE}")
 """Pack the whole workspace but the reserved directory (whatever a program left there is replaced)."""
@@ -134,14 +135,19 @@ def capture(sandbox: Sandbox) -> dict[str, str]:
     if res.exit_code != 0:
         raise InfraError(f"the workspace could not be packed ({res.status.value}): "
                          f"{(res.stderr or res.error or '').strip()[-300:]}")
-    files = sandbox.read_files(None)
+    return packed(sandbox.read_files(None))
+
+
+def packed(files: Mapping[str, str]) -> dict[str, str]:
+    """The files of a workspace just packed by CAPTURE as a final state: the archive, and the text files
+    a reader is shown beside it. InfraError when the archive is missing."""
     archive = files.get(TREE)
     if not archive:
         raise InfraError("the workspace was packed but its archive is missing")
-    readable = {p: t for p, t in files.items()
-                if not p.startswith((".rlvr/", ".git/")) and "/.git/" not in p and "\ufffd" not in t
-                and len(t) <= TEXT_LIMIT}
-    return {**readable, TREE: archive}
+    shown = {p: t for p, t in files.items()
+             if not p.startswith((".rlvr/", ".git/")) and "/.git/" not in p and "\ufffd" not in t
+             and len(t) <= TEXT_LIMIT}
+    return {**shown, TREE: archive}
 
 
 def readable(files: Mapping[str, str]) -> dict[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -165,3 +166,32 @@ def test_a_tasks_own_requirements_come_from_where_its_sandbox_gets_them(tmp_path
         assert z.read("pluggy/__init__.py") == b"VENV = True\n"
     with pytest.raises(UserError, match="not installed here"):
         closure(["no-such-package-anywhere"])
+
+
+def test_a_tree_task_exports_its_tree_and_is_judged_on_it(tmp_path: Path) -> None:
+    from rlvr.sandbox.tree import RESTORE, TREE, members
+
+    task = registry.make("shell", families=("git_squash",), tier="medium").get(0)  # a git history
+    out = tmp_path / "harbor"
+    export([task], out)
+    d = out / task_dir_name(task)
+    assert f"RUN {RESTORE}" in (d / "environment" / "Dockerfile").read_text()  # the agent sees the tree
+    site, record = d / "tests" / ".rlvr" / "site.zip", d / "tests" / "task.json"
+    gold, initial = tmp_path / "gold", tmp_path / "initial"
+    for where in (gold, initial):
+        where.mkdir()
+        (where / "stale.txt").write_text("solve.sh starts from an empty WORKDIR")
+    solve = (d / "solution" / "solve.sh").read_text().replace("cd /workspace", f"cd {gold}")
+    subprocess.run(["bash", "-c", solve], check=True)
+    assert (gold / ".git" / "HEAD").is_file() and not (gold / "stale.txt").exists()
+    assert (gold / TREE).read_text() == source_of(task).gold(task).files[TREE]  # kept beside the tree
+    assert _judge(site, record, gold, tmp_path / "a") == (0, {"reward": 1.0})
+    shutil.rmtree(gold / ".rlvr")  # the tree as Harbor's artifact carries it: packed by the judge
+    assert _judge(site, record, gold, tmp_path / "b") == (0, {"reward": 1.0})
+    verdict = json.loads((tmp_path / "b" / "logs" / "verdict.json").read_text())
+    assert verdict["passed"] is True
+    (initial / TREE).parent.mkdir()
+    (initial / TREE).write_text(task.workspace[TREE])
+    subprocess.run(["sh", "-c", RESTORE], cwd=initial, check=True)
+    assert ".git/HEAD" in members(task.workspace[TREE])
+    assert _judge(site, record, initial, tmp_path / "c") == (0, {"reward": 0.0})

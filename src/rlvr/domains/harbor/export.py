@@ -15,6 +15,9 @@ Each task becomes a Harbor task (schema 1.4) whose tests run rlvr's own verifier
                        WORKDIR and writes /logs/verifier/reward.json
     solution/solve.sh  writes the gold final state (files, or the answer)
 
+A tree task (`rlvr.sandbox.tree`: modes, links and a git history are part of its state) is unpacked in the
+environment's WORKDIR when its image is built, and its judge packs the final WORKDIR again as rlvr does.
+
 The verifier has its own image (Harbor's separate mode), so the agent never sees rlvr's hidden material nor
 can change the program that judges it; the agent's WORKDIR reaches it as an artifact. Everything is written
 under a temporary directory renamed into place when all tasks are written (`rlvr.atomic.atomic_dir`); a task
@@ -35,6 +38,7 @@ from rlvr.domains.harbor.settings import DOMAIN_NAME
 from rlvr.domains.harbor.site import requirements_site, site_zip
 from rlvr.errors import UserError
 from rlvr.sandbox.images import ImageRef, parse
+from rlvr.sandbox.tree import RESTORE, TREE, UNPACK, has_tree
 from rlvr.tasks import registry
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.proof import source_of
@@ -118,6 +122,8 @@ def environment_dockerfile(task: Task, base: Base) -> str:
     own = _python_lines(base, "import sys") if base.python else []
     chown = f"--chown={base.user} " if base.user else ""
     files = [f"COPY {chown}{RLVR_DIR}/workspace/ {base.workdir}/"] if task.workspace else []
+    if has_tree(task.workspace):  # the agent sees the tree, never its archive (as in rlvr's own lease)
+        files.append(f"RUN {RESTORE}")
     return "\n".join([*head, *own, f"WORKDIR {base.workdir}", *files]) + "\n"
 
 
@@ -137,10 +143,15 @@ def test_sh(task: Task, base: Base) -> str:
 
 def solve_sh(task: Task, gold: FinalState, base: Base) -> str:
     """A script that leaves the gold final state: every gold file written (base64, any text), the initial
-    files it does not keep removed, the answer in answer.txt."""
+    files it does not keep removed, the answer in answer.txt. A tree's gold replaces the whole WORKDIR with
+    its archive's tree and keeps the archive beside it, so that a state carried as text files (rlvr's Harbor
+    domain carries one so) keeps its modes and history: the judge unpacks it again."""
     out = ["#!/bin/bash", f"# The gold final state of rlvr task {task.key}.", "set -e",
            f"cd {shlex.quote(base.workdir)}"]
     files = dict(gold.files)
+    if has_tree(files):
+        out.append("find . -mindepth 1 -delete")
+        files = {TREE: files[TREE]}
     if gold.answer is not None and not task.multi_turn:
         files[ANSWER_FILE] = gold.answer
     for rel in sorted(set(task.workspace) - set(files)):
@@ -150,6 +161,8 @@ def solve_sh(task: Task, gold: FinalState, base: Base) -> str:
             out.append(f"mkdir -p {shlex.quote(rel.rsplit('/', 1)[0])}")
         data = base64.encodebytes(text.encode("utf-8")).decode()
         out.append(f"base64 -d > {shlex.quote(rel)} <<'RLVR_EOF'\n{data}RLVR_EOF")
+    if has_tree(files):
+        out.append(UNPACK)
     return "\n".join(out) + "\n"
 
 

@@ -4,7 +4,8 @@
 
 It reads the rlvr Task the export wrote (hidden material included: it lives under tests/, which the agent
 never sees), takes the agent's final working directory as the final state (its `answer.txt`, when there is
-one, as the answer of a single-turn task), and verifies it with the task's own verifier. The container is the
+one, as the answer of a single-turn task; a tree task's packed with its modes, links and git history, as
+rlvr's lease packs one), and verifies it with the task's own verifier. The container is the
 sandbox here: candidate programs run as plain processes in it (`isolation = "none"`), in the image that is the
 task's environment, so the task's own image reference is dropped. It writes Harbor's reward file,
 `reward.json` as `{"reward": R}` with R the verdict's reward (its score, 0 when flagged), and the whole
@@ -13,12 +14,34 @@ Harbor then records a verifier error, not a 0. Exit code 0 when a reward was wri
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rlvr.errors import InfraError
+
+if TYPE_CHECKING:
+    from rlvr.tasks.spec import Task
 
 ANSWER_FILE = "answer.txt"
 """Where an exported single-turn task's instruction asks for the final answer (in the working directory)."""
+
+
+def tree_state(task: Task, workdir: Path, files: dict[str, str]) -> dict[str, str]:
+    """A tree task's final state (`rlvr.sandbox.tree`) as rlvr's lease leaves one: WORKDIR packed with its
+    modes, links and git history; an archive already there is the state as rlvr carries it as text files
+    (solve.sh keeps one), judged as it is, as rlvr judges a final state's archive. Other tasks: `files`."""
+    from rlvr.sandbox.tree import CAPTURE, has_tree, packed
+    from rlvr.tasks.loaders import read_workspace
+
+    if not has_tree(task.workspace) or has_tree(files) or not workdir.is_dir():
+        return files
+    done = subprocess.run(["sh", "-c", CAPTURE], cwd=workdir, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise InfraError(f"the final workspace could not be packed: {done.stderr.strip()[-300:]}")
+    return packed(read_workspace(workdir))
 
 
 def judge(task_json: Path, workdir: Path, logs: Path) -> int:
@@ -27,15 +50,19 @@ def judge(task_json: Path, workdir: Path, logs: Path) -> int:
     from rlvr.tasks.settings import checked
     from rlvr.tasks.spec import FinalState, Task
     from rlvr.verify.base import VerifyContext, verify
+    from rlvr.verify.verdict import Verdict
 
     task = checked(Task.model_validate_json(task_json.read_text(encoding="utf-8")))
     files = read_workspace(workdir) if workdir.is_dir() else {}
-    final = FinalState(files=files, answer=files.get(ANSWER_FILE))
     with warnings.catch_warnings():  # the container is the sandbox: the unisolated pool is meant here
         warnings.simplefilter("ignore")
         pool = UnsafePool(warn=False)
     try:
+        files = tree_state(task, workdir, files)
+        final = FinalState(files=files, answer=files.get(ANSWER_FILE))
         verdict = verify(task, final, VerifyContext(pool=pool))
+    except InfraError as exc:
+        verdict = Verdict.infra(str(exc))
     finally:
         pool.close()
     logs.mkdir(parents=True, exist_ok=True)

@@ -120,8 +120,9 @@ class SqlVerifier:
         key = new_key()
         pool = self.ctx.pool or default_pool()
         limits = for_task(pool, task, timeout_s=30 + len(datasets) * 2 * s.timeout_ms / 1000, memory_mb=768)
-        # the image's own Python, which has psycopg2 (whatever interpreter `python` names where rlvr runs)
-        res = pool.run(["python3", JUDGE], files={JUDGE: judge_source()},
+        # the image's own Python, which has Debian's psycopg2: by its path, since `python3` may name another
+        # (an exported Harbor task's verifier image puts rlvr's venv first on PATH)
+        res = pool.run(["/usr/bin/python3", JUDGE], files={JUDGE: judge_source()},
                        stdin=json.dumps(config) + "\n" + key + "\n", limits=limits)
         timings = {"sandbox": time.perf_counter() - t0, "sandbox_cpu": res.cpu_s}
         if res.status == ExecStatus.infra_error:

@@ -30,6 +30,9 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 MARK = "RLVR-SQL-RESULT"
+PG_START = "/opt/rlvr-pg/bin/pg-start"
+"""The image's server start, by its path: a pool that scrubs PATH (an exported task's judge) leaves the
+image's out."""
 
 try:
     import psycopg2
@@ -153,7 +156,7 @@ def run_migration(cfg: dict, sql: str) -> dict:
 
 def judge(cfg: dict) -> dict:
     t0 = time.monotonic()
-    started = subprocess.run(["pg-start"], capture_output=True, text=True, check=False)
+    started = subprocess.run([PG_START], capture_output=True, text=True, check=False)
     out: dict = {"start_ms": round((time.monotonic() - t0) * 1000, 1), "datasets": []}
     if started.returncode != 0:
         return {**out, "infra": "PostgreSQL did not start: " + started.stderr.strip()[-400:]}
