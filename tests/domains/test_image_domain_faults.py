@@ -2,7 +2,7 @@
 their trusted scripts: a toolchain or a server that fails before the candidate's code runs, a sandbox that
 fails and a script that ends without a word are infra faults (masked, never 0); a candidate that does not
 compile, whose SQL errs, or that kills the supervisor scores 0; a result line not signed with the
-verification's key never counts."""
+verification's key never counts; a sql judge that errs on its own is infra."""
 from __future__ import annotations
 
 import json
@@ -84,3 +84,20 @@ def test_sql_an_erring_query_is_the_candidates() -> None:
                                                                         "candidate": bad}] * 3}))
     assert v.infra_error is None and v.score == 0.0 and "syntax error" in v.checks[0].detail
     assert v.timings["postgres_start"] == pytest.approx(0.09)
+
+
+@pytest.mark.parametrize("answer, infra", [
+    (ExecResult(status=ExecStatus.exit_nonzero, exit_code=1,
+                stderr="Traceback ...\nFileNotFoundError: 'pg-start'"), True),
+    (ExecResult(status=ExecStatus.ok, exit_code=0, stdout=""), True),
+    (ExecResult(status=ExecStatus.timeout), False),
+    (ExecResult(status=ExecStatus.memory_limit, signal=9), False),
+])
+def test_sql_a_judge_that_errs_is_infra_a_query_that_drives_it_past_its_limits_the_candidates(
+        answer: ExecResult, infra: bool) -> None:
+    v = _sql(lambda call: answer)
+    assert bool(v.infra_error) == infra, v
+    if infra:
+        assert "gave no result" in v.infra_error
+    else:
+        assert v.score == 0.0 and "ended early" in v.checks[0].detail

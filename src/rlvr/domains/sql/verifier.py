@@ -129,7 +129,10 @@ class SqlVerifier:
             return Verdict.infra(f"the sql sandbox failed: {res.error}", seed=seed, timings=timings)
         payload, forged = authenticate(res.stdout, MARK, key)
         if payload is None:
-            if res.status == ExecStatus.ok or forged:
+            # the candidate's SQL runs in the server, never in the judge: a judge that exits with an error of
+            # its own (a traceback, not a signal or a limit the query drove it to) is the judge's fault
+            crashed = res.status == ExecStatus.exit_nonzero and res.signal is None
+            if res.status == ExecStatus.ok or forged or crashed:
                 return Verdict.infra(f"the sql judge gave no result ({res.status.value}): "
                                      f"{res.stderr.strip()[-300:]}", seed=seed, timings=timings)
             check = Check(name="run", score=0.0, detail=f"the verification ended early ({res.status.value})")
