@@ -43,6 +43,7 @@ from rlvr.domains.code.harness import GUARDS, SUPERVISOR, VALUES, WORKER, harnes
 from rlvr.domains.code.harness.checks import run_static_checks
 from rlvr.domains.code.harness.report import PARAMS, RunReport, authenticate, hidden_test_ids, interpret
 from rlvr.domains.code.integrity import cases as integrity_cases
+from rlvr.domains.code.integrity import probes as integrity_probes
 from rlvr.domains.code.integrity import rules as integrity_rules
 from rlvr.domains.code.settings import CodeSettings
 from rlvr.domains.code.workspace import (
@@ -136,6 +137,12 @@ class CodeVerifier:
             entry = diff.entry if diff else spec.entry if spec else ""
             found.merge(parroting([(g, w) for _, g, w in general], prompt_literals(task.prompt, _shown(task)),
                                   entry.partition(":")[0] + ".py", calls))
+        if fresh_check is not None and s.cases is None:
+            # the hidden tests and io cases: what the candidate could have seen or guessed, unlike fresh
+            # inputs
+            examples = [c for c in checks if not c.name.startswith(("fresh:", "check:"))]
+            found.merge(integrity_probes.memorised(bool(examples) and all(c.passed for c in examples),
+                                                   [ok for ok, _, _ in diff.judged(rep)], diff.entry))
         if s.checks:
             t1 = time.perf_counter()
             static_checks, err = run_static_checks(pool, s.checks, files, task)
@@ -168,8 +175,8 @@ class CodeVerifier:
     def _static_flags(self, task: Task, files: Files, s: CodeSettings) -> integrity.Findings:
         initial = task.workspace
         hidden_tests = {p: task.hidden[p] for p in s.tests}
-        found = integrity.tampering(initial, files, (*task.protected, *s.read_only),
-                                    shadowable(hidden_tests, initial))
+        tested = shadowable(hidden_tests, initial)
+        found = integrity.tampering(initial, files, (*task.protected, *s.read_only), tested)
         changed = {p: t for p, t in files.items() if initial.get(p) != t}
         test_names = {n.rsplit("::", 1)[-1] for n in hidden_test_ids(hidden_tests)[0]}
         test_names |= {Path(p).stem for p in hidden_tests} | {Path(p).name for p in hidden_tests}
@@ -180,7 +187,7 @@ class CodeVerifier:
             # a main-guard block runs only as a program: not in the judge
             if not integrity.runs_programs(changed):
                 sources = {p: integrity.without_main_guard(t) for p, t in sources.items()}
-            out = integrity.scan_sources(sources, test_names, hidden_modules)
+            out = integrity.scan_sources(sources, test_names, hidden_modules, tested)
             out.merge(integrity_cases.hard_coded_cases(sources, visible))
             out.merge(integrity_rules.scan(sources))
             return out

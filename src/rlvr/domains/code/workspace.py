@@ -34,9 +34,11 @@ def reference_files(task: Task, s: CodeSettings) -> Files | None:
 
 
 def candidate_files(task: Task, final: FinalState, s: CodeSettings) -> Files:
-    """The final workspace: the files, or for single-turn tasks the answer laid into the answer file."""
+    """The final workspace: the files, or for single-turn tasks the answer laid into the answer file. The
+    interpreter's caches (`__pycache__/`) are left out, as every reader of a workspace leaves them: the judge
+    compiles sources itself, so bytecode found during its run was written by the candidate's code then."""
     if s.answer_file is None:
-        return dict(final.files)
+        return {p: t for p, t in final.files.items() if "__pycache__" not in p.split("/")}
     files = dict(final.files or task.workspace)
     files[s.answer_file] = apply_template(s.answer_template, code_from_answer(final.answer))
     return files
