@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.sandbox.base import SandboxPool
-from rlvr.tasks.loaders import read_workspace
+from rlvr.tasks.loaders import read_workspace, refused_links
 from rlvr.tasks.spec import FinalState, Task
 from rlvr.verify.scorer import Scorer
 from rlvr.verify.verdict import Verdict
@@ -27,8 +27,19 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
 
 
 def verify(task: Task, edits: Edits, deletes: tuple[str, ...], pool: SandboxPool, root: Path) -> Verdict:
-    """What `rlvr verify TASK WORKSPACE` says of the task's workspace with `edits` (bytes written as
-    bytes)."""
+    """What `rlvr verify TASK WORKSPACE` says of the task's workspace with `edits`."""
+    write(task, edits, deletes, root)
+    return judge_dir(task, pool, root)
+
+
+def judge_dir(task: Task, pool: SandboxPool, root: Path) -> Verdict:
+    """What `rlvr verify TASK WORKSPACE` says of the workspace directory `root`."""
+    final = FinalState(files=read_workspace(root), refused=refused_links(root))
+    return Scorer(pool, cache=False).score(task, final, SEED).verdict
+
+
+def write(task: Task, edits: Edits, deletes: tuple[str, ...], root: Path) -> None:
+    """The task's workspace with `edits` (bytes written as bytes), less `deletes`, written under `root`."""
     for rel, text in {**task.workspace, **edits}.items():
         if rel in deletes:
             continue
@@ -38,7 +49,6 @@ def verify(task: Task, edits: Edits, deletes: tuple[str, ...], pool: SandboxPool
             p.write_bytes(text)
         else:
             p.write_text(text)
-    return Scorer(pool, cache=False).score(task, FinalState(files=read_workspace(root)), SEED).verdict
 
 
 def test_each_family_has_several_different_attempts() -> None:
@@ -77,3 +87,26 @@ def test_honest_look_alikes_are_judged_at_their_merit(look: Look, tasks: dict[st
         assert look.score[0] <= v.score < look.score[1], (v.score, detail)
     else:
         assert v.score == pytest.approx(look.score), detail
+
+
+def test_a_link_out_of_the_workspace_is_refused_and_flagged_one_inside_is_work(tasks: dict[str, Task],
+                                                                              pool: SandboxPool,
+                                                                              tmp_path: Path) -> None:
+    """`rlvr verify` on a workspace whose module is a link to a fixed copy outside it: the link is never read
+    (the stub is what is judged) and the attempt is flagged; a link inside the workspace is read as what it
+    leads to, unflagged."""
+    import os
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    out_ws, in_ws = tmp_path / "out", tmp_path / "in"
+    task = tasks["add"]
+    write(task, {}, ("calc.py",), out_ws)
+    os.symlink(outside / "calc.py", out_ws / "calc.py")
+    v = judge_dir(task, pool, out_ws)
+    assert [f.kind for f in v.flags] == ["reaching_out"] and v.flags[0].neutralised and v.score == 0.0
+    write(task, {"impl.py": "def add(a, b):\n    return a + b\n"}, ("calc.py",), in_ws)
+    os.symlink("impl.py", in_ws / "calc.py")
+    v = judge_dir(task, pool, in_ws)
+    assert v.flags == [] and v.score == 1.0

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlvr.envs.tools import refuse_links_out
 from rlvr.errors import UserError
 from rlvr.rollout.core.rollouts import OnEpisode, Progress, RolloutStats, Sample, samples, verify_seed
 from rlvr.rollout.episode import Episode
@@ -195,6 +196,7 @@ class AgentRollouts:
                     res = sb.run(["python", f"{EPISODE_DIR}/launch.py", EPISODE_DIR, AGENT_DIR],
                                  limits=limits)
                     ep.timings["tools"] = time.perf_counter() - t0
+                refused = [p for p, _ in refuse_links_out(sb)]  # an agent's links out are not its work
                 files = sb.read_files(None)
         finally:
             self.gateway.close_session(session.key)
@@ -209,7 +211,7 @@ class AgentRollouts:
         ep.status = "truncated" if truncated_by else "done"  # type: ignore[assignment]
         ep.truncated_by = truncated_by
         answer = res.stdout.strip() or None
-        ep.final_state = FinalState(files=files, answer=answer)
+        ep.final_state = FinalState(files=files, answer=answer, refused=refused)
         scored = self.scorer.score(task, ep.final_state, ep.seed if verify_with is None else verify_with)
         ep.verdict, ep.reward = scored.verdict, scored.reward
         ep.timings["verify"] = scored.seconds

@@ -1397,6 +1397,34 @@ def _candidate_path() -> None:
     sys.path[site:site] = dirs
 
 
+def _environment_imports() -> None:
+    """The modules the hidden tests import that this environment (the task's own: its requirements venv)
+    provides, found before the workspace is on sys.path: imported with the others before any candidate code
+    (`pre_import`), so the tests get them, never a workspace module of the same name. A new workspace module
+    named like one shadows what the tests import: reported as tampering, and inert (the installed one is what
+    they import)."""
+    import importlib.util
+
+    pre = list(CONFIG.get("pre_import", []))
+    new = set(CONFIG.get("new_tops", ()))
+    for name in CONFIG.get("test_imports", ()):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        origin = getattr(spec, "origin", None) or ""
+        if spec is None or (origin and os.path.realpath(origin).startswith(JUDGE)):
+            continue  # not here, or a helper beside the tests (served by `_Siblings`)
+        if name not in pre:
+            pre.append(name)
+        if name in new:
+            send({"t": "event", "kind": "tampering",
+                  "what": f"a new workspace module shadows {name!r}, which the tests import from the task's "
+                  "environment (ignored: they import the installed one)",
+                  "file": None, "line": None, "test": "", "inert": True})
+    CONFIG["pre_import"] = pre
+
+
 def _finish(status: int) -> None:
     send({"t": "end", "status": int(status)})
     sys.stdout.flush()
@@ -1439,6 +1467,7 @@ def main(send_fd: int, config: dict) -> None:
     unittest.TestCase.assertEqual = guarded(unittest.TestCase.assertEqual)
     import pytest  # imported by the supervisor already, before any candidate path is on sys.path
 
+    _environment_imports()
     for name in CONFIG.get("pre_import", []):
         try:
             __import__(name)
