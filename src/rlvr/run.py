@@ -283,9 +283,6 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
                         fix='give a JSONL file of {prompt, completion} records, "reference" or "gold"')
     _refuse_for_agents(cfg, ranks)  # agents: one rank, synchronous, the local isolated sandbox
-    if cfg.sft.recovery_every and ranks > 1:
-        raise UserError("recovery samples in the loop run on one rank only", field="sft.recovery_every",
-                        fix="set sft.recovery_every = 0 to train on several ranks")
 
 
 @contextmanager
@@ -346,7 +343,7 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
                           monitor=monitor, checkpoints=checkpoints, train_sources=[s.source for s in train],
                           heldout=Heldout(heldout_set, heldout_spec(cfg, train)), display=display, dist=dist,
                           engines=engines)
-        trainer.recovery = RecoveryMixer(policy, cfg.sft, built.gold, heldout=trainer.heldout.keys)
+        trainer.recovery = RecoveryMixer(policy, cfg.sft, built.gold, heldout=trainer.heldout.keys, dist=dist)
         yield trainer
 
 

@@ -129,9 +129,10 @@ def train_step(trainer: Trainer, step: int, feed: Feed | None = None) -> tuple[d
             trainer.store.write(step, trainer.retention.kept(episodes))
             metrics.update(trainer.scheduler.observe(episodes))
     recovery = trainer.recovery
-    if recovery is not None and recovery.enabled and main:
-        recovery.observe(batch, episodes)
-        if recovery.due(step):  # failures back into training: recovery samples, one SFT step
+    if recovery is not None and recovery.enabled:
+        if main:  # rank 0 holds the step's episodes
+            recovery.observe(batch, episodes)
+        if recovery.due(step):  # failures back into training: recovery samples, one SFT step on every rank
             with timer("recovery"):
                 metrics.update(recovery.step(seed=step_seed(trainer.cfg.seed, step)))
                 trainer.sync_generation()

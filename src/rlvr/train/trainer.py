@@ -31,7 +31,7 @@ from rlvr.tasks.spec import Task
 from rlvr.train import distributed
 from rlvr.train.distributed import SINGLE, Dist
 from rlvr.train.distributed.engines import EngineSync
-from rlvr.train.sft import warm_start_examples
+from rlvr.train.sft import encoded, warm_start_examples
 from rlvr.train.update import PolicyUpdater
 from rlvr.verify.scorer import Scorer
 
@@ -117,10 +117,17 @@ class Trainer:
         return self.gold(policy)
 
     def sft_examples(self) -> list[Any]:
-        """The SFT warm start's examples (`sft.source`), never a held-out task."""
-        return warm_start_examples(self.cfg.sft, self.train_sources, self.gold_rollouts, self.policy,
-                                   seed=self.cfg.seed,
-                                   limit_index=self.cfg.tasks.heldout_offset, exclude=self.heldout.keys)
+        """The SFT warm start's examples (`sft.source`), never a held-out task, encoded as token records. With
+        several ranks rank 0 makes them (gold trajectories are played once, in one sandbox fleet) and every
+        rank trains on its copy: the same examples in the same order, whatever the source, so N ranks train
+        what one rank trains."""
+        examples: list[Any] | None = None
+        if self.dist.main:
+            made = warm_start_examples(self.cfg.sft, self.train_sources, self.gold_rollouts, self.policy,
+                                       seed=self.cfg.seed,
+                                       limit_index=self.cfg.tasks.heldout_offset, exclude=self.heldout.keys)
+            examples = encoded(self.policy, made)
+        return self.dist.broadcast(examples)
 
     def sync_generation(self) -> float | None:
         """Bring the generation weights up to the trainer's when behind (seconds; None: nothing moved). With
