@@ -304,6 +304,7 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
     from rlvr.train.distributed.engines import EngineSync, rank_config, with_engines
     from rlvr.train.recovery import RecoveryMixer
     from rlvr.train.trainer import Heldout, NoMonitor, Trainer
+    from rlvr.train.truncation import Truncation
     from rlvr.train.update import PolicyUpdater, apply_lora, reference_model
 
     dist = dist or distributed.SINGLE
@@ -343,6 +344,8 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
                           monitor=monitor, checkpoints=checkpoints, train_sources=[s.source for s in train],
                           heldout=Heldout(heldout_set, heldout_spec(cfg, train)), display=display, dist=dist,
                           engines=engines)
+        trainer.truncation = Truncation(cfg.train.truncation, cfg.train.overlong_buffer,
+                                        cfg.train.overlong_penalty)
         trainer.recovery = RecoveryMixer(policy, cfg.sft, built.gold, heldout=trainer.heldout.keys, dist=dist)
         yield trainer
 

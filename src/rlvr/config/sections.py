@@ -284,6 +284,16 @@ class TrainConfig(Section):
     """Steps between checkpoints (a final one is always written)."""
     flag_penalty: float = 0.0
     """Reward of an episode with an integrity flag."""
+    truncation: Literal["score", "mask", "overlong"] = "score"
+    """What an episode cut by a budget (turns, tokens, wall, context) teaches (rlvr.train.truncation):
+    `score`, its verdict as it stands (the work done so far, the run's choice by default); `mask`, nothing
+    (left out of the update like an infra fault: DAPO's overlong filtering); `overlong`, its verdict plus
+    DAPO's soft overlong penalty, ramping over the last `overlong_buffer` of the token budget."""
+    overlong_buffer: float = Field(0.2, gt=0, le=1)
+    """Share of the episode's token budget over which the overlong penalty ramps from 0 to
+    `overlong_penalty` (DAPO: 4,096 of 20,480 tokens)."""
+    overlong_penalty: float = Field(1.0, ge=0)
+    """Largest overlong penalty, subtracted at the budget and past it (DAPO: 1)."""
     heldout_samples: int = Field(4, ge=1)
     """Samples per held-out task for pass@1 (the share that pass at the policy's temperature, per task)."""
     heldout_greedy: bool = True
@@ -418,6 +428,9 @@ class MonitorConfig(Section):
     run has fewer than two windows of steps, half of its steps (at least two)."""
     flag_rate_rise: float = Field(0.10, gt=0, le=1)
     """Reward hacking: rise of the flagged share of episodes between the two windows that raises an alert."""
+    truncation_rise: float = Field(0.10, gt=0, le=1)
+    """Rise of the share of episodes one budget cut (turns, tokens, wall, context) between the two windows
+    that raises an alert."""
     reward_rise: float = Field(0.10, gt=0)
     """Reward hacking: rise of the mean training reward between the two windows that counts as rising."""
     heldout_metric: str = "heldout/pass_rate"

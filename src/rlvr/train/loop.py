@@ -147,9 +147,11 @@ def update_policy(trainer: Trainer, episodes: list[Episode], step: int) -> dict[
     """Groups, advantages within each, then the policy update; zero-variance groups (`schedule.
     skip_zero_variance`) and groups sampled too many versions ago are left out and counted."""
     cfg, dist, policy = trainer.cfg, trainer.dist, trainer.policy
-    skipped = set(zero_variance_groups(episodes)) if cfg.schedule.skip_zero_variance else set()
-    stale = stale_groups(episodes, policy.version, cfg.train.max_staleness) - skipped
-    learn = [ep for ep in episodes if group_key(ep) not in skipped | stale]
+    # what truncated episodes teach (the run's choice), before groups are judged
+    shaped, truncation = trainer.truncation.apply(episodes)
+    skipped = set(zero_variance_groups(shaped)) if cfg.schedule.skip_zero_variance else set()
+    stale = stale_groups(shaped, policy.version, cfg.train.max_staleness) - skipped
+    learn = [ep for ep in shaped if group_key(ep) not in skipped | stale]
     lags = [policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, cfg.train.advantage)
     # an agent's episode may hold several segments (it edited its history): each trains on its own tokens
@@ -161,6 +163,7 @@ def update_policy(trainer: Trainer, episodes: list[Episode], step: int) -> dict[
     if samples:
         policy.version += 1
     judged = [ep for ep in episodes if not ep.masked]
+    metrics.update(truncation)
     metrics.update({
         "train/skipped_groups": float(len(skipped)),
         "train/stale_groups": float(len(stale)),

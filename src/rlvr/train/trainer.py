@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,6 +32,7 @@ from rlvr.train import distributed
 from rlvr.train.distributed import SINGLE, Dist
 from rlvr.train.distributed.engines import EngineSync
 from rlvr.train.sft import encoded, warm_start_examples
+from rlvr.train.truncation import Truncation
 from rlvr.train.update import PolicyUpdater
 from rlvr.verify.scorer import Scorer
 
@@ -103,6 +104,8 @@ class Trainer:
     """This process's rank in the job; only rank 0 samples, stores, monitors and evaluates."""
     recovery: RecoveryMixer | None = None
     """Recovery samples from the run's failures, every `sft.recovery_every` steps (`rlvr.train.recovery`)."""
+    truncation: Truncation = field(default_factory=Truncation)
+    """What a truncated episode teaches the update (`train.truncation`, rlvr.train.truncation)."""
     engines: EngineSync | None = None
     """Engine actors with several ranks: every rank's part in feeding them
     (rlvr.train.distributed.engines)."""

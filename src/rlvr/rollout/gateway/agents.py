@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from rlvr.envs.tools import refuse_links_out
 from rlvr.errors import UserError
 from rlvr.rollout.core.rollouts import OnEpisode, Progress, RolloutStats, Sample, samples, verify_seed
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import TOKEN_BUDGET, Episode
 from rlvr.rollout.gateway.core import Gateway
 from rlvr.rollout.gateway.presets import resolve
 from rlvr.rollout.gateway.server import serve_unix
@@ -210,6 +210,8 @@ class AgentRollouts:
         truncated_by = session.truncated_by or ("wall" if res.status == ExecStatus.timeout else None)
         ep.status = "truncated" if truncated_by else "done"  # type: ignore[assignment]
         ep.truncated_by = truncated_by
+        if session.max_tokens:
+            ep.metadata[TOKEN_BUDGET] = session.max_tokens
         answer = res.stdout.strip() or None
         ep.final_state = FinalState(files=files, answer=answer, refused=refused)
         scored = self.scorer.score(task, ep.final_state, ep.seed if verify_with is None else verify_with)
