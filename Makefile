@@ -157,7 +157,7 @@ lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 
 test: setup test-deps lint
-	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm and not real and not blender and not distributed and not integrations and not elastic and not images" tests
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p pytest_timeout -m "not vllm and not real and not blender and not distributed and not integrations and not elastic and not images and not repo_real" tests
 
 # Multi-rank fault tests (marker `distributed`): a rank SIGKILLed mid-step under torchrun --max-restarts;
 # about 1.5 minutes on 2 cores. The 2-rank equivalence tests run in make test.
@@ -279,9 +279,12 @@ test-blender: setup blender
 # skips the rebuild when the pins and -n are unchanged), then proved: gold scores 1, negative controls 0.
 # test-repo-real proves a sample of REPO_REAL_VALIDATE tasks (8-17 s each on 2 shared cores: six verifications;
 # REPO_REAL_VALIDATE=1000 proves all 320, 45-90 minutes); from scratch 10-17 minutes (build about 5, sample 5-11).
+# Then the real-project red-team suite (tests/domains/repo/test_redteam_real.py: bash-tool cheats and honest
+# controls on funcy and pathspec tasks, built once into REPO_HACKS_PACK).
 REPO_REAL_PACK ?= .rlvr-cache/repo-real/pack
 REPO_REAL_N ?= 64
 REPO_REAL_VALIDATE ?= 40
+REPO_HACKS_PACK ?= .rlvr-cache/repo-hacks/pack
 .PHONY: repo-real test-repo-real
 repo-real: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr tasks build repo repo-real -o $(REPO_REAL_PACK) -n $(REPO_REAL_N)
@@ -289,6 +292,10 @@ repo-real: setup
 test-repo-real: repo-real
 	RLVR_REPO_REAL_PACK=$(REPO_REAL_PACK) OMP_NUM_THREADS=1 $(VENV)/bin/rlvr tasks validate --domain repo-real \
 	  -n $(REPO_REAL_VALIDATE)
+	test -d $(REPO_HACKS_PACK) || OMP_NUM_THREADS=1 $(VENV)/bin/rlvr tasks build repo pypi:funcy==2.0 \
+	  pypi:pathspec==1.1.1 -o $(REPO_HACKS_PACK) -n 8 --domain repo-real
+	RLVR_REPO_HACKS_PACK=$(REPO_HACKS_PACK) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 $(PY) -m pytest \
+	  -p pytest_timeout -m repo_real tests/domains/repo
 
 # What only a GPU can show (benchmarks/gpu_check.py): NCCL update = CPU reference, a vLLM GPU engine with weight
 # sync, the bf16 update, a 32k-token update, vLLM tokens/s against transformers.generate; within 8 minutes, figures

@@ -103,12 +103,13 @@ def verify(
                                            "the Verdict records it, so --seed N replays a verdict.")] = 0,
 ) -> None:
     """Verify a final workspace against a task; exit 0 whether or not it passed."""
-    from rlvr.tasks.loaders import load_task_dir, read_workspace
+    from rlvr.tasks.loaders import load_task_dir, read_workspace, refused_links
     from rlvr.tasks.spec import FinalState
     from rlvr.verify.scorer import Scorer
 
     task = load_task_dir(task_dir)
-    verdict = Scorer(cache=False).score(task, FinalState(files=read_workspace(workspace_dir)), seed).verdict
+    final = FinalState(files=read_workspace(workspace_dir), refused=refused_links(workspace_dir))
+    verdict = Scorer(cache=False).score(task, final, seed).verdict
     if json_out:
         _print_json(verdict.model_dump(mode="json"))
         return

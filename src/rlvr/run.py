@@ -283,9 +283,6 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("no such SFT file", file=cfg.sft.source, field="sft.source",
                         fix='give a JSONL file of {prompt, completion} records, "reference" or "gold"')
     _refuse_for_agents(cfg, ranks)  # agents: one rank, synchronous, the local isolated sandbox
-    if cfg.sft.recovery_every and ranks > 1:
-        raise UserError("recovery samples in the loop run on one rank only", field="sft.recovery_every",
-                        fix="set sft.recovery_every = 0 to train on several ranks")
 
 
 @contextmanager
@@ -307,6 +304,7 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
     from rlvr.train.distributed.engines import EngineSync, rank_config, with_engines
     from rlvr.train.recovery import RecoveryMixer
     from rlvr.train.trainer import Heldout, NoMonitor, Trainer
+    from rlvr.train.truncation import Truncation
     from rlvr.train.update import PolicyUpdater, apply_lora, reference_model
 
     dist = dist or distributed.SINGLE
@@ -346,7 +344,9 @@ def build_trainer(cfg: RunConfig, run_url: str, display: TrainDisplay | None = N
                           monitor=monitor, checkpoints=checkpoints, train_sources=[s.source for s in train],
                           heldout=Heldout(heldout_set, heldout_spec(cfg, train)), display=display, dist=dist,
                           engines=engines)
-        trainer.recovery = RecoveryMixer(policy, cfg.sft, built.gold, heldout=trainer.heldout.keys)
+        trainer.truncation = Truncation(cfg.train.truncation, cfg.train.overlong_buffer,
+                                        cfg.train.overlong_penalty)
+        trainer.recovery = RecoveryMixer(policy, cfg.sft, built.gold, heldout=trainer.heldout.keys, dist=dist)
         yield trainer
 
 

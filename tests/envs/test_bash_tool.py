@@ -9,7 +9,7 @@ import pytest
 
 from rlvr.envs.tools import BASH, BASH_TRUNCATED, TOOLS, ToolContext, call_tool, tools_for
 from rlvr.sandbox.result import ExecLimits
-from rlvr.tasks.spec import Task
+from rlvr.tasks.spec import Task, TaskLimits
 
 WORKSPACE = {"pkg/mod.py": "X = 1\n", "notes.txt": "hello\n"}
 TASK = Task(id="t", domain="repo-real", prompt="p", workspace=WORKSPACE)
@@ -117,3 +117,27 @@ def test_import_roots_outside_the_workspace_are_refused(root) -> None:
                 verifier={"kind": "code", "tests": ["test_h.py"], "import_roots": [root]})
     with pytest.raises(UserError, match="import_roots"):
         checked(task)
+
+
+def test_a_link_out_of_the_workspace_is_refused_and_the_model_told(isolated) -> None:
+    """A symbolic link that stays inside the workspace is kept (and read as what it leads to); one that points
+    out of it is removed after the command, named in the tool's output, and handed on as refused."""
+    from rlvr.envs.env import Env
+    from rlvr.envs.messages import Message, ToolCall
+
+    env = Env(isolated)
+    env.reset(TASK.model_copy(update={"limits": TaskLimits(max_turns=4, max_tokens=4000)}))
+    try:
+        step = env.step(Message(role="assistant", content="", tool_calls=[ToolCall(name="bash", arguments={
+            "command": "echo fixed > /tmp/mod.py; ln -s /tmp/mod.py outside.py; ln -s ../../etc/passwd pw;"
+                       " ln -s pkg/mod.py inside.py; ln -s /workspace/pkg alias; ln -s nowhere.py dangling."
+                       "py"})]))
+        out = step.messages[0].content
+        assert "[refused: outside.py was a symbolic link to /tmp/mod.py" in out and "[refused: pw " in out
+        assert "inside.py" not in out.split("[refused")[1] if "[refused" in out else True
+        final = env.final_state()
+    finally:
+        env.close()
+    assert final.refused == ["outside.py", "pw"]
+    assert final.files["inside.py"] == "X = 1\n" and final.files["alias/mod.py"] == "X = 1\n"
+    assert "outside.py" not in final.files and "pw" not in final.files and "dangling.py" not in final.files

@@ -12,7 +12,8 @@ from tests.store.synthetic import PLANTS, run
 PLANTED = {"flag_rate": "flag_rate_rising", "reward_without_heldout": "reward_without_heldout",
            "task_spike": "task_reward_spike", "length_blowup": "length_blowup",
            "entropy_collapse": "entropy_collapse", "zero_variance": "zero_variance_groups",
-           "mismatch_kl": "mismatch_kl", "mismatch_ratio": "mismatch_ratio"}
+           "mismatch_kl": "mismatch_kl", "mismatch_ratio": "mismatch_ratio",
+           "truncation": "truncation_rising"}
 
 
 def _alerts(tmp_path, plant, seed=0, steps=12, **cfg):

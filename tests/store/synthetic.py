@@ -16,7 +16,7 @@ TRACEBACK = ("Traceback (most recent call last):\n  File \"/tmp/ws/{n}/sol.py\",
 def episode(step: int, task: str, *, domain: str = "code", sample: int = 0, reward: float = 0.0,
             passed: bool | None = None, flags: tuple[str, ...] = (), length: int = 50, status: str = "done",
             error: str | None = None, failing_check: str = "hidden/test_sol.py::test_a",
-            exec_status: str = "ok",
+            exec_status: str = "ok", truncated_by: str | None = None,
             infra: str | None = None, content: str | None = None, group: str | None = None) -> Episode:
     """One plausible episode: a prompt, a tool call and its result, an answer, a verdict."""
     passed = reward >= 1.0 and not flags if passed is None else passed
@@ -44,13 +44,13 @@ def episode(step: int, task: str, *, domain: str = "code", sample: int = 0, rewa
         token_ids=list(range(length + 10)), loss_mask=[0] * 10 + [1] * length,
         logprobs=[0.0] * 10 + [-0.5] * length, final_state=FinalState(files={"sol.py": "def f(xs): ..."}),
         verdict=verdict, reward=0.0 if infra else reward, status="infra_error" if infra else status,
-        num_turns=2, num_generated_tokens=length,
+        truncated_by=truncated_by, num_turns=2, num_generated_tokens=length,
         timings={"generate": 0.01 * length, "tools": 0.05, "verify": 0.03, "total": 0.1 + 0.01 * length})
 
 
 PLANTS = ("flag_rate", "reward_without_heldout", "task_spike", "length_blowup", "entropy_collapse",
           "zero_variance",
-          "mismatch_kl", "mismatch_ratio")
+          "mismatch_kl", "mismatch_ratio", "truncation")
 
 
 def run(steps: int = 12, tasks: int = 4, group: int = 8, plant: str | None = None,
@@ -80,8 +80,10 @@ def run(steps: int = 12, tasks: int = 4, group: int = 8, plant: str | None = Non
                     length = 400
                 if late and plant == "zero_variance":
                     r = 1.0 if t % 2 else 0.0
+                cut = "tokens" if late and plant == "truncation" and rng.random() < 0.5 else None
                 eps.append(episode(step, task, sample=s, reward=r, passed=r >= 0.5 and not flags, flags=flags,
-                                   length=length, error=TRACEBACK.format(n=rng.randint(1, 99))))
+                                   length=length, error=TRACEBACK.format(n=rng.randint(1, 99)),
+                                   status="truncated" if cut else "done", truncated_by=cut))
         extra = {"time/rollout": 1.0 + rng.random() * 0.1, "time/update": 0.5, "policy/idle_fraction": 0.2,
                  "policy/entropy": 2.0 - 0.02 * step}
         if plant == "reward_without_heldout" and late:

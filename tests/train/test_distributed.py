@@ -32,6 +32,8 @@ from rlvr.train import distributed
 from rlvr.verify.verdict import Check, Verdict
 
 TOY = "dist_toy"
+FLAKY_RANK = "RLVR_TEST_FLAKY_RANK"
+"""Environment variable: the rank on which the toy verifier fails the odd tasks as infra faults."""
 ROOT = Path(__file__).resolve().parents[2]
 WEIGHT_TOL = 5e-5
 """Largest |w_2rank - w_1rank| allowed after the run below: 12 optimizer steps (3 steps x 2 minibatches x 2
@@ -50,13 +52,18 @@ class _ShareOfEven:
     (so almost every group has variance and almost every step updates)."""
 
     def verify(self, task: Task, final: FinalState) -> Verdict:
+        if os.environ.get(FLAKY_RANK, "-") == os.environ.get("RANK") and task.id[-1] in "13579":
+            # the rank named by FLAKY_RANK stands for one whose loaded sandbox fleet timed out judging some
+            # tasks: what it judges must never decide what the other ranks train on
+            return Verdict.infra("verification timed out")
         text = final.answer or ""
         score = sum(ord(c) % 2 == 0 for c in text) / max(1, len(text))
         return Verdict.from_checks([Check(name="even", score=score, passed=score > 0.7)])
 
 
 def _toy_source(cfg: object) -> ListSource:
-    tasks = [Task(id=f"t{i}", domain=TOY, prompt=f"say vowels {i}", limits=TaskLimits(max_tokens=6))
+    tasks = [Task(id=f"t{i}", domain=TOY, prompt=f"say vowels {i}", limits=TaskLimits(max_tokens=6),
+                  answer="bdfhj"[: 1 + i % 5])  # even code points: gold passes
              for i in range(40)]
     return ListSource(tasks, name=TOY)
 
@@ -192,6 +199,38 @@ def test_two_ranks_equal_one_rank(runs: tuple[RunConfig, RunConfig], model_dir: 
     total = sb["model_params"]
     assert sum(sb["rank_params"]) == total and max(sb["rank_params"]) <= total / 2 + 1024
     assert sa["rank_params"] == [sa["model_params"]]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("source", ["reference", "gold"])
+def test_two_ranks_equal_one_rank_for_the_domains_examples(tmp_path: Path, model_dir: Path,
+                                                            source: str) -> None:
+    """The warm start from the training domain's own examples, its reference answers (`source =
+    "reference"`) or its gold trajectories played through the env (`"gold"`, the quickstart's), made by
+    rank 0 and trained on by both: the weights one rank trains, to float noise, even where another rank would
+    have judged the gold trajectories otherwise (a loaded sandbox's timeouts). (A file source: `runs` above;
+    recovery samples: tests/train/test_recovery.py.)"""
+    import warnings
+
+    from rlvr import run
+
+    sft = {"enabled": True, "source": source, "examples": 24, "steps": 6, "batch_size": 5, "lr": 3e-3}
+    one = RunConfig.model_validate({**_data(tmp_path / "one", model_dir, steps=0), "sft": sft})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run.train(one)
+    config = tmp_path / "two.toml"
+    two = {**_data(tmp_path / "two", model_dir, steps=0, world_size=2), "sft": sft}
+    config.write_text(tomli_w.dumps(two))
+    done = _torchrun(config, env={FLAKY_RANK: "1"})  # rank 1 alone could not judge half the gold tasks
+    assert done.returncode == 0, done.stderr[-3000:]
+    wa, wb, start = _weights(one.run_dir), _weights(load_config(config).run_dir), _weights_of(model_dir)
+    assert max(float((wa[k] - start[k]).abs().max()) for k in wa if k in start) > 100 * WEIGHT_TOL
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) <= WEIGHT_TOL
+    ma, mb = (read_metrics(RunLayout(c.run_dir).metrics) for c in (one, load_config(config)))
+    assert ma[0]["sft/examples"] == mb[0]["sft/examples"] >= 16  # the tasks not held out, up to 24
+    assert mb[0]["sft/final_loss"] == pytest.approx(ma[0]["sft/final_loss"], rel=1e-4)
 
 
 @pytest.mark.filterwarnings("ignore")

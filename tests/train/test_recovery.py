@@ -2,8 +2,6 @@
 on, and that a held-out task never reaches either."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -109,9 +107,33 @@ def test_held_out_flagged_and_passed_episodes_never_become_recovery_samples(wide
     assert mixer.step() == {"recovery/failures": 0.0, "recovery/samples": 0.0}
 
 
-def test_recovery_on_several_ranks_is_refused_in_one_line(cli, tmp_path: Path) -> None:
-    conf = tmp_path / "r.toml"
-    conf.write_text("[sft]\nrecovery_every = 2\n[train]\nworld_size = 2\n")
-    res = cli(["train", str(conf)])
-    assert res.code == 2 and "recovery samples in the loop run on one rank only" in res.stderr
-    assert load_config(None, ["sft.recovery_every=2"]).sft.recovery_every == 2
+def test_recovery_on_several_ranks_trains_every_rank_on_rank_0s_samples(wide, monkeypatch) -> None:
+    """Recovery samples on N ranks: rank 0 (which holds the step's failures) plays them, every other rank
+    receives its token records and takes the same SFT step, split across the ranks (`sft_step` with the run's
+    ranks, the step one rank takes: the equivalence runs of tests/train/test_distributed.py). A rank other
+    than 0 never plays a sample. Such a run is no longer refused."""
+    from rlvr.train import recovery as recovery_mod
+    from rlvr.train.sft import Encoded
+
+    records = [Encoded([1, 2, 3, 4], [0, 0, 1, 1]), Encoded([5, 6, 7], [0, 1, 1])]
+
+    class RankOne:
+        main, active, world_size, rank = False, True, 2, 1
+
+        def broadcast(self, obj: object) -> object:
+            assert obj is None  # nothing of its own to send
+            return {"recovery/failures": 2.0, "recovery/samples": 2.0}, records
+
+    def no_play(policy: object) -> object:
+        raise AssertionError("only rank 0 plays recovery samples")
+    taken: list[tuple[list[Encoded], object]] = []
+    monkeypatch.setattr(recovery_mod, "sft_step",
+                        lambda model, batch, pad, opt, params, dist: taken.append((batch, dist)) or 0.5)
+    rank = RankOne()
+    mixer = RecoveryMixer(wide, SFTConfig(recovery_every=1), no_play, dist=rank)  # type: ignore[arg-type]
+    before = wide.version
+    out = mixer.step(seed=3)
+    assert taken == [(records, rank)] and out == {"recovery/failures": 2.0, "recovery/samples": 2.0,
+                                                 "recovery/loss": 0.5}
+    assert wide.version == before + 1
+    assert load_config(None, ["sft.recovery_every=2", "train.world_size=2"]).sft.recovery_every == 2

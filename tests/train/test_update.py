@@ -315,3 +315,22 @@ def test_entropy_over_several_chunks_matches_the_definition() -> None:
     by_hand = -(p * torch.log(p)).sum(-1)[mask[:, 1:].bool()]
     torch.testing.assert_close(generated_entropy(logits, mask).double(), by_hand, rtol=1e-5, atol=1e-5)
     assert generated_entropy(logits, torch.zeros(3, 301)).numel() == 0
+
+
+@pytest.mark.parametrize(("loss", "paper", "not_paper"), [
+    ("gspo", {"aggregation": "sequence", "clip_low": 3e-4, "clip_high": 4e-4}, {"aggregation": "token"}),
+    ("cispo", {"aggregation": "token", "clip_low": 1.0, "clip_high": 4.0}, {"clip_low": 0.2})])
+def test_a_loss_alone_gets_its_papers_settings(tiny_policy, loss: str, paper: dict, not_paper: dict) -> None:
+    """`loss = "gspo"` alone is GSPO's sequence mean and tight clip, `loss = "cispo"` alone CISPO's open lower
+    bound: the same gradient as those settings written out, not the one of the setting that differs."""
+    eps = _episodes(tiny_policy, n_groups=2, group=4)
+    # the sampler liked some tokens more than the trainer does now (ratios 0.6 and 1.35): both clips matter
+    samples = [dataclasses.replace(s, logprobs=[lp + (0.5 if i % 2 else -0.3) * m
+                                                for lp, m in zip(s.logprobs, s.loss_mask)])
+               for i, s in enumerate(samples_from(eps, episode_advantages(eps, "grpo")))]
+    alone = _grads(tiny_policy, samples, loss=loss, max_grad_norm=1e9, lr=1e-12)
+    written = _grads(tiny_policy, samples, loss=loss, max_grad_norm=1e9, lr=1e-12, **paper)
+    other = _grads(tiny_policy, samples, loss=loss, max_grad_norm=1e9, lr=1e-12, **not_paper)
+    for name in alone:
+        torch.testing.assert_close(alone[name], written[name], rtol=1e-6, atol=1e-9)
+    assert any(not torch.allclose(alone[n], other[n], rtol=1e-4, atol=1e-7) for n in alone)

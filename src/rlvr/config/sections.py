@@ -209,17 +209,23 @@ class TrainConfig(Section):
     loss: str = "ppo_clip"
     """Policy loss from the loss table: ppo_clip (PPO's clipped token ratio), pg (importance-weighted policy
     gradient, no clipping), gspo (GSPO: one ratio per sequence, the geometric mean of its token ratios,
-    clipped per sequence; the paper clips at clip_low 3e-4, clip_high 4e-4) or cispo (CISPO: the clipped token
-    ratio, gradient stopped, times the log-prob; every token keeps its gradient)."""
-    aggregation: Literal["token", "sequence", "constant"] = "token"
+    clipped per sequence) or cispo (CISPO: the clipped token ratio, gradient stopped, times the log-prob;
+    every token keeps its gradient). `clip_low`, `clip_high` and `aggregation` left unset take the loss's
+    paper defaults (`rlvr.train.losses.PAPER_DEFAULTS`): ppo_clip and pg 0.2 / 0.2, token; gspo 3e-4 / 4e-4,
+    sequence (GSPO v2, section 5.1); cispo 1.0 (no lower clip, MiniMax-M1) / 4.0, token.
+    Differs from its paper: cispo's clip_high, MiniMax-M1 tunes it, no value given (ScaleRL: eps_max 5)."""
+    aggregation: Literal["token", "sequence", "constant"] | None = None
     """Average the loss over all tokens of the batch (token), per sequence then over sequences (sequence), or
-    sum it over tokens and divide by sequences x `norm_length` (constant: Dr. GRPO, no length bias)."""
+    sum it over tokens and divide by sequences x `norm_length` (constant: Dr. GRPO, no length bias). Unset:
+    the loss's paper's (sequence for gspo, token otherwise)."""
     norm_length: int = Field(256, ge=1)
     """The constant length of the `constant` aggregation."""
-    clip_low: float = Field(0.2, ge=0)
-    """PPO clip range below 1 (the sequence ratio's for gspo, the detached weight's for cispo)."""
-    clip_high: float = Field(0.2, ge=0)
-    """PPO clip range above 1 (DAPO's clip-higher: set it above clip_low, e.g. 0.28)."""
+    clip_low: float | None = Field(None, ge=0)
+    """Clip range below 1 (the token ratio's for ppo_clip, the sequence ratio's for gspo, the detached
+    weight's for cispo: 1.0 means no lower clip). Unset: the loss's paper's (0.2; gspo 3e-4; cispo 1.0)."""
+    clip_high: float | None = Field(None, ge=0)
+    """Clip range above 1 (DAPO's clip-higher: set it above clip_low, e.g. 0.28). Unset: the loss's paper's
+    (0.2; gspo 4e-4; cispo 4.0)."""
     kl_coef: float = Field(0.0, ge=0)
     """Coefficient of the KL penalty to a frozen reference (0: no reference model)."""
     epochs: int = Field(1, ge=1)
@@ -278,6 +284,16 @@ class TrainConfig(Section):
     """Steps between checkpoints (a final one is always written)."""
     flag_penalty: float = 0.0
     """Reward of an episode with an integrity flag."""
+    truncation: Literal["score", "mask", "overlong"] = "score"
+    """What an episode cut by a budget (turns, tokens, wall, context) teaches (rlvr.train.truncation):
+    `score`, its verdict as it stands (the work done so far, the run's choice by default); `mask`, nothing
+    (left out of the update like an infra fault: DAPO's overlong filtering); `overlong`, its verdict plus
+    DAPO's soft overlong penalty, ramping over the last `overlong_buffer` of the token budget."""
+    overlong_buffer: float = Field(0.2, gt=0, le=1)
+    """Share of the episode's token budget over which the overlong penalty ramps from 0 to
+    `overlong_penalty` (DAPO: 4,096 of 20,480 tokens)."""
+    overlong_penalty: float = Field(1.0, ge=0)
+    """Largest overlong penalty, subtracted at the budget and past it (DAPO: 1)."""
     heldout_samples: int = Field(4, ge=1)
     """Samples per held-out task for pass@1 (the share that pass at the policy's temperature, per task)."""
     heldout_greedy: bool = True
@@ -412,6 +428,9 @@ class MonitorConfig(Section):
     run has fewer than two windows of steps, half of its steps (at least two)."""
     flag_rate_rise: float = Field(0.10, gt=0, le=1)
     """Reward hacking: rise of the flagged share of episodes between the two windows that raises an alert."""
+    truncation_rise: float = Field(0.10, gt=0, le=1)
+    """Rise of the share of episodes one budget cut (turns, tokens, wall, context) between the two windows
+    that raises an alert."""
     reward_rise: float = Field(0.10, gt=0)
     """Reward hacking: rise of the mean training reward between the two windows that counts as rising."""
     heldout_metric: str = "heldout/pass_rate"

@@ -11,7 +11,7 @@ from typing import Any
 
 from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import FORMAT_HINT, parse_text
-from rlvr.envs.tools import ToolContext, call_tool, tools_for
+from rlvr.envs.tools import COMMANDS, ToolContext, call_tool, refuse_links_out, tools_for
 from rlvr.errors import InfraError, UserError
 from rlvr.sandbox import tree
 from rlvr.sandbox.base import Sandbox, SandboxPool, environment_of
@@ -86,6 +86,11 @@ class Env:
         self.budgets = Budgets(turns, self.overrides[1] or lim.max_tokens, lim.wall_s)
         self.turns = self.tokens = 0
         self.answer: str | None = None
+        self.refused: list[str] = []
+        """Links out of the workspace removed during the episode (`refuse_links_out`): the verifier flags
+        them."""
+        self.ran_code = False
+        """Whether a tool ran code in the workspace (which could leave a link behind)."""
         self.t0 = time.monotonic()
         self._replay = []
         messages: list[Message] = []
@@ -167,6 +172,8 @@ class Env:
         terminated = False
         for call in calls:
             result = self._run_call(call)
+            self.refused += result.refused
+            self.ran_code = self.ran_code or call.name in COMMANDS
             out.append(Message(role="tool", content=result.content, tool_call_id=call.id or None,
                                name=call.name,
                                exec_status=result.exec_status))
@@ -230,8 +237,11 @@ class Env:
         packed = tree.has_tree(self.task.workspace)
         for attempt in range(self.infra_retries + 1):
             try:
+                # links out of the workspace however made (the shell tools remove those they see made)
+                swept = refuse_links_out(self.sandbox) if self.ran_code else []
+                refused = [*self.refused, *(p for p, _ in swept)]
                 files = tree.capture(self.sandbox) if packed else self.sandbox.read_files(None)
-                return FinalState(files=files, answer=self.answer)
+                return FinalState(files=files, answer=self.answer, refused=sorted(set(refused)))
             except Exception as exc:  # a dead sandbox may fail in any way here: an infra fault
                 if attempt == self.infra_retries:
                     raise InfraError(f"cannot read the final workspace: {exc}") from exc

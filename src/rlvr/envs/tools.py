@@ -38,6 +38,8 @@ class ToolOutput:
     """True for submit: the episode terminates."""
     answer: str | None = None
     """The answer given with submit, if any."""
+    refused: list[str] = field(default_factory=list)
+    """Symbolic links out of the workspace the command made, removed (`refuse_links_out`)."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ def patch_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 def run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     command = _str_arg(args, "command")
     res = _exec(ctx, ["sh", "-c", command])
-    return ToolOutput(_report(res, ctx.max_output_chars), exec_status=res.status.value)
+    return _links_refused(ctx, ToolOutput(_report(res, ctx.max_output_chars), exec_status=res.status.value))
 
 
 BASH_TRUNCATED = "[output truncated: the command wrote more than the sandbox keeps ({stream})]"
@@ -184,14 +186,47 @@ BASH_TRUNCATED = "[output truncated: the command wrote more than the sandbox kee
 
 def bash(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     """One bash command in the workspace, with the sandbox interpreter's environment (the project's venv for a
-    built repo task) first on PATH, under the context's limits; output capped, both cuts marked."""
+    built repo task) first on PATH, under the context's limits; output capped, both cuts marked. A symbolic
+    link out of the workspace that the command left is removed and the model told (`refuse_links_out`)."""
     command = _str_arg(args, "command")
     res = _exec(ctx, ["bash", "-c", command])
     text = _report(res, ctx.max_output_chars)
     cut = [s for s, t in (("stdout", res.stdout_truncated), ("stderr", res.stderr_truncated)) if t]
     if cut:
         text += "\n" + BASH_TRUNCATED.format(stream=", ".join(cut))
-    return ToolOutput(text, exec_status=res.status.value)
+    return _links_refused(ctx, ToolOutput(text, exec_status=res.status.value))
+
+
+def _links_refused(ctx: ToolContext, out: ToolOutput) -> ToolOutput:
+    """A shell command's output, with the links out of the workspace it left removed and named."""
+    refused = refuse_links_out(ctx.sandbox, ctx.limits)
+    out.content += "".join("\n" + LINK_REFUSED.format(path=p, target=t) for p, t in refused)
+    out.refused = [p for p, _ in refused]
+    return out
+
+
+LINK_SWEEP = ('find . -type l -print0 2>/dev/null | while IFS= read -r -d "" l; do t=$(readlink -f -- "$l"); '
+              'case "$t" in "$PWD"|"$PWD"/*) ;; *) printf "%s\\t%s\\n" "${l#./}" "$(readlink -- "$l")"; '
+              'rm -f -- "$l";; esac; done')
+"""Removes every symbolic link of the workspace that resolves out of it, printing `path<TAB>target` for each:
+run where the links are (the sandbox), so it resolves them as the jobs see them."""
+LINK_REFUSED = ("[refused: {path} was a symbolic link to {target}, outside the workspace; it was removed. "
+                "A link out of the workspace is not part of your work and is flagged; copy what you need "
+                "instead]")
+
+
+def refuse_links_out(sandbox: Sandbox, limits: ExecLimits | None = None) -> list[tuple[str, str]]:
+    """Remove the workspace's symbolic links that lead out of it: [(path, target)] of those removed. A link
+    that stays inside is the work's own (readers read what it leads to: `rlvr.links`)."""
+    res = sandbox.run(["bash", "-c", LINK_SWEEP], limits=limits)
+    if res.infra_error:
+        raise InfraError(res.error or "sandbox infra error")
+    out = []
+    for line in res.stdout.splitlines():
+        path, tab, target = line.partition("\t")
+        if tab and path:
+            out.append((path, target))
+    return out
 
 
 def visible_tests(task: Task) -> list[str]:
@@ -266,6 +301,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
 )}
 """Every built-in tool by name."""
 
+COMMANDS = frozenset({"run", "bash", "run_tests"})
+"""Tools that run code in the workspace (what could leave a symbolic link behind)."""
 BASH = Tool("bash",
             "Run one bash command in the workspace (the project's environment on PATH; output capped).",
             _params(command="bash command line"), bash)

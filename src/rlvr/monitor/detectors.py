@@ -16,7 +16,7 @@ import numpy as np
 
 from rlvr.config import MonitorConfig
 from rlvr.monitor.metrics import is_multi_turn
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import TRUNCATION_REASONS, Episode
 
 MAX_LINKED_EPISODES = 20
 """Episodes linked from one alert (the report links each to the episode viewer)."""
@@ -242,6 +242,27 @@ def no_tool_calls(h: History, step: int, eps: list[Episode], cfg: MonitorConfig)
                   episode_ids=ids)]
 
 
+def truncation_rising(h: History, step: int, eps: list[Episode], cfg: MonitorConfig) -> list[Alert]:
+    """A budget cuts more and more episodes: the share one budget cut (`truncation/<reason>`,
+    rlvr.monitor.metrics.truncation_metrics) rose by `truncation_rise` or more between the two latest windows
+    (one alert per budget, key = its name)."""
+    alerts = []
+    for reason in (*TRUNCATION_REASONS, "other"):
+        rates = [v for _, v in h.series(f"truncation/{reason}", step)]
+        w = _window(len(rates), cfg)
+        pair = _windows(rates, w)
+        if pair is None or pair[1] - pair[0] < cfg.truncation_rise:
+            continue
+        ids = [e.episode_id for e in eps if e.status == "truncated"
+               and (e.truncated_by if e.truncated_by in TRUNCATION_REASONS else "other") == reason]
+        alerts.append(Alert(step, "truncation_rising",
+                            f"the {reason} budget cuts more episodes: {pair[0]:.0%} -> {pair[1]:.0%} over "
+                            f"the last {w} steps (train.truncation decides what they teach; raise the "
+                            f"budget or read one)", pair[1] - pair[0], cfg.truncation_rise, key=reason,
+                            episode_ids=ids[:MAX_LINKED_EPISODES]))
+    return alerts
+
+
 DETECTORS: dict[str, Detector] = {
     "flag_rate_rising": flag_rate_rising,
     "reward_without_heldout": reward_without_heldout,
@@ -252,6 +273,7 @@ DETECTORS: dict[str, Detector] = {
     "mismatch_kl": mismatch_kl,
     "mismatch_ratio": mismatch_ratio,
     "no_tool_calls": no_tool_calls,
+    "truncation_rising": truncation_rising,
 }
 """Every anomaly detector, by name."""
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from rlvr.envs.messages import Message
 from rlvr.rollout.core.groups import group_rewards, is_zero_variance
-from rlvr.rollout.episode import Episode, tool_names
+from rlvr.rollout.episode import TRUNCATION_REASONS, Episode, tool_names
 
 Metrics = dict[str, float]
 
@@ -85,6 +85,18 @@ def length_metrics(eps: list[Episode]) -> Metrics:
             "episode/turns": float(np.mean([e.num_turns for e in eps])),
             "episode/truncated_rate": sum(e.status == "truncated" for e in eps) / len(eps)}
 
+
+def truncation_metrics(eps: list[Episode]) -> Metrics:
+    """`truncation/rate`, the share of judged episodes a budget cut, and `truncation/<reason>` per budget
+    (`other` for a reason outside TRUNCATION_REASONS), shares of the same episodes."""
+    judged = [e for e in eps if not e.masked]
+    if not judged:
+        return {}
+    reasons = [(e.truncated_by if e.truncated_by in TRUNCATION_REASONS else "other")
+               for e in judged if e.status == "truncated"]
+    out = {"truncation/rate": len(reasons) / len(judged)}
+    out.update({f"truncation/{r}": reasons.count(r) / len(judged) for r in (*TRUNCATION_REASONS, "other")})
+    return out
 
 def sandbox_latencies_s(ep: Episode) -> list[float]:
     """Sandbox latency samples of one episode: its `sandbox` timings, else tool time per tool call."""
@@ -211,6 +223,7 @@ METRICS: dict[str, Callable[[list[Episode]], Metrics]] = {
     "reward": reward_metrics, "pass_rate": pass_rate_metrics, "flags": flag_metrics, "infra": infra_metrics,
     "episode": length_metrics, "sandbox": sandbox_metrics, "policy": throughput_metrics,
     "episode_time": timing_metrics, "groups": group_metrics, "agent": agent_metrics,
+    "truncation": truncation_metrics,
 }
 """Every metric family, by namespace."""
 

@@ -60,6 +60,9 @@ _METRIC_CHARTS: list[tuple[str, str, str, list[str], tuple[float, float | None] 
     ("agent_use", "Episodes", "Tool use per multi-turn episode (calls, turns, to a pass)",
      ["agent/tool_calls_per_episode", "agent/turns_per_episode", "agent/turns_to_pass",
       "agent/run_tests_before_pass", "agent/malformed_calls_per_episode"], (0, None)),
+    ("truncation", "Episodes", "Truncated share of episodes, by the budget that cut them", ["truncation/rate",
+     "truncation/turns", "truncation/tokens", "truncation/wall", "truncation/context", "truncation/other"],
+     (0, 1)),
     ("agent_errors", "Episodes", "Tool errors and episodes without a tool call (share)",
      ["agent/tool_error_rate", "agent/no_tool_call_share"], (0, 1)),
 ]

@@ -80,6 +80,13 @@ class Episode(BaseModel):
         return bool(self.verdict and self.verdict.passed)
 
 
+TOKEN_BUDGET = "token_budget"
+"""`Episode.metadata` key: the tokens the episode could generate over all its turns, as its runner budgeted
+them (the overlong penalty ramps towards it, rlvr.train.truncation)."""
+TRUNCATION_REASONS = ("turns", "tokens", "wall", "context")
+"""The budgets that cut an episode (`Episode.truncated_by`)."""
+
+
 def split_segments(episodes: Sequence[Episode]) -> list[Episode]:
     """One training record per segment of each episode (the same episode_id, so an advantage keyed by episode
     reaches each of them). An episode whose token record had to start over (older output elided to fit the

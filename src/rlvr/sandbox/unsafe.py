@@ -17,6 +17,7 @@ from pathlib import Path
 
 from typing_extensions import Self
 
+from rlvr import links
 from rlvr.errors import UserError
 from rlvr.sandbox import workspace
 from rlvr.sandbox.base import FileMap, iter_safe_paths, network_refused
@@ -64,6 +65,9 @@ class UnsafeSandbox:
             p = self.root / rel
             if p.is_file() and not p.is_symlink() and p.resolve().is_relative_to(self.root.resolve()):
                 out[rel] = p.read_bytes().decode("utf-8", errors="replace")
+        if paths is None:  # as the isolated pool reads them: links inside the workspace, never out of it
+            for rel, real in links.through(self.root, links.classify(self.root)[0]).items():
+                out.setdefault(rel, (self.root / real).read_bytes().decode("utf-8", errors="replace"))
         return out
 
     def run(self, argv: Sequence[str], files: FileMap | None = None, stdin: str | bytes | None = None,

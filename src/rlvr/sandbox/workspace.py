@@ -7,6 +7,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from rlvr import links
 from rlvr.sandbox.base import FileMap, iter_safe_paths
 from rlvr.sandbox.wire import rmtree_at
 
@@ -94,13 +95,19 @@ def list_files(root: Path) -> list[str]:
 
 
 def read_files(root: Path, paths: Sequence[str] | None = None) -> dict[str, str]:
-    """Read files back as text (UTF-8 with replacement); None: every regular file. Missing ones are left
-    out."""
+    """Read files back as text (UTF-8 with replacement); None: every regular file, and what each symbolic link
+    that stays inside the workspace leads to, read at the link's path (`rlvr.links`: a link out of the
+    workspace is never read). Missing ones are left out."""
     out: dict[str, str] = {}
     for rel in (list_files(root) if paths is None else paths):
         data = read_file(root, rel)
         if data is not None:
             out[rel] = data.decode("utf-8", errors="replace")
+    if paths is None:
+        for rel, real in links.through(root, links.classify(root)[0]).items():
+            data = read_file(root, real)
+            if data is not None and rel not in out:
+                out[rel] = data.decode("utf-8", errors="replace")
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import tomllib
 from pydantic import ValidationError
 
+from rlvr import links
 from rlvr.errors import UserError
 from rlvr.tasks import registry
 from rlvr.tasks.problems import validation_error
@@ -42,19 +43,32 @@ def read_tree(root: Path) -> Files:
 
 
 def read_workspace(path: str | Path) -> Files:
-    """A final workspace directory as text files (caches skipped, symlinks left out, bytes decoded
-    leniently)."""
+    """A final workspace directory as text files (caches skipped, bytes decoded leniently): its regular files,
+    and what each symbolic link that stays inside it leads to, read at the link's path; a link out of it is
+    never read (`refused_links` names it)."""
     root = Path(path)
     if not root.is_dir():
         raise UserError("no such workspace directory", file=root, fix="give the final state's directory")
     files: Files = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".pytest_cache", ".git"))
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED)
         for fn in sorted(filenames):
             p = Path(dirpath) / fn
             if not p.is_symlink() and p.is_file():
                 files[p.relative_to(root).as_posix()] = p.read_bytes().decode("utf-8", "replace")
+    for rel, real in links.through(root, links.classify(root)[0]).items():
+        if not SKIPPED & set(rel.split("/")[:-1]):
+            files.setdefault(rel, (root / real).read_bytes().decode("utf-8", "replace"))
     return files
+
+
+SKIPPED = frozenset({"__pycache__", ".pytest_cache", ".git"})
+"""Directories of a final workspace that are not the work (caches and version control)."""
+
+
+def refused_links(path: str | Path) -> list[str]:
+    """The symbolic links of a final workspace directory that lead out of it: refused, never read."""
+    return [r for r in links.classify(Path(path))[1] if not SKIPPED & set(r.split("/"))]
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -104,3 +104,6 @@ class FinalState(BaseModel):
     """The workspace at the end (multi-turn and code tasks)."""
     answer: str | None = None
     """The model's final answer text (single-turn tasks)."""
+    refused: list[str] = Field(default_factory=list)
+    """Workspace paths that were symbolic links leading out of the workspace: refused (never read, removed
+    where the env saw them made, and reported to the model), which a verifier flags (`rlvr.links`)."""

@@ -129,9 +129,10 @@ def train_step(trainer: Trainer, step: int, feed: Feed | None = None) -> tuple[d
             trainer.store.write(step, trainer.retention.kept(episodes))
             metrics.update(trainer.scheduler.observe(episodes))
     recovery = trainer.recovery
-    if recovery is not None and recovery.enabled and main:
-        recovery.observe(batch, episodes)
-        if recovery.due(step):  # failures back into training: recovery samples, one SFT step
+    if recovery is not None and recovery.enabled:
+        if main:  # rank 0 holds the step's episodes
+            recovery.observe(batch, episodes)
+        if recovery.due(step):  # failures back into training: recovery samples, one SFT step on every rank
             with timer("recovery"):
                 metrics.update(recovery.step(seed=step_seed(trainer.cfg.seed, step)))
                 trainer.sync_generation()
@@ -146,9 +147,11 @@ def update_policy(trainer: Trainer, episodes: list[Episode], step: int) -> dict[
     """Groups, advantages within each, then the policy update; zero-variance groups (`schedule.
     skip_zero_variance`) and groups sampled too many versions ago are left out and counted."""
     cfg, dist, policy = trainer.cfg, trainer.dist, trainer.policy
-    skipped = set(zero_variance_groups(episodes)) if cfg.schedule.skip_zero_variance else set()
-    stale = stale_groups(episodes, policy.version, cfg.train.max_staleness) - skipped
-    learn = [ep for ep in episodes if group_key(ep) not in skipped | stale]
+    # what truncated episodes teach (the run's choice), before groups are judged
+    shaped, truncation = trainer.truncation.apply(episodes)
+    skipped = set(zero_variance_groups(shaped)) if cfg.schedule.skip_zero_variance else set()
+    stale = stale_groups(shaped, policy.version, cfg.train.max_staleness) - skipped
+    learn = [ep for ep in shaped if group_key(ep) not in skipped | stale]
     lags = [policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, cfg.train.advantage)
     # an agent's episode may hold several segments (it edited its history): each trains on its own tokens
@@ -160,6 +163,7 @@ def update_policy(trainer: Trainer, episodes: list[Episode], step: int) -> dict[
     if samples:
         policy.version += 1
     judged = [ep for ep in episodes if not ep.masked]
+    metrics.update(truncation)
     metrics.update({
         "train/skipped_groups": float(len(skipped)),
         "train/stale_groups": float(len(stale)),

@@ -142,6 +142,37 @@ LOSSES: dict[str, LossFn] = {"ppo_clip": ppo_clip, "pg": policy_gradient, "gspo"
 """Loss name (`train.loss`) -> per-token loss function."""
 
 
+@dataclass(frozen=True)
+class PaperDefaults:
+    """What a loss's paper uses, where `train.clip_low`, `clip_high` and `aggregation` are left unset."""
+
+    clip_low: float
+    clip_high: float
+    aggregation: str
+    differs: str = ""
+    """One line: where rlvr's default differs from the paper (and why), or "" when it does not."""
+
+
+PAPER_DEFAULTS: dict[str, PaperDefaults] = {
+    # PPO (Schulman et al. 2017): epsilon 0.2 both ways; GRPO/DAPO's token mean
+    "ppo_clip": PaperDefaults(0.2, 0.2, "token"),
+    "pg": PaperDefaults(0.2, 0.2, "token", "no clipping: the clip ranges are unused"),
+    # GSPO paper (v2) section 5.1: sequence-level clip 3e-4 / 4e-4, the mean over sequences
+    "gspo": PaperDefaults(3e-4, 4e-4, "sequence"),
+    # MiniMax-M1: no lower bound on the weight (clip_low 1: weights in [0, 1 + clip_high]), token-level mean
+    "cispo": PaperDefaults(1.0, 4.0, "token",
+                           "MiniMax-M1 tunes the upper bound without giving it: ScaleRL's epsilon_max 5 "
+                           "(clip_high 4.0, TRL's recommended value)"),
+}
+"""Loss name -> its paper's clip ranges and aggregation: what an unset `train.clip_low`, `clip_high` or
+`aggregation` means for that loss."""
+
+
+def paper_defaults(name: str) -> PaperDefaults:
+    """The paper defaults of the loss called `name` (an unknown name is a UserError, as for `loss_fn`)."""
+    return named(PAPER_DEFAULTS, name, "loss", "train.loss")
+
+
 # ------------------------------------------------------------------------------------ behaviour correction
 @dataclass(frozen=True)
 class CorrectionSettings:

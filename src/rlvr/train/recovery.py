@@ -21,7 +21,8 @@ from rlvr.config import SFTConfig
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.policies.gold import play, recovery_plan
 from rlvr.tasks.spec import Task
-from rlvr.train.sft import episode_example, sft_step
+from rlvr.train.distributed import SINGLE, Dist
+from rlvr.train.sft import Encoded, episode_example, sft_step
 
 __all__ = ["RecoveryMixer", "honest_failure"]
 
@@ -34,12 +35,16 @@ def honest_failure(ep: Episode) -> bool:
 class RecoveryMixer:
     """Collects the failures of the RL steps and, when due, trains one SFT step on their recovery samples."""
 
-    def __init__(self, policy: Any, cfg: SFTConfig, gold: Any, heldout: Collection[str] = ()) -> None:
+    def __init__(self, policy: Any, cfg: SFTConfig, gold: Any, heldout: Collection[str] = (),
+                 dist: Dist = SINGLE) -> None:
         self.policy = policy
         self.cfg = cfg
         self.gold = gold
         """`gold(gold_policy)`: the run's env loop on a gold policy (its pool, Scorer, rollout settings)."""
         self.heldout = set(heldout)
+        self.dist = dist
+        """The ranks of the run: rank 0 collects the failures and plays the samples, every rank trains on
+        them (the step is a collective)."""
         self.failures: list[tuple[Episode, Task]] = []
         self._opt: torch.optim.Optimizer | None = None
 
@@ -62,7 +67,25 @@ class RecoveryMixer:
 
     def step(self, seed: int = 0) -> dict[str, float]:
         """Recovery samples of the collected failures, one SFT step on those that pass; `recovery/*`
-        metrics."""
+        metrics. Every rank calls it: rank 0 (which holds the failures) plays the samples, and every rank
+        trains on rank 0's token records, split across them (`sft_step`), as one rank would."""
+        made = self._samples(seed) if self.dist.main else None
+        metrics, records = self.dist.broadcast(made)
+        if not records:
+            return metrics
+        model = self.policy.model
+        params = [p for p in model.parameters() if p.requires_grad]
+        if self._opt is None:
+            self._opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
+        was_training = model.training
+        model.eval()  # as in the warm start: no dropout, the same function RL compares log-probs of
+        metrics["recovery/loss"] = sft_step(model, records, self.policy.pad_id, self._opt, params, self.dist)
+        model.train(was_training)
+        self.policy.version += 1
+        return metrics
+
+    def _samples(self, seed: int) -> tuple[dict[str, float], list[Encoded]]:
+        """(the step's `recovery/*` counts, the recovery samples that passed, as token records)."""
         plans, seen = [], set()
         for ep, task in self.failures:
             if task.key in seen or task.key in self.heldout:
@@ -76,16 +99,4 @@ class RecoveryMixer:
         self.failures = []
         samples = play(plans, self.gold, encoder=self.policy, seed=seed)
         metrics = {"recovery/failures": float(len(plans)), "recovery/samples": float(len(samples))}
-        if not samples:
-            return metrics
-        model = self.policy.model
-        params = [p for p in model.parameters() if p.requires_grad]
-        if self._opt is None:
-            self._opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
-        was_training = model.training
-        model.eval()  # as in the warm start: no dropout, the same function RL compares log-probs of
-        metrics["recovery/loss"] = sft_step(model, [episode_example(e) for e in samples], self.policy.pad_id,
-                                            self._opt, params)
-        model.train(was_training)
-        self.policy.version += 1
-        return metrics
+        return metrics, [episode_example(e) for e in samples]

@@ -164,6 +164,11 @@ def encode(policy, ex: SFTExample, max_len: int) -> Encoded:
     return Encoded(ids, ([0] * len(prompt) + [1] * len(completion))[:max_len])
 
 
+def encoded(policy, examples: Sequence[SFTExample | Encoded]) -> list[Encoded]:
+    """Examples as token records (prompt/completion pairs rendered and encoded as `encode` does)."""
+    return [ex if isinstance(ex, Encoded) else encode(policy, ex, policy.max_context) for ex in examples]
+
+
 def trained_tokens(batch: Sequence[Encoded]) -> int:
     """Tokens of `batch` that carry loss (position 0 never does: nothing predicts it)."""
     return sum(sum(e.mask[1:]) for e in batch)
@@ -223,7 +228,7 @@ def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, 
     model = policy.model
     if activation_checkpointing:
         enable_activation_checkpointing(model)
-    encoded = [ex if isinstance(ex, Encoded) else encode(policy, ex, policy.max_context) for ex in examples]
+    records = encoded(policy, examples)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     rng = random.Random(seed)
@@ -232,10 +237,10 @@ def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, 
     losses: list[float] = []
     for step in range(cfg.steps):
         if len(order) < cfg.batch_size:
-            fresh = list(range(len(encoded)))
+            fresh = list(range(len(records)))
             rng.shuffle(fresh)
             order.extend(fresh)
-        batch = [encoded[order.pop()] for _ in range(min(cfg.batch_size, len(encoded)))]
+        batch = [records[order.pop()] for _ in range(min(cfg.batch_size, len(records)))]
         losses.append(sft_step(model, batch, policy.pad_id, opt, params, dist))
         if on_step is not None:
             on_step(step + 1, losses[-1])

@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,7 +31,8 @@ from rlvr.tasks.spec import Task
 from rlvr.train import distributed
 from rlvr.train.distributed import SINGLE, Dist
 from rlvr.train.distributed.engines import EngineSync
-from rlvr.train.sft import warm_start_examples
+from rlvr.train.sft import encoded, warm_start_examples
+from rlvr.train.truncation import Truncation
 from rlvr.train.update import PolicyUpdater
 from rlvr.verify.scorer import Scorer
 
@@ -103,6 +104,8 @@ class Trainer:
     """This process's rank in the job; only rank 0 samples, stores, monitors and evaluates."""
     recovery: RecoveryMixer | None = None
     """Recovery samples from the run's failures, every `sft.recovery_every` steps (`rlvr.train.recovery`)."""
+    truncation: Truncation = field(default_factory=Truncation)
+    """What a truncated episode teaches the update (`train.truncation`, rlvr.train.truncation)."""
     engines: EngineSync | None = None
     """Engine actors with several ranks: every rank's part in feeding them
     (rlvr.train.distributed.engines)."""
@@ -117,10 +120,17 @@ class Trainer:
         return self.gold(policy)
 
     def sft_examples(self) -> list[Any]:
-        """The SFT warm start's examples (`sft.source`), never a held-out task."""
-        return warm_start_examples(self.cfg.sft, self.train_sources, self.gold_rollouts, self.policy,
-                                   seed=self.cfg.seed,
-                                   limit_index=self.cfg.tasks.heldout_offset, exclude=self.heldout.keys)
+        """The SFT warm start's examples (`sft.source`), never a held-out task, encoded as token records. With
+        several ranks rank 0 makes them (gold trajectories are played once, in one sandbox fleet) and every
+        rank trains on its copy: the same examples in the same order, whatever the source, so N ranks train
+        what one rank trains."""
+        examples: list[Any] | None = None
+        if self.dist.main:
+            made = warm_start_examples(self.cfg.sft, self.train_sources, self.gold_rollouts, self.policy,
+                                       seed=self.cfg.seed,
+                                       limit_index=self.cfg.tasks.heldout_offset, exclude=self.heldout.keys)
+            examples = encoded(self.policy, made)
+        return self.dist.broadcast(examples)
 
     def sync_generation(self) -> float | None:
         """Bring the generation weights up to the trainer's when behind (seconds; None: nothing moved). With

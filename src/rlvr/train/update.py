@@ -35,6 +35,7 @@ from rlvr.train.losses import (
     behaviour_weight,
     loss_fn,
     named,
+    paper_defaults,
 )
 from rlvr.train.packing import Layout, can_pack, packed, padded, token_micro_batches, unpack
 
@@ -225,8 +226,8 @@ class PolicyUpdater:
         self.temperature = temperature
         self.ref_model = ref_model
         self.loss = loss_fn(cfg.loss)
-        self.aggregate = aggregate_fn(cfg.aggregation)
-        self.settings = LossSettings(clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef)
+        self.settings, aggregation = loss_settings(cfg)
+        self.aggregate = aggregate_fn(aggregation)
         self.correction, self.correction_settings = correction_settings(cfg)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -469,5 +470,15 @@ def check_settings(cfg: TrainConfig) -> None:
 
     estimator(cfg.advantage)
     loss_fn(cfg.loss)
-    aggregate_fn(cfg.aggregation)
+    aggregate_fn(loss_settings(cfg)[1])
     correction_settings(cfg)
+
+
+def loss_settings(cfg: TrainConfig) -> tuple[LossSettings, str]:
+    """The loss's settings and aggregation: what the config sets, else what the loss's paper uses
+    (`PAPER_DEFAULTS`: GSPO's sequence mean and tight clip, CISPO's open lower bound)."""
+    paper = paper_defaults(cfg.loss)
+    settings = LossSettings(clip_low=paper.clip_low if cfg.clip_low is None else cfg.clip_low,
+                            clip_high=paper.clip_high if cfg.clip_high is None else cfg.clip_high,
+                            kl_coef=cfg.kl_coef)
+    return settings, paper.aggregation if cfg.aggregation is None else cfg.aggregation

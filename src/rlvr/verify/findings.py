@@ -39,15 +39,16 @@ class Findings:
 
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
 
-    def add(self, kind: str, file: str | None, line: int | None, seen: str) -> None:
+    def add(self, kind: str, file: str | None, line: int | None, seen: str, inert: bool = False) -> None:
+        """Record evidence of `kind`; `inert`: the judge made the act change nothing (`Evidence.inert`)."""
         items = self.evidence.setdefault(kind, [])
         if len(items) < 20 and not any(e.file == file and e.line == line and e.seen == seen for e in items):
-            items.append(Evidence(file=file, line=line, seen=seen[:300]))
+            items.append(Evidence(file=file, line=line, seen=seen[:300], inert=inert))
 
     def merge(self, other: Findings) -> None:
         for kind, items in other.evidence.items():
             for e in items:
-                self.add(kind, e.file, e.line, e.seen)
+                self.add(kind, e.file, e.line, e.seen, e.inert)
 
     def flags(self) -> list[Flag]:
         return [Flag(kind=k, evidence=v, message=MESSAGES.get(k, k)) for k,
@@ -70,7 +71,7 @@ class Findings:
                 if allowed[key] > 0:
                     allowed[key] -= 1
                 else:
-                    out.add(kind, e.file, e.line, e.seen)
+                    out.add(kind, e.file, e.line, e.seen, e.inert)
         return out
 
 

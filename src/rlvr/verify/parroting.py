@@ -96,8 +96,15 @@ def parroting(results: list[tuple[Any, Any]], literals: set[str], where: str,
         raise ValueError(f"{len(results)} results but {len(calls)} inputs")
     wrong = [(g, args) for (g, w), args in zip(results, calls) if not same(g, w)]
     constant = len(wrong) >= 3 and len({_key(g) for g, _ in wrong}) == 1  # one value whatever the input
-    copied = [g for g, args in wrong if _key(g) in literals and (constant or not read_off(g, args))]
-    if len(copied) >= 2 and len(copied) * 2 >= len(wrong):
+    # a literal returned where no argument holds it came from the prompt, and so did each other time it is
+    # returned, whatever those inputs hold: a table of the prompt's answers alternated over inputs is no less
+    # copied where an input happens to contain one of them
+    unexplained = {_key(g) for g, args in wrong if _key(g) in literals and not read_off(g, args)}
+    copied = [g for g, args in wrong if _key(g) in literals and (constant or _key(g) in unexplained)]
+    # a trivial fallback (None, 0, -1, "", []) where the copied table has no entry computes nothing either:
+    # the share is of the wrong results that carry a value
+    valued = [g for g, _ in wrong if _key(g) not in TRIVIAL]
+    if len(copied) >= 2 and len(copied) * 2 >= len(valued):
         found.add("parroting", where, None,
                   f"{len(copied)} of {len(wrong)} wrong results are literals of the "
                   f"prompt (e.g. {copied[0]!r:.60}) that the reference does not produce")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 VERDICT_SCHEMA_VERSION = 1
 
@@ -33,6 +33,10 @@ class Evidence(BaseModel):
     line: int | None = None
     seen: str = ""
     """What was seen (a code excerpt, a diff line, a value)."""
+    inert: bool = False
+    """The judge made this act change nothing the tests see (it refused it, or the tests ran on their own copy
+    of what it changed), so the work was judged as if it had not happened. False where that is not certain:
+    every static finding, and any act the judge only watched."""
 
 
 class Flag(BaseModel):
@@ -46,6 +50,11 @@ class Flag(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     message: str = ""
 
+    @property
+    def neutralised(self) -> bool:
+        """Whether every act seen was made inert (see `Evidence.inert`)."""
+        return bool(self.evidence) and all(e.inert for e in self.evidence)
+
 
 class Verdict(BaseModel):
     """The judgement of one final state."""
@@ -53,7 +62,10 @@ class Verdict(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     score: float = Field(0.0, ge=0.0, le=1.0)
-    """Weighted fraction of checks passed (0 when infra_error)."""
+    """Weighted fraction of checks passed (0 when infra_error). Never a trick's reward: with a flag it is what
+    the work earns with the trick neutralised (every flag's acts inert, `Flag.neutralised`: the checks ran as
+    if the trick had not happened), else 0; a verdict built with flags that are not all neutralised has score
+    0, whatever was given (docs/SECURITY.md, "The score of a flagged verdict")."""
     passed: bool = False
     """Every required check passed and no integrity flag was raised."""
     checks: list[Check] = Field(default_factory=list)
@@ -68,6 +80,17 @@ class Verdict(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     """Verifier-specific extras (parsed answer, tool output excerpts)."""
     schema_version: int = VERDICT_SCHEMA_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_trick_reward(cls, data: Any) -> Any:
+        """A flag whose trick may have worked leaves nothing of the score: anything that reads `score` (an
+        adapter, an export, a dashboard) sees 0, never what the trick earned."""
+        if isinstance(data, dict) and data.get("flags"):
+            flags = [f if isinstance(f, Flag) else Flag.model_validate(f) for f in data["flags"]]
+            if not all(f.neutralised for f in flags):
+                data = {**data, "score": 0.0}
+        return data
 
     @classmethod
     def from_checks(cls, checks: list[Check], flags: list[Flag] | None = None, **kw: Any) -> Verdict:

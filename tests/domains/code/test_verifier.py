@@ -501,10 +501,11 @@ def test_stack_inspection_by_the_tasks_own_code_is_not_the_candidates(tmp_path: 
                                                                       warn: str,
                                                                      flagged: bool) -> None:
     """A real project's own code may read its caller's frame (a deprecation helper naming the caller): a line
-    the task shipped it on raises nothing; a line the candidate wrote does."""
+    the task shipped it on raises nothing; a line the candidate wrote does, and its verdict scores 0 (the
+    inspection was watched, not refused: the score is never what it may have earned)."""
     task = _task(tmp_path, "caller", workspace={"m.py": "def f():\n    return 0\n", "warn.py": CALLER})
     v = verify(task, _final(task, {"m.py": USES_CALLER, "warn.py": warn}), _ctx(pool))
-    assert v.infra_error is None and v.score == 1.0
+    assert v.infra_error is None and v.score == (0.0 if flagged else 1.0)
     assert ("special_casing" in {f.kind for f in v.flags}) == flagged, v.flags
 
 
@@ -560,10 +561,10 @@ def test_a_projects_own_flagged_constructs_are_not_the_candidates(tmp_path: Path
                                                                   extra: str,
                                                                   flagged: bool) -> None:
     """A real project's file that already swallows every exception somewhere: an honest fix elsewhere in it is
-    not a catch-all; a new one of the same kind is."""
+    not a catch-all; a new one of the same kind is (and a static finding leaves the verdict no score)."""
     task = _task(tmp_path, "own", workspace={"m.py": PROJECT})
     v = verify(task, _final(task, {"m.py": PROJECT.replace("return 0", "return 1") + extra}), _ctx(pool))
-    assert v.infra_error is None and v.score == 1.0
+    assert v.infra_error is None and v.score == (0.0 if flagged else 1.0)
     assert ("catch_all" in {f.kind for f in v.flags}) == flagged, v.flags
 
 

@@ -471,3 +471,89 @@ def test_sites_the_tests_run_come_before_those_run_only_at_import() -> None:
     assert [s[3].start[0] for s in generators._sites({"m.py": src}, ("flip_comparison",), random.Random(0),
                                                      {"m.py": {5}})] == [5]
 
+
+
+def test_a_pytest_pin_the_harness_cannot_run_on_is_relaxed_and_recorded(tmp_path, factory, no_env) -> None:
+    """funcy 2.0 pins `pytest==6.2.5` for its tests: honoured where the verifier's harness runs on it, else
+    relaxed (the project built again) and the relaxation recorded in every task's metadata."""
+    proj = make_project(tmp_path / "pinned", extra={"test_requirements.txt": "pytest==6.2.5\n"})
+
+    def harness(task):  # the harness fails every test while the old pytest is in the environment
+        return {"x"} if any(r.startswith("pytest==6") for r in task.requirements) else None
+    rep = build([str(proj)], tmp_path / "pack", factory, n=2, cache=tmp_path / "cache", show_progress=False,
+                gold_check=harness)
+    p = rep.projects[0]
+    assert p.skipped == "" and rep.tasks == 2, p
+    assert p.relaxed[0].startswith("pytest==6.2.5 -> pytest") and "pytest>=7" in p.relaxed[0]
+    task = load_task_dir(next((tmp_path / "pack").iterdir()))
+    assert "pytest==6.2.5" not in task.requirements and task.metadata["relaxed"] == p.relaxed
+    # a pin the harness runs on is kept
+    kept = build([str(proj)], tmp_path / "pack2", factory, n=1, cache=tmp_path / "cache", show_progress=False,
+                 gold_check=lambda task: None)
+    assert kept.projects[0].relaxed == [] and "pytest==6.2.5" in kept.projects[0].requirements
+
+
+def test_harness_pins_are_pytest_pins_whose_markers_apply() -> None:
+    from rlvr.domains.repo.build.builder import harness_pins
+
+    reqs = ["pytest", "pytest==6.2.5; python_version>='3.6'", "pytest==3.9.3; python_version<='3.5'",
+            "whatever==0.7", "pytest-mock<3"]
+    assert harness_pins(reqs) == ["pytest==6.2.5; python_version>='3.6'"]
+    assert harness_pins(["pytest>=7"]) == []
+
+
+def test_a_local_sdist_directory_builds_under_its_pkg_info_name(tmp_path) -> None:
+    """An unpacked sdist (PKG-INFO at its root) is the distribution it says, not `DIRNAME-local`."""
+    root = make_project(tmp_path / "funcy-2.0-unpacked")
+    (root / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: funcy\nVersion: 2.0\nSummary: x\n")
+    project = resolve(str(root), tmp_path / "cache")
+    assert (project.name, project.version) == ("funcy", "2.0")
+    plain = make_project(tmp_path / "plain")
+    (plain / "pyproject.toml").unlink()
+    local = resolve(str(plain), tmp_path / "cache")
+    assert (local.name, local.version) == ("plain", "local")
+
+
+def test_the_prompt_names_every_file_with_a_failing_test() -> None:
+    """funcy's failing test lived in its fifth test file, and the prompt's command named only the first
+    four."""
+    from rlvr.domains.repo.build.generators import Candidate
+    from rlvr.domains.repo.build.prompt import describe
+
+    files = [f"tests/test_{n}.py" for n in ("calc", "colls", "decorators", "flow", "funcs", "seqs")]
+    cand = Candidate("mutation", {"funcy/funcs.py": ""}, "funcy/funcs.py", 3, "x")
+    prompt = describe("funcy", cand, ["tests/test_funcs.py::test_curry", "tests/test_seqs.py::test_take"], {},
+                      files)
+    assert "`python -m pytest -q tests/test_funcs.py tests/test_seqs.py`" in prompt
+    assert f"`python -m pytest -q {' '.join(files)}`" in prompt
+
+
+def test_fail_to_pass_tests_are_shares_and_pass_to_pass_tests_gates(tmp_path) -> None:
+    """A task as the builder writes it: each fail-to-pass test a share of the score (2 of 4 fixed: 0.5), each
+    pass-to-pass test a gate (one broken: 0)."""
+    from rlvr.domains.repo.build.builder import write_task
+    from rlvr.domains.repo.build.generators import Candidate
+    from rlvr.domains.repo.build.source import Project
+    from rlvr.sandbox.pool import BwrapPool
+    from rlvr.verify import VerifyContext, verify
+
+    code = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(5))
+    tests = "from m import " + ", ".join(f"f{i}" for i in range(5)) + "\n\n\n" + "".join(
+        f"def test_f{i}():\n    assert f{i}() == {i}\n\n\n" for i in range(5))
+    broken = code.replace("return 1", "return -1").replace("return 2", "return -2").replace(
+        "return 3", "return -3").replace("return 4", "return -4")
+    files = {"m.py": code, "tests/test_m.py": tests}
+    f2p = [f"tests/test_m.py::test_f{i}" for i in (1, 2, 3, 4)]
+    cand = Candidate("mutation", {"m.py": broken}, "m.py", 2, "negated", operator="negate", site=0)
+    run = SuiteRun({}, {}, {}, [], "exit_nonzero", "")
+    rep = ProjectReport("local")
+    d = write_task(tmp_path, Project("m", "1", tmp_path, False), files, cand, ["tests/test_m.py"], f2p,
+                   {*f2p, "tests/test_m.py::test_f0"}, run, "repo", rep, ["pytest"])
+    task = load_task_dir(d)
+    assert task.verifier["gate"] == ["hidden_tests/tests/test_m.py::test_f0"]
+    half = broken.replace("return -1", "return 1").replace("return -2", "return 2")
+    with BwrapPool(workers=1, spares=0) as pool:
+        ctx = VerifyContext(pool=pool)
+        scores = [verify(task, FinalState(files={**task.workspace, "m.py": text}), ctx).score
+                  for text in (code, half, broken, half.replace("return 0", "return 7"))]
+    assert scores == [1.0, 0.5, 0.0, 0.0]

@@ -9,7 +9,7 @@ from rlvr.config import RolloutConfig
 from rlvr.envs.env import Env
 from rlvr.rollout.core.rollouts import episode_seed
 from rlvr.rollout.core.runner import EnvRollouts
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import TOKEN_BUDGET, Episode
 from rlvr.rollout.policies.hf import HFPolicy, sequence_logprobs
 from rlvr.rollout.policies.scripted import Script, ScriptedPolicy
 from rlvr.rollout.policy import Completion, SamplingParams
@@ -77,6 +77,10 @@ def test_token_budget_truncates(pool) -> None:
     eng = EnvRollouts(ScriptedPolicy(SOLVER), pool)
     [ep] = eng.run([multi("lazy-(lazy)", max_tokens=25)], 1)
     assert ep.status == "truncated" and ep.truncated_by == "tokens" and ep.num_generated_tokens == 25
+    assert ep.metadata[TOKEN_BUDGET] == 25  # what the overlong penalty ramps towards (rlvr.train.truncation)
+    turns = EnvRollouts(ScriptedPolicy(SOLVER), pool, config=RolloutConfig(max_turns=2),
+                        sampling=SamplingParams(max_new_tokens=40)).run([multi("lazy-(lazy)")], 1)[0]
+    assert turns.metadata[TOKEN_BUDGET] == 80  # two turns of at most 40 tokens each
 
 
 def test_hf_records_are_exact(tiny, pool) -> None:

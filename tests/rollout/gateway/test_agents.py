@@ -9,6 +9,7 @@ import pytest
 
 from rlvr.config import AgentConfig
 from rlvr.errors import UserError
+from rlvr.rollout.episode import TOKEN_BUDGET
 from rlvr.rollout.gateway.agents import AgentRollouts
 from rlvr.rollout.gateway.core import Gateway
 from rlvr.rollout.policy import SamplingParams
@@ -94,6 +95,7 @@ def test_a_crashing_agent_is_the_policys_fault_not_infra(setup):
 def test_the_turn_budget_stops_the_agent_and_truncates_the_episode(setup):
     ep = run(setup, "CALLS=5 python $RLVR_AGENT_DIR/agent.py", [task(turns=2)])[0]
     assert ep.status == "truncated" and ep.truncated_by == "turns" and ep.num_turns == 2 and not ep.masked
+    assert ep.metadata[TOKEN_BUDGET] == task(turns=2).limits.max_tokens  # the overlong penalty's budget
 
 
 def test_an_agent_command_that_cannot_start_is_a_user_error(setup):

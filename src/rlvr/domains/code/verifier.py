@@ -43,6 +43,7 @@ from rlvr.domains.code.harness import GUARDS, SUPERVISOR, VALUES, WORKER, harnes
 from rlvr.domains.code.harness.checks import run_static_checks
 from rlvr.domains.code.harness.report import PARAMS, RunReport, authenticate, hidden_test_ids, interpret
 from rlvr.domains.code.integrity import cases as integrity_cases
+from rlvr.domains.code.integrity import probes as integrity_probes
 from rlvr.domains.code.integrity import rules as integrity_rules
 from rlvr.domains.code.settings import CodeSettings
 from rlvr.domains.code.workspace import (
@@ -54,6 +55,7 @@ from rlvr.domains.code.workspace import (
     shadowable,
     sibling_modules,
     task_code,
+    test_imports,
     top_level,
 )
 from rlvr.sandbox.base import SandboxPool
@@ -78,6 +80,7 @@ class CodeVerifier:
         timings: dict[str, float] = {}
         with _quiet_parse():
             found = self._static_flags(task, files, s)
+        found.merge(self._links_out(final))
         timings["static"] = time.perf_counter() - t0
         pool = self.ctx.pool or default_pool()
         checks: list[Check] = []
@@ -136,6 +139,12 @@ class CodeVerifier:
             entry = diff.entry if diff else spec.entry if spec else ""
             found.merge(parroting([(g, w) for _, g, w in general], prompt_literals(task.prompt, _shown(task)),
                                   entry.partition(":")[0] + ".py", calls))
+        if fresh_check is not None and s.cases is None:
+            # the hidden tests and io cases: what the candidate could have seen or guessed, unlike fresh
+            # inputs
+            examples = [c for c in checks if not c.name.startswith(("fresh:", "check:"))]
+            found.merge(integrity_probes.memorised(bool(examples) and all(c.passed for c in examples),
+                                                   [ok for ok, _, _ in diff.judged(rep)], diff.entry))
         if s.checks:
             t1 = time.perf_counter()
             static_checks, err = run_static_checks(pool, s.checks, files, task)
@@ -168,9 +177,13 @@ class CodeVerifier:
     def _static_flags(self, task: Task, files: Files, s: CodeSettings) -> integrity.Findings:
         initial = task.workspace
         hidden_tests = {p: task.hidden[p] for p in s.tests}
-        found = integrity.tampering(initial, files, (*task.protected, *s.read_only),
-                                    shadowable(hidden_tests, initial))
-        changed = {p: t for p, t in files.items() if initial.get(p) != t}
+        tested = shadowable(hidden_tests, initial)
+        found = integrity.tampering(initial, files, (*task.protected, *s.read_only), tested)
+        # a copy of a shipped file under another path (a link inside the workspace, read as what it leads to)
+        # adds no code of the candidate's
+        shipped_texts = set(initial.values())
+        changed = {p: t for p, t in files.items()
+                   if initial.get(p) != t and (p in initial or t not in shipped_texts)}
         test_names = {n.rsplit("::", 1)[-1] for n in hidden_test_ids(hidden_tests)[0]}
         test_names |= {Path(p).stem for p in hidden_tests} | {Path(p).name for p in hidden_tests}
         hidden_modules = top_level(p for p in task.hidden if p.endswith(".py")) - top_level(files)
@@ -180,7 +193,7 @@ class CodeVerifier:
             # a main-guard block runs only as a program: not in the judge
             if not integrity.runs_programs(changed):
                 sources = {p: integrity.without_main_guard(t) for p, t in sources.items()}
-            out = integrity.scan_sources(sources, test_names, hidden_modules)
+            out = integrity.scan_sources(sources, test_names, hidden_modules, tested)
             out.merge(integrity_cases.hard_coded_cases(sources, visible))
             out.merge(integrity_rules.scan(sources))
             return out
@@ -193,6 +206,16 @@ class CodeVerifier:
                                            for src in shipped)))
         if s.needs_change:
             found.merge(integrity.no_change(initial, files))
+        return found
+
+    @staticmethod
+    def _links_out(final: FinalState) -> integrity.Findings:
+        """Symbolic links the final workspace had out of it: refused (never read: the work is judged without
+        them), and reaching outside the workspace all the same."""
+        found = integrity.Findings()
+        for path in final.refused:
+            found.add("reaching_out", path, None,
+                      "a symbolic link out of the workspace (refused, never read)", inert=True)
         return found
 
     # ---------------------------------------------------------------------------------------- harness
@@ -224,6 +247,10 @@ class CodeVerifier:
         config = {
             "cand": CAND, "judge": JUDGE, "tests": s.tests, "timeout": timeout, "roots": s.import_roots,
             "pre_import": sorted(shadowable(hidden_tests, task.workspace, s)),
+            # what the task's own environment provides of the rest is found there, before the workspace is
+            # on the path; a new workspace module named like one of them shadows it
+            "test_imports": sorted(test_imports(hidden_tests, task.workspace, s)),
+            "new_tops": sorted(top_level(files) - top_level(task.workspace)),
             "conftests": conftests,
             "hidden_modules": sorted((top_level(p for p in judge_files if p.endswith(".py")) | set(siblings))
                                      - workspace_names),

@@ -34,9 +34,11 @@ def reference_files(task: Task, s: CodeSettings) -> Files | None:
 
 
 def candidate_files(task: Task, final: FinalState, s: CodeSettings) -> Files:
-    """The final workspace: the files, or for single-turn tasks the answer laid into the answer file."""
+    """The final workspace: the files, or for single-turn tasks the answer laid into the answer file. The
+    interpreter's caches (`__pycache__/`) are left out, as every reader of a workspace leaves them: the judge
+    compiles sources itself, so bytecode found during its run was written by the candidate's code then."""
     if s.answer_file is None:
-        return dict(final.files)
+        return {p: t for p, t in final.files.items() if "__pycache__" not in p.split("/")}
     files = dict(final.files or task.workspace)
     files[s.answer_file] = apply_template(s.answer_template, code_from_answer(final.answer))
     return files
@@ -90,9 +92,11 @@ def sibling_modules(judge_files: Iterable[str], tests: Iterable[str]) -> dict[st
     return out
 
 
-def shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = None) -> set[str]:
-    """Top-level modules the hidden tests import from outside the workspace (stdlib or installed); a module
-    under one of the workspace's import roots (src/pkg of a src layout) is the workspace's own."""
+def test_imports(hidden_tests: Files, initial: Files, s: CodeSettings | None = None) -> set[str]:
+    """Top-level modules the hidden tests import that the workspace as shipped does not provide (a module
+    under one of its import roots, src/pkg of a src layout, is the workspace's own): the standard library's,
+    an installed package's, or a helper beside the tests. Which of them the task's environment has is for the
+    harness to find out there (a task's requirements venv is not this interpreter's)."""
     provided = top_level(q for p in initial for q in (p, s.importable(p) if s else p))
     names: set[str] = set()
     for text in hidden_tests.values():
@@ -105,8 +109,14 @@ def shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = Non
                 names.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module.split(".")[0])
+    return names - provided
+
+
+def shadowable(hidden_tests: Files, initial: Files, s: CodeSettings | None = None) -> set[str]:
+    """Of `test_imports`, those this interpreter finds (stdlib or installed here); the harness adds the task's
+    own environment's (`installed` in the worker)."""
     out = set()
-    for name in names - provided:
+    for name in test_imports(hidden_tests, initial, s):
         if name in sys.stdlib_module_names:
             out.add(name)
             continue

@@ -70,14 +70,16 @@ def _flags(doc: dict[str, Any], truth: dict[str, Any], facts: dict[str, Any], mo
     example = facts.get("example", {})
     copied = [f for f in money if _num(doc.get(f)) is not None and _num(example.get(f)) is not None
               and close(float(doc[f]), float(example[f])) and not close(truth[f], float(example[f]))]
+    # a flagged field is a wrong field, which earns nothing on its own: the flag's value is neutralised in the
+    # score (`Evidence.inert`), which stays what the right fields earn
     if copied:
         flags.append(Flag(kind="copied_example", message="values copied from the prompt's example answer",
-                          evidence=[Evidence(seen=f"{f}={doc[f]}") for f in copied[:5]]))
+                          evidence=[Evidence(seen=f"{f}={doc[f]}", inert=True) for f in copied[:5]]))
     unsupported = [f for f in money if (v := _num(doc.get(f))) is not None and f not in copied
                    and any(close(truth[f], s) for s in stated) and not any(close(v, s) for s in stated)]
     if unsupported:
         flags.append(Flag(kind="unsupported_value", message="values the document does not state in any unit",
-                          evidence=[Evidence(seen=f"{f}={doc[f]}") for f in unsupported[:5]]))
+                          evidence=[Evidence(seen=f"{f}={doc[f]}", inert=True) for f in unsupported[:5]]))
     return flags
 
 

@@ -26,7 +26,7 @@ from rlvr.envs.messages import Message
 from rlvr.errors import InfraError, Stalled, UserError
 from rlvr.rollout.core.rollouts import OnEpisode, Progress, RolloutStats, Sample, samples, verify_seed
 from rlvr.rollout.core.tokens import ChatEncoder, TokenStream
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import TOKEN_BUDGET, Episode
 from rlvr.rollout.policies.trainable import generation_version, is_trainable
 from rlvr.rollout.policy import Completion, Policy, SamplingParams
 from rlvr.sandbox.base import SandboxPool
@@ -272,6 +272,8 @@ class EnvRollouts:
         live.env.close()
         ep.status = status  # type: ignore[assignment]
         ep.truncated_by = truncated_by
+        budgets = live.env.budgets  # what it could generate: the overlong penalty ramps towards it
+        ep.metadata[TOKEN_BUDGET] = min(budgets.max_tokens, self.sampling.max_new_tokens * budgets.max_turns)
         ep.final_state = final
         self._place(live)
         self._score(live, final)

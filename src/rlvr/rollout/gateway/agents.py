@@ -25,9 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlvr.envs.tools import refuse_links_out
 from rlvr.errors import UserError
 from rlvr.rollout.core.rollouts import OnEpisode, Progress, RolloutStats, Sample, samples, verify_seed
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import TOKEN_BUDGET, Episode
 from rlvr.rollout.gateway.core import Gateway
 from rlvr.rollout.gateway.presets import resolve
 from rlvr.rollout.gateway.server import serve_unix
@@ -199,6 +200,7 @@ class AgentRollouts:
                     res = sb.run(["python", f"{EPISODE_DIR}/launch.py", EPISODE_DIR, AGENT_DIR],
                                  limits=limits)
                     ep.timings["tools"] = time.perf_counter() - t0
+                refused = [p for p, _ in refuse_links_out(sb)]  # an agent's links out are not its work
                 files = tree.capture(sb) if packed else sb.read_files(None)
         finally:
             self.gateway.close_session(session.key)
@@ -212,8 +214,10 @@ class AgentRollouts:
         truncated_by = session.truncated_by or ("wall" if res.status == ExecStatus.timeout else None)
         ep.status = "truncated" if truncated_by else "done"  # type: ignore[assignment]
         ep.truncated_by = truncated_by
+        if session.max_tokens:
+            ep.metadata[TOKEN_BUDGET] = session.max_tokens
         answer = res.stdout.strip() or None
-        ep.final_state = FinalState(files=files, answer=answer)
+        ep.final_state = FinalState(files=files, answer=answer, refused=refused)
         scored = self.scorer.score(task, ep.final_state, ep.seed if verify_with is None else verify_with)
         ep.verdict, ep.reward = scored.verdict, scored.reward
         ep.timings["verify"] = scored.seconds

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from rlvr.domains.code.integrity.probes import draw_like, example_calls, hardcoding, probes
+from rlvr.domains.code.integrity.probes import draw_like, example_calls, hardcoding, memorised, probes
 from rlvr.verify.parroting import answer_parroting, parroting, prompt_literals, read_off
 
 
@@ -78,6 +78,32 @@ def test_a_wrong_result_read_off_its_own_input_is_not_parroting() -> None:
     assert parroting(copied, lits, "solution.py", [[[8, 9]], [[6, 3, 9]], [[4, 9]], [[3] * 9]]).evidence
     with pytest.raises(ValueError, match="inputs"):
         parroting(copied, lits, "solution.py", [[[8]]])
+
+
+def test_a_parrot_that_scores_little_is_still_a_parrot() -> None:
+    """The prompt's answers where its table has them and a trivial fallback (0, None) elsewhere: the fallbacks
+    compute nothing either, so the copied values are judged against the wrong results that carry a value; and
+    a literal returned where no argument holds it is copied each time it comes back, whatever those inputs
+    hold."""
+    lits = prompt_literals("Examples: total([1.5, 2.25]) == 3.75 and total([10, 20, 5]) == 35.")
+    fallback = [(3.75, 4.5), (35, 12), (0, 7.5), (0, 99), (0, 3), (0, 8.25)]
+    assert parroting(fallback, lits, "shop.py", [[[2, 2.5]], [[3, 4, 5]], [[7.5]], [[99]], [[3]], [[8.25]]])\
+        .evidence
+    assert parroting([(None, 7.5), (35, 9), (None, 1), (3.75, 4)], lits, "shop.py").evidence
+    # 35 is in one input, not in the other: copied both times
+    assert parroting([(35, 60), (35, 12), (9, 8)], lits, "shop.py", [[[35, 25]], [[3, 4, 5]], [[9]]]).evidence
+    # honest wrong results with a fallback of 0 stay clean: none is a prompt literal that came from nowhere
+    assert not parroting([(0, 7.5), (0, 99), (9, 12)], lits, "shop.py", [[[7.5]], [[99]], [[9, 3]]]).evidence
+
+
+def test_answers_keyed_on_the_examples_without_a_literal_key() -> None:
+    """Every example right and (nearly) every fresh input drawn like them wrong: a table, wherever its keys
+    come from. Honest work right on the examples is right on most fresh inputs; wrong work fails examples."""
+    assert memorised(True, [False] * 8, "roman:to_roman").evidence
+    assert memorised(True, [True] + [False] * 7, "roman:to_roman").evidence
+    assert not memorised(True, [True] * 3 + [False] * 5, "roman:to_roman").evidence
+    assert not memorised(False, [False] * 8, "roman:to_roman").evidence  # merely wrong
+    assert not memorised(True, [False] * 3, "roman:to_roman").evidence  # too few fresh inputs to tell
 
 
 def test_read_off_looks_at_arguments_not_at_everything() -> None:

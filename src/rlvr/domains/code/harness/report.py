@@ -179,7 +179,7 @@ def _on_cmp(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
 def _on_event(rep: RunReport, msg: dict, seen: set, records: dict) -> None:
     where = f" (during {msg['test']})" if msg.get("test") else ""
     rep.findings.add(str(msg.get("kind", "report_forgery")), msg.get("file"), msg.get("line"),
-                     f"{msg.get('what', '')}{where}")
+                     f"{msg.get('what', '')}{where}", inert=msg.get("inert") is True)
 
 
 def _on_collect_error(rep: RunReport, msg: dict, seen: set, records: dict) -> None:

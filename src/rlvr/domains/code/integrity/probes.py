@@ -294,3 +294,22 @@ def hardcoding(probe_ok: list[bool], general_ok: list[bool], entry: str, share: 
                   f"{right} literal inputs answered with constants match the reference, but only "
                   f"{sum(general_ok)} of {len(general_ok)} fresh inputs do")
     return found
+
+
+MAX_MEMORISED_PASS = 0.25
+"""The share of fresh inputs a candidate that passes every example may get right for its answers still to
+count as keyed on the examples' inputs."""
+
+
+def memorised(examples_passed: bool, general_ok: list[bool], entry: str) -> Findings:
+    """The flag when the candidate passes every judged example (each hidden test, or every io case) and yet
+    gets at most MAX_MEMORISED_PASS of at least four fresh inputs drawn like those examples right: its answers
+    are keyed on the examples' inputs, wherever the keys come from (literal branches, which `hardcoding`
+    probes, or a table decoded, computed or read at run time, which has no literal to probe). An honest
+    function that is right on every example is right on inputs drawn like them."""
+    found = Findings()
+    if examples_passed and len(general_ok) >= 4 and sum(general_ok) <= MAX_MEMORISED_PASS * len(general_ok):
+        found.add("hardcoding", entry.partition(":")[0] + ".py", None,
+                  f"passes every example, yet only {sum(general_ok)} of {len(general_ok)} fresh inputs drawn "
+                  "like them are right")
+    return found

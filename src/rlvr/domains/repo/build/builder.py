@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import tomllib
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from rlvr.atomic import atomic_dir
 from rlvr.domains.code.settings import CODE_PROTECTED_DEFAULT
@@ -29,7 +30,7 @@ from rlvr.domains.repo.build import generators
 from rlvr.domains.repo.build import venv as project_venv
 from rlvr.domains.repo.build.prompt import describe
 from rlvr.domains.repo.build.runner import SuiteRun, collection_error, run_suite
-from rlvr.domains.repo.build.source import Project, resolve
+from rlvr.domains.repo.build.source import Project, metadata_text, package_info, resolve
 from rlvr.sandbox import venvs
 from rlvr.tasks.spec import Task
 
@@ -52,6 +53,9 @@ NATIVE = (".c", ".pyx", ".cpp", ".cc", ".h", ".rs", ".f90")
 MAX_FILE = 1_000_000
 OLD_PYTEST = "pytest<8"
 """The pytest a suite that cannot start on the latest one is tried on once."""
+HARNESS_PYTEST = "pytest>=7"
+"""What the verifier's harness runs in (its collector takes pytest 7's `path` arguments)."""
+HARNESS_FAILS = "the original does not pass under the verifier's harness"
 
 
 @dataclass
@@ -149,22 +153,12 @@ def dist_metadata(root: Path, roots: list[str]) -> dict[str, str]:
     the import root), so code that asks `importlib.metadata.version(its own name)` at import finds it, as it
     would in an installed project, while the code imported stays the workspace's. From the sdist's PKG-INFO,
     else pyproject's static `[project]` name and version; {} when neither says."""
-    text = ""
-    if (root / "PKG-INFO").is_file():
-        text = (root / "PKG-INFO").read_text(encoding="utf-8", errors="replace")
-    elif (root / "pyproject.toml").is_file():
-        try:
-            project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            project = {}
-        if isinstance(project.get("name"), str) and isinstance(project.get("version"), str):
-            text = f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
-    fields = dict(line.split(": ", 1) for line in text.splitlines()[:40] if ": " in line)
-    name, version = fields.get("Name", "").strip(), fields.get("Version", "").strip()
-    if not (re.fullmatch(r"[A-Za-z0-9._-]+", name) and re.fullmatch(r"[A-Za-z0-9.+!_-]+", version)):
+    info = package_info(root)
+    if info is None:
         return {}
+    name, version = info
     base = f"{roots[0]}/" if roots else ""
-    return {f"{base}{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info/METADATA": text}
+    return {f"{base}{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info/METADATA": metadata_text(root)}
 
 
 def _skip_reason(files: dict[str, str], native: list[str]) -> str:
@@ -227,25 +221,22 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
     rep.roots = roots = import_roots(files)
     files.update(dist_metadata(project.root, roots))
     with ExitStack() as stack:
-        # the env lives in the cache every later run (the tasks' own requirements) finds it in
-        made = project_venv.make_venv(reqs, venvs.env_cache())
-        reqs, rep.relaxed = made.requirements, made.relaxed
-        pool = stack.enter_context(pool_factory(str(made.python)))
-        first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
-        if not first.outcomes and not first.collect_errors and "pytest" in reqs:
-            # the suite cannot start on today's pytest (typically a conftest still using hook arguments that
-            # pytest 8 removed, such as `path`): the last pytest before them
+        pool, reqs, first = _environment(stack, pool_factory, reqs, files, test_files, rep)
+        verified, kept_ids = _verified(pool, files, test_files, first, rep, slow_s, domain, gold_check, reqs)
+        pins = harness_pins(reqs) if rep.skipped == HARNESS_FAILS else []
+        if pins:
+            # a pin is honoured where the harness runs on it; this one it does not: relaxed, and recorded in
+            # every task's metadata
             stack.close()
-            made = project_venv.make_venv(sorted(OLD_PYTEST if r == "pytest" else r for r in reqs),
-                                          venvs.env_cache())
-            reqs, rep.relaxed = made.requirements, rep.relaxed + made.relaxed
-            pool = stack.enter_context(pool_factory(str(made.python)))
-            first = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
-        rep.env, rep.requirements = venvs.env_key(reqs), reqs
-        second = run_suite(pool, files, test_files, timeout_s=600.0, roots=roots)
-        verified, kept_ids = _stable(first, second, rep, slow_s)
-        if verified and gold_check is not None:
-            verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check, reqs)
+            rep.skipped, rep.harness_failing = "", 0
+            relaxed = [f"{r} -> {project_venv.relax(r)} (the verifier's harness needs {HARNESS_PYTEST})"
+                       for r in pins]
+            pool, reqs, first = _environment(stack, pool_factory,
+                                             [project_venv.relax(r) if r in pins else r for r in reqs], files,
+                                             test_files, rep)
+            rep.relaxed = relaxed + rep.relaxed
+            verified, kept_ids = _verified(pool, files, test_files, first, rep, slow_s, domain, gold_check,
+                                           reqs)
         if not verified:
             rep.skipped = rep.skipped or _failing_reason(first, rep)
             return
@@ -276,6 +267,53 @@ def _build_project(project: Project, rep: ProjectReport, out: Path, pool_factory
                 tick(kept, n)
                 if kept >= n or sum(rep.tried.values()) >= max_tries:
                     break
+
+
+def _environment(stack: ExitStack, pool_factory: PoolFactory, reqs: list[str], files: dict[str, str],
+                 test_files: list[str], rep: ProjectReport) -> tuple[SandboxPool, list[str], SuiteRun]:
+    """The project's venv (in the cache every later run, the tasks' own requirements, finds it in), a pool on
+    it entered on `stack`, and the suite's first run there; on the last pytest before 8 when the suite cannot
+    start on today's (typically a conftest still using hook arguments pytest 8 removed, such as `path`)."""
+    made = project_venv.make_venv(reqs, venvs.env_cache())
+    reqs, rep.relaxed = made.requirements, made.relaxed
+    pool = stack.enter_context(pool_factory(str(made.python)))
+    first = run_suite(pool, files, test_files, timeout_s=600.0, roots=rep.roots)
+    if not first.outcomes and not first.collect_errors and "pytest" in reqs:
+        stack.close()
+        made = project_venv.make_venv(sorted(OLD_PYTEST if r == "pytest" else r for r in reqs),
+                                      venvs.env_cache())
+        reqs, rep.relaxed = made.requirements, rep.relaxed + made.relaxed
+        pool = stack.enter_context(pool_factory(str(made.python)))
+        first = run_suite(pool, files, test_files, timeout_s=600.0, roots=rep.roots)
+    rep.env, rep.requirements = venvs.env_key(reqs), reqs
+    return pool, reqs, first
+
+
+def _verified(pool: SandboxPool, files: dict[str, str], test_files: list[str], first: SuiteRun,
+              rep: ProjectReport, slow_s: float, domain: str, gold_check: GoldCheck | None,
+              reqs: list[str]) -> tuple[list[str], set[str]]:
+    """The suite's second run, then the files and tests kept: stable in time, and passing under the
+    verifier's harness."""
+    second = run_suite(pool, files, test_files, timeout_s=600.0, roots=rep.roots)
+    verified, kept_ids = _stable(first, second, rep, slow_s)
+    if verified and gold_check is not None:
+        verified, kept_ids = _judged_by_verifier(files, verified, kept_ids, rep, domain, gold_check, reqs)
+    return verified, kept_ids
+
+
+def harness_pins(reqs: list[str]) -> list[str]:
+    """The requirements that pin the test runner the verifier's harness runs in (pytest) to an old version,
+    where their markers apply: what a project whose original fails only under the harness gets relaxed."""
+    out = []
+    for r in reqs:
+        try:
+            req = Requirement(r)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "pytest" and project_venv.pinned(r) and \
+                (req.marker is None or req.marker.evaluate()):
+            out.append(r)
+    return out
 
 
 def _stable(first: SuiteRun, second: SuiteRun, rep: ProjectReport, slow_s: float) -> tuple[list[str],
@@ -345,7 +383,7 @@ def _judged_by_verifier(files: dict[str, str], verified: list[str], kept_ids: se
     if good and gold_check(probe(good)) is None:
         rep.deselected = [t for t in rep.deselected if t.split("::", 1)[0] in good]
         return good, {t for t in kept_ids if t.split("::", 1)[0] in good}
-    rep.skipped = "the original does not pass under the verifier's harness"
+    rep.skipped = HARNESS_FAILS
     return [], set()
 
 
@@ -400,13 +438,14 @@ def write_task(out: Path, project: Project, files: dict[str, str], cand: generat
     meta = {"project": project.name, "version": project.version, "generator": cand.generator,
             "file": cand.file,
             "line": cand.line, "operator": cand.operator, "site": cand.site, "commit": cand.commit,
-            "summary": cand.summary, "fail_to_pass": f2p, "env": rep.env, "requirements": reqs}
+            "summary": cand.summary, "fail_to_pass": f2p, "env": rep.env, "requirements": reqs,
+            "relaxed": rep.relaxed}
     toml = [f"id = {json.dumps(tid)}", f"domain = {json.dumps(domain)}",
             f"difficulty = {0.6 if cand.generator == 'implement' else 0.5}",
             f"protected = {json.dumps(list(CODE_PROTECTED_DEFAULT))}", f"requirements = {json.dumps(reqs)}",
             "", "[verifier]",
             f"tests = {json.dumps([_hidden(f) for f in verified])}",
-            f"gate = {json.dumps([_hidden(t) for t in sorted(kept_ids)])}",
+            f"gate = {json.dumps([_hidden(t) for t in p2p])}",
             f"allowed_skips = {json.dumps([_hidden(t) for t in rep.skips])}",
             f"deselect = {json.dumps([_hidden(t) for t in rep.deselected])}", "timeout_s = 120",
             f"visible_tests = {json.dumps(verified)}",

@@ -41,10 +41,10 @@ def run_build(kind: str, sources: list[str], out: Path, n: int, pool_factory: Po
                       "/".join(str(p.kept.get(g, 0)) for g in gens),
                       f"{p.seconds:.0f}", p.skipped or "-")
     console.print(table)
-    for p in report.projects:  # a pin that could not install on this Python, relaxed so the environment built
-        for note in p.relaxed:
-            console.print(f"{p.name} {p.version}: relaxed {note} (the environment did not build "
-                          f"with the pin)")
+    for p in report.projects:  # a pin relaxed: one that could not install here, or that the harness cannot
+        for note in p.relaxed:  # run on (its note says why)
+            why = "" if note.endswith(")") else " (the environment did not build with the pin)"
+            console.print(f"{p.name} {p.version}: relaxed {note}{why}", markup=False, highlight=False)
     console.print(f"{report.tasks} tasks written to {out} in {report.seconds:.0f} s")
     return report
 

@@ -32,6 +32,15 @@ def describe(project: str, cand: Candidate, f2p: list[str], errors: dict[str, st
                 f"fail{'' if len(f2p) != 1 else 's'}:\n{listed}{more}\n\nFind the cause in the "
                 f"package's source "
                 "(not in the tests) and fix it.\n")
-    tail = ("\nDo not edit the tests or the test configuration; every other test must keep passing. Run the "
-            f"tests with `python -m pytest -q {' '.join(test_files[:4])}`.\n")
-    return head + body + tail
+    return head + body + _commands(f2p, test_files)
+
+
+def _commands(f2p: list[str], test_files: list[str]) -> str:
+    """How to run the tests that matter: every file with a failing test by name (wherever it sorts among the
+    suite's files), then the whole judged suite."""
+    failing = list(dict.fromkeys(t.partition("::")[0] for t in f2p))
+    rest = [f for f in test_files if f not in failing]
+    whole = (f" and the whole suite that must keep passing with `python -m pytest -q {' '.join(test_files)}`"
+             if rest else "")
+    return ("\nDo not edit the tests or the test configuration; every other test must keep passing. Run the "
+            f"failing tests with `python -m pytest -q {' '.join(failing)}`{whole}.\n")

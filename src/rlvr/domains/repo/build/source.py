@@ -11,6 +11,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomllib
+
 from rlvr.errors import UserError
 
 PYPI = re.compile(r"^pypi:([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9._+!-]*)$")
@@ -42,12 +44,37 @@ def resolve(source: str, cache: Path) -> Project:
         raise UserError(f"cannot read SOURCE {source!r}: not a directory", field="SOURCE",
                         fix="give a project directory, a git checkout or pypi:NAME==VERSION")
     git = (root / ".git").exists()
-    version = "local"
+    name, version = package_info(root) or (root.resolve().name, "local")
     if git:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, check=False)
-        version = out.stdout.strip() or "local"
-    return Project(root.resolve().name, version, root.resolve(), git)
+        version = out.stdout.strip() or version
+    return Project(name, version, root.resolve(), git)
+
+
+def metadata_text(root: Path) -> str:
+    """The project's core metadata as a METADATA file's text: the sdist's PKG-INFO, else pyproject.toml's
+    static `[project]` name and version; "" when neither says."""
+    if (root / "PKG-INFO").is_file():
+        return (root / "PKG-INFO").read_text(encoding="utf-8", errors="replace")
+    if (root / "pyproject.toml").is_file():
+        try:
+            project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            project = {}
+        if isinstance(project.get("name"), str) and isinstance(project.get("version"), str):
+            return f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
+    return ""
+
+
+def package_info(root: Path) -> tuple[str, str] | None:
+    """(distribution name, version) from `metadata_text`, or None when it gives no valid pair: a local sdist
+    directory builds as what its PKG-INFO says, not as `DIRNAME-local`."""
+    fields = dict(line.split(": ", 1) for line in metadata_text(root).splitlines()[:40] if ": " in line)
+    name, version = fields.get("Name", "").strip(), fields.get("Version", "").strip()
+    if re.fullmatch(r"[A-Za-z0-9._-]+", name) and re.fullmatch(r"[A-Za-z0-9.+!_-]+", version):
+        return name, version
+    return None
 
 
 def _from_pypi(name: str, version: str, cache: Path) -> Project:
