@@ -67,14 +67,16 @@ def test_a_wrong_answer_is_told_what_failed_and_a_right_one_ends_the_episode(gue
         assert env.final_state().answer == "x" and CALLS == ["w", "x"]
 
 
-def test_the_last_attempt_terminates_and_is_judged_as_it_is(guess: None) -> None:
+def test_the_last_attempt_terminates_unchecked_and_is_judged_as_it_is(guess: None) -> None:
     with Env(None) as env:
         env.reset(task(attempts=2))
         assert not env.step("w").terminated
         res = env.step("y")
-        # the budget of attempts is the task's rule, not a cut: terminated, with its check recorded
+        # the budget of attempts is the task's rule, not a cut: terminated; nothing more will be said, so the
+        # env runs no check (the verifier judges it)
         assert res.terminated and not res.truncated and res.truncated_by is None and res.messages == []
-        assert res.info == {"attempt_passed": False} and env.final_state().answer == "y"
+        assert res.info == {"attempt_passed": None} and env.final_state().answer == "y"
+        assert CALLS == ["w"]
 
 
 def test_blank_feedback_says_only_wrong(guess: None) -> None:
@@ -89,12 +91,13 @@ def test_a_spent_token_budget_truncates(guess: None) -> None:
         env.reset(task(max_tokens=10))
         res = env.step("w", num_tokens=10)
         assert res.truncated and res.truncated_by == "tokens" and not res.terminated
+        assert res.info == {"attempt_passed": None} and CALLS == []
 
 
 def test_a_turn_override_sets_the_budget_of_attempts(guess: None) -> None:
     with Env(None, max_turns=1) as env:
         env.reset(task(attempts=3))
-        assert env.step("w").terminated
+        assert env.step("w").terminated and CALLS == []
 
 
 def test_a_domain_without_feedback_is_a_user_error(guess: None) -> None:

@@ -94,15 +94,16 @@ def test_loop_metrics_of_attempts_episodes_by_hand():
 
     eps = [attempts_episode([True], True), attempts_episode([False, True], True),
            attempts_episode([False, False, True], False),  # its last answer passed the visible cases only
+           attempts_episode([False, None], True),  # the last answer is unchecked: the verdict says
            attempts_episode([False, False, False], False), attempts_episode([False, True], True, masked=True),
            Episode(task_id="single", domain="code")]  # no attempt: not in the loop's figures
     m = loop_metrics(eps)
-    assert m["loop/episodes"] == 4 and m["loop/pass_rate"] == 0.5
-    assert m["loop/first_attempt_pass"] == 0.25 and m["loop/attempts"] == pytest.approx(9 / 4)
-    # retries: 3 at attempt 2 (1 passed), 2 at attempt 3 (1 passed)
-    assert m["loop/recovery_rate"] == pytest.approx(2 / 5)
-    assert m["loop/recovery_rate_2"] == pytest.approx(1 / 3) and m["loop/recovery_rate_3"] == 0.5
-    assert m["loop/pass_after_failure"] == pytest.approx(1 / 3)
+    assert m["loop/episodes"] == 5 and m["loop/pass_rate"] == 0.6
+    assert m["loop/first_attempt_pass"] == 0.2 and m["loop/attempts"] == pytest.approx(11 / 5)
+    # retries: 4 at attempt 2 (2 passed), 2 at attempt 3 (1 passed)
+    assert m["loop/recovery_rate"] == pytest.approx(3 / 6)
+    assert m["loop/recovery_rate_2"] == pytest.approx(2 / 4) and m["loop/recovery_rate_3"] == 0.5
+    assert m["loop/pass_after_failure"] == pytest.approx(2 / 4)
     assert not any(is_multi_turn(e) for e in eps)  # an attempts episode answers: no tool-use figures
     assert loop_metrics([Episode(task_id="x", domain="d")]) == {}
     assert loop_metrics([attempts_episode([True], True)]).keys() == {

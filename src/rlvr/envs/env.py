@@ -185,16 +185,20 @@ class Env:
         return res
 
     def _attempt(self, answer: str) -> StepResult:
-        """One answer of an attempts task: checked on the visible cases; the episode ends when it passed or
-        was the last attempt, else the model is told what failed (`info["attempt_passed"]` either way)."""
+        """One answer of an attempts task: checked on the visible cases; the episode ends when it passed,
+        else the model is told what failed (`info["attempt_passed"]`). An answer after which nothing more can
+        be said (the last attempt, or a spent token or time budget) is not checked: the verifier's hidden
+        cases judge it (`attempt_passed` None), and a sandboxed run is saved."""
         self.answer = answer
+        last = self.turns >= self.budgets.max_turns
+        cut = None if last else self.exhausted()
+        if last or cut is not None:
+            return StepResult([], terminated=cut is None, truncated=cut is not None, truncated_by=cut,
+                              info={"attempt_passed": None})
         check = self._check(answer)
         info = {"attempt_passed": check.passed}
-        if check.passed or self.turns >= self.budgets.max_turns:
+        if check.passed:
             return StepResult([], terminated=True, info=info)
-        cut = self.exhausted()
-        if cut is not None:
-            return StepResult([], truncated=True, truncated_by=cut, info=info)
         return StepResult([Message(role="user", content=message(check, self.feedback))], info=info)
 
     def _check(self, answer: str) -> Check:

@@ -218,11 +218,13 @@ def agent_metrics(eps: list[Episode]) -> Metrics:
 
 def attempt_outcomes(ep: Episode) -> list[bool]:
     """Whether each attempt of the episode passed its check, in order: an attempts task's answers (the env's
-    record), or a tool episode's runs of the visible tests after a successful call of a tool that changes the
-    workspace (a test run with nothing changed since the last is not a new attempt). Empty: none."""
+    record of its checks on the visible cases; its last answer, which the env does not check, passed when the
+    verifier passed it), or a tool episode's runs of the visible tests after a successful call of a tool
+    that changes the workspace (a test run with nothing changed since the last is not a new attempt). Empty:
+    none."""
     recorded = ep.metadata.get("attempts")
     if isinstance(recorded, list):
-        return [bool(x) for x in recorded]
+        return [ep.passed if x is None else bool(x) for x in recorded]
     out: list[bool] = []
     changed = False
     for m in ep.messages:

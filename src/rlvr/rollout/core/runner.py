@@ -245,8 +245,8 @@ class EnvRollouts:
         live.messages.extend(self._capped(live, res.messages))
         live.ep.metadata["tool_calls"] += res.info.get("tool_calls", 0)
         live.ep.metadata["call_errors"] += res.info.get("call_errors", 0)
-        if "attempt_passed" in res.info:  # an attempts task: each answer's check, in order
-            live.ep.metadata.setdefault("attempts", []).append(bool(res.info["attempt_passed"]))
+        if "attempt_passed" in res.info:  # an attempts task: each answer's check, in order (None: unchecked)
+            live.ep.metadata.setdefault("attempts", []).append(res.info["attempt_passed"])
         live.ep.timings["tools"] += time.perf_counter() - t0
         if res.terminated or res.truncated:
             return self._finish(live, "done" if res.terminated else "truncated", res.truncated_by)
