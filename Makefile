@@ -151,6 +151,12 @@ $(STAMP): pyproject.toml uv-overrides.txt | $(PY)
 quickstart: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr train
 
+# The multi-turn quickstart (examples/loop-quickstart.toml): the same small model learns the loop of reading a
+# failing case and fixing its answer; figures and the ablations in docs/BENCHMARKS.md, "The loop".
+.PHONY: loop-quickstart
+loop-quickstart: setup
+	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr train examples/loop-quickstart.toml
+
 # The project's own limits, checked before the tests: lines of at most 110 characters, pyflakes, import order
 # ([tool.ruff.lint] in pyproject.toml).
 lint: setup

@@ -222,3 +222,45 @@ def test_an_eval_writing_to_a_log_shows_progress_lines_while_it_runs(cli, pack, 
     assert res.code == 0, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("eval: ")]
     assert len(lines) >= 3 and lines[-1].startswith("eval: 4/4 episodes, passed 2"), res.stderr
+
+
+ATTEMPTS_TOML = '''id = "{name}"
+domain = "code"
+attempts = true
+[limits]
+max_turns = 2
+max_tokens = 64
+[verifier]
+answer_file = "solution.py"
+answer_template = "def f(xs):\\n    return {{answer}}\\n"
+visible_io = "examples.txt"
+[verifier.io]
+file = "io_cases.txt"
+entry = "solution:f"
+partial = false
+'''
+
+
+def test_eval_of_attempts_tasks_reports_the_loop(cli, tmp_path, monkeypatch) -> None:
+    """An on-disk attempts task: a scripted policy answers xs[0], is told what failed, answers max(xs)."""
+    root = tmp_path / "loop-pack"
+    for name, visible, hidden in (
+            ("wants-max", "(([3, 1, 2],), 3)\n(([1, 5],), 5)\n", "(([2, 9, 4],), 9)\n(([7, 0],), 7)\n"),
+            ("wants-first", "(([3, 1, 2],), 3)\n(([4, 9],), 4)\n", "(([2, 9, 4],), 2)\n(([7, 0],), 7)\n")):
+        write_task(root, name, toml=ATTEMPTS_TOML.format(name=name),
+                   prompt="def f(xs):\n    # f([3,1,2])=3\n", workspace={"examples.txt": visible},
+                   hidden={"io_cases.txt": hidden})
+    (tmp_path / "loop.json").write_text(json.dumps(["xs[0]", "max(xs)"]))
+    monkeypatch.chdir(tmp_path)
+    res = cli(["eval", "--policy", f"scripted:{tmp_path / 'loop.json'}", "--tasks", str(root), "-k", "2"])
+    assert res.code == 0, res.stderr
+    assert "loop" in res.stdout and "recovery" in res.stdout  # the loop's table (cells wrap when narrow)
+    [run_dir] = [p.parent for p in (tmp_path / "runs" / "eval").glob("*/eval.json")]
+    rep = json.loads((run_dir / "eval.json").read_text())
+    loop = rep["domains"]["code"]["loop"]
+    assert rep["domains"]["code"]["pass@1"] == 1.0  # both pass: one at once, one after reading the failure
+    assert (loop["episodes"], loop["first_attempt_pass"], loop["recovery_rate"], loop["attempts"]) == (
+        4, 0.5, 1.0, 1.5)
+    assert rep["per_task_loop"]["code"]["wants-max"]["recoveries"] == 2
+    res = cli(["report", str(run_dir)])
+    assert res.code == 0 and "eval-loop" in (run_dir / "report.html").read_text()

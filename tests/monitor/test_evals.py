@@ -85,3 +85,38 @@ def test_mask_reasons_count_by_where_and_kind() -> None:
     assert mask_reasons(episodes) == {"rollout: ConnectError": 2, "verifier: sandbox worker died": 1}
     assert first_mask_error(episodes) == "rollout: generation failed: after 4 attempts: ConnectError: refused"
     assert report(episodes, k=1, seed=0, policy="p", tasks="d")["masked_episodes"] == 3
+
+
+def loop_ep(task: str, outcomes: list[bool], passed: bool) -> Episode:
+    return Episode(task_id=task, domain="code", metadata={"attempts": outcomes},
+                   verdict=Verdict(score=float(passed), passed=passed), status="done")
+
+
+def test_loop_summary_has_ratio_intervals_over_tasks() -> None:
+    from rlvr.monitor.evals import loop_summary, ratio_ci
+
+    eps = [loop_ep(f"t{i}", [False, i % 2 == 0], i % 2 == 0) for i in range(40)]
+    s = loop_summary(eps)
+    assert s is not None and s["episodes"] == 40 and s["tasks"] == 40
+    assert s["first_attempt_pass"] == 0 and s["recovery_rate"] == 0.5 and s["recovery_rate_n"] == 40
+    lo, hi = s["recovery_rate_ci"]
+    assert lo < 0.5 < hi and hi - lo < 0.4
+    assert ratio_ci([1, 1], [2, 2]) == (0.5, 0.5) and math.isnan(ratio_ci([], [])[0])
+    assert loop_summary([ep("a", "t", True)]) is None
+    rep = report(eps, k=1, seed=0, policy="p", tasks="code")
+    assert rep["domains"]["code"]["loop"]["recovery_rate"] == 0.5 and len(rep["per_task_loop"]["code"]) == 40
+    assert "loop" not in report([ep("a", "t", True)], k=1, seed=0, policy="p", tasks="a")["domains"]["a"]
+
+
+def test_compare_gives_paired_loop_differences() -> None:
+    before = report([loop_ep(f"t{i}", [False, i < 10], i < 10) for i in range(40)], k=1, seed=0, policy="a",
+                    tasks="code")
+    after = report([loop_ep(f"t{i}", [False, i < 30], i < 30) for i in range(40)], k=1, seed=0, policy="b",
+                   tasks="code")
+    loop = compare(before, after)["domains"]["code"]["loop"]
+    assert loop["delta_recovery_rate"] == pytest.approx(0.5) and loop["a_recovery_rate"] == 0.25
+    lo, hi = loop["delta_recovery_rate_ci"]
+    assert 0.2 < lo < 0.5 < hi < 0.8
+    assert loop["delta_first_attempt_pass"] == 0 and loop["delta_attempts"] == 0
+    plain = report([ep("code", "t0", True)], k=1, seed=0, policy="a", tasks="code")
+    assert "loop" not in compare(plain, after)["domains"]["code"]

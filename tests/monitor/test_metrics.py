@@ -79,3 +79,49 @@ def test_agent_metrics_count_timeouts_as_errors_and_skip_runs_without_tools(pool
                                   error="x")])["agent/tool_error_rate"] == 0
     assert agent_metrics([play(pool, ["4"], task=SINGLE)]) == {}
     assert "agent/turns_to_pass" not in agent_metrics([episode(0, "t", reward=0.0)])  # no pass, no figure
+
+
+def attempts_episode(outcomes: list[bool], passed: bool, task: str = "t", masked: bool = False) -> Episode:
+    from rlvr.verify import Verdict
+
+    verdict = Verdict.infra("down") if masked else Verdict(score=float(passed), passed=passed)
+    return Episode(task_id=task, domain="code", metadata={"attempts": list(outcomes)}, verdict=verdict,
+                   status="infra_error" if masked else "done", num_turns=len(outcomes))
+
+
+def test_loop_metrics_of_attempts_episodes_by_hand():
+    from rlvr.monitor.metrics import is_multi_turn, loop_metrics
+
+    eps = [attempts_episode([True], True), attempts_episode([False, True], True),
+           attempts_episode([False, False, True], False),  # its last answer passed the visible cases only
+           attempts_episode([False, None], True),  # the last answer is unchecked: the verdict says
+           attempts_episode([False, False, False], False), attempts_episode([False, True], True, masked=True),
+           Episode(task_id="single", domain="code")]  # no attempt: not in the loop's figures
+    m = loop_metrics(eps)
+    assert m["loop/episodes"] == 5 and m["loop/pass_rate"] == 0.6
+    assert m["loop/first_attempt_pass"] == 0.2 and m["loop/attempts"] == pytest.approx(11 / 5)
+    # retries: 4 at attempt 2 (2 passed), 2 at attempt 3 (1 passed)
+    assert m["loop/recovery_rate"] == pytest.approx(3 / 6)
+    assert m["loop/recovery_rate_2"] == pytest.approx(2 / 4) and m["loop/recovery_rate_3"] == 0.5
+    assert m["loop/pass_after_failure"] == pytest.approx(2 / 4)
+    assert not any(is_multi_turn(e) for e in eps)  # an attempts episode answers: no tool-use figures
+    assert loop_metrics([Episode(task_id="x", domain="d")]) == {}
+    assert loop_metrics([attempts_episode([True], True)]).keys() == {
+        "loop/episodes", "loop/pass_rate", "loop/first_attempt_pass", "loop/attempts"}
+
+
+def test_a_tool_episode_attempts_are_its_test_runs_after_a_change(pool):
+    from rlvr.monitor.metrics import attempt_outcomes, loop_metrics
+    from tests.monitor.agentic import FIXED, play, text_call
+
+    broken = "def add(a, b):\n    return a * b\n"
+    actions = [text_call("run_tests"),  # before any change: not an attempt
+               text_call("write_file", path="sol.py", content=broken), text_call("run_tests"),
+               text_call("run_tests"),  # nothing changed since: not a new attempt
+               text_call("write_file", path="sol.py", content=FIXED), text_call("run_tests"),
+               text_call("submit")]
+    ep = play(pool, actions, passed=True)
+    assert attempt_outcomes(ep) == [False, True]
+    m = loop_metrics([ep])
+    assert m["loop/first_attempt_pass"] == 0 and m["loop/recovery_rate"] == 1 and m["loop/attempts"] == 2
+    assert attempt_outcomes(play(pool, [text_call("submit")])) == []

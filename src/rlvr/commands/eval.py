@@ -298,6 +298,15 @@ def eval_command(
                           *([pct(r["delta_pass@k"], r["delta_pass@k_ci"])] if delta_k else []),
                           str(r["shared_tasks"]))
         out.print(table)
+        loops = {d: r["loop"] for d, r in diff["domains"].items() if r.get("loop")}
+        if loops:
+            table = Table("domain (the loop)", "B-A episode passed", "B-A first attempt", "B-A recovery rate",
+                          "attempts A -> B")
+            for d, r in loops.items():
+                table.add_row(d, *(pct(r.get(f"delta_{n}"), r.get(f"delta_{n}_ci"))
+                                   for n in ("pass_rate", "first_attempt_pass", "recovery_rate")),
+                              f"{r.get('a_attempts') or 0:.2f} -> {r.get('b_attempts') or 0:.2f}")
+            out.print(table)
         return
     cfg = eval_config(config, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                       max_turns=max_turns, cluster=cluster)
@@ -335,6 +344,14 @@ def eval_command(
             table.add_row(d, str(r["n"]), str(r["samples"]), pct(r["pass@1"], r["pass@1_ci"]),
                           *([pct(r["pass@k"], r["pass@k_ci"])] if at_k else []), str(r["masked_episodes"]))
         out.print(table)
+        loops = {d: r["loop"] for d, r in rep["domains"].items() if r.get("loop")}
+        if loops:  # episodes of several turns: the loop's figures
+            table = Table("domain (the loop)", "episodes", "first attempt [95% CI]", "recovery rate [95% CI]",
+                          "attempts used")
+            for d, r in loops.items():
+                table.add_row(d, str(r["episodes"]), pct(r["first_attempt_pass"], r["first_attempt_pass_ci"]),
+                              pct(r.get("recovery_rate"), r.get("recovery_rate_ci")), f"{r['attempts']:.2f}")
+            out.print(table)
         for reason, n in rep["mask_reasons"].items():
             err.print(f"masked: {n} x {reason}", markup=False, highlight=False, soft_wrap=True)
         for reason, row in rep["end_reasons"].items():  # why failures ended early: a budget, a refused call

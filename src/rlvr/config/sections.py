@@ -178,6 +178,10 @@ class RolloutConfig(Section):
     """Tokens one episode's context may hold (prompt, every turn and tool output so far, and room for the next
     turn). Past it, older tool output is elided (`context_elided`), then the episode is truncated by
     "context". Unset: the model's window; larger than the window: the window."""
+    feedback: Literal["cases", "blank"] = "cases"
+    """What the environment tells a failed answer of an attempts task (`Task.attempts`): `cases`, each visible
+    case it failed as its call, the result expected and what it got; `blank`, only "wrong" (the control that
+    shows whether a model uses what failed or only tries again; docs/BENCHMARKS.md, "The loop")."""
     max_tool_output_tokens: int | None = Field(None, ge=8)
     """Tokens of one tool result the model sees: a longer one keeps its first third and last two thirds around
     a visible "[... N tokens of output cut ...]" marker (after `max_output_chars`). Unset: no token cap."""

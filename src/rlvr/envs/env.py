@@ -1,6 +1,11 @@
 """The Env: `reset(task, seed)` gives the first observation, `step(action)` runs the model's tool calls in the
 task's sandbox and says whether the episode terminated (submit, or the answer of a single-turn task) or was
-truncated (a turn, token or wall-clock budget ran out: truncation, not failure)."""
+truncated (a turn, token or wall-clock budget ran out: truncation, not failure).
+
+An attempts task (`Task.attempts`) is answered rather than acted on with tools: each turn is an answer, which
+the task's domain checks on its visible cases (`rlvr.envs.feedback`); a failed one is answered with what
+failed, and the episode terminates when an answer passes them or the budget of attempts is spent (the task's
+own rule, like the last move of a game: the verifier judges the last answer, nothing was cut)."""
 from __future__ import annotations
 
 import time
@@ -9,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.envs.feedback import Check, FeedbackMode, message
 from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import FORMAT_HINT, parse_text
 from rlvr.envs.tools import COMMANDS, ToolContext, call_tool, refuse_links_out, tools_for
@@ -60,8 +66,11 @@ class Env:
 
     def __init__(self, pool: SandboxPool | None, *, max_turns: int | None = None,
                  max_tokens: int | None = None,
-                 max_output_chars: int = 4000, infra_retries: int = 1, system_prompt: bool = True) -> None:
+                 max_output_chars: int = 4000, infra_retries: int = 1, system_prompt: bool = True,
+                 feedback: FeedbackMode = "cases") -> None:
+        """`feedback`: what an attempts task's failed answer is told (`rlvr.envs.feedback.message`)."""
         self.pool = pool
+        self.feedback = feedback
         self.overrides = (max_turns, max_tokens)
         self.max_output_chars = max_output_chars
         self.infra_retries = infra_retries
@@ -82,7 +91,7 @@ class Env:
         self.close()
         self.task, self.seed = task, seed
         lim = task.limits
-        turns = (self.overrides[0] or lim.max_turns) if task.multi_turn else 1
+        turns = (self.overrides[0] or lim.max_turns) if task.turns > 1 else 1
         self.budgets = Budgets(turns, self.overrides[1] or lim.max_tokens, lim.wall_s)
         self.turns = self.tokens = 0
         self.answer: str | None = None
@@ -160,6 +169,8 @@ class Env:
             action = Message(role="assistant", content=action)
         self.turns += 1
         self.tokens += num_tokens
+        if self.task.attempts:
+            return self._attempt(action.content)
         if not self.tool_mode:
             self.answer = action.content
             cut = finish_reason == "length"
@@ -186,6 +197,42 @@ class Env:
             res.truncated_by = self.exhausted()
             res.truncated = res.truncated_by is not None
         return res
+
+    def _attempt(self, answer: str) -> StepResult:
+        """One answer of an attempts task: checked on the visible cases; the episode ends when it passed,
+        else the model is told what failed (`info["attempt_passed"]`). An answer after which nothing more can
+        be said (the last attempt, or a spent token or time budget) is not checked: the verifier's hidden
+        cases judge it (`attempt_passed` None), and a sandboxed run is saved."""
+        self.answer = answer
+        last = self.turns >= self.budgets.max_turns
+        cut = None if last else self.exhausted()
+        if last or cut is not None:
+            return StepResult([], terminated=cut is None, truncated=cut is not None, truncated_by=cut,
+                              info={"attempt_passed": None})
+        check = self._check(answer)
+        info = {"attempt_passed": check.passed}
+        if check.passed:
+            return StepResult([], terminated=True, info=info)
+        return StepResult([Message(role="user", content=message(check, self.feedback))], info=info)
+
+    def _check(self, answer: str) -> Check:
+        """The domain's check of an answer, an infra fault retried `infra_retries` times."""
+        from rlvr.tasks.registry import feedback_of
+
+        assert self.task is not None
+        check = feedback_of(self.task.domain)
+        if check is None:
+            raise UserError(f"domain {self.task.domain!r} cannot check the answers of an attempts task",
+                            file=self.task.source or self.task.key, field="attempts",
+                            fix="set attempts = false, or use a domain with feedback (code)")
+        for attempt in range(self.infra_retries + 1):
+            try:
+                return check(self.pool, self.task, answer)
+            except InfraError:
+                if attempt == self.infra_retries:
+                    raise
+                self.retries_used += 1
+        raise AssertionError("unreachable")
 
     def exhausted(self) -> str | None:
         """The budget that has run out, if any."""

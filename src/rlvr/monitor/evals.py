@@ -24,6 +24,7 @@ import numpy as np
 
 from rlvr.atomic import atomic_write
 from rlvr.errors import UserError
+from rlvr.monitor.metrics import LOOP_RATES, loop_counts
 from rlvr.rollout.episode import Episode
 
 EVAL_SCHEMA_VERSION = 1
@@ -84,6 +85,51 @@ def summarize(counts: dict[str, dict[str, list[int]]], k: int, *, seed: int = 0,
             "masked_episodes": (masked or {}).get(domain, 0),
         }
     return result
+
+
+def ratio_ci(num: Sequence[float], den: Sequence[float], *, rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0,
+             level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of sum(num) / sum(den), the pairs resampled together (per task)."""
+    n, d = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if n.size == 0 or d.sum() == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n.size, size=(rounds, n.size))
+    dens = d[idx].sum(axis=1)
+    ratios = n[idx].sum(axis=1)[dens > 0] / dens[dens > 0]
+    lo, hi = np.quantile(ratios, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (float(lo), float(hi))
+
+
+def task_loop_counts(episodes: Sequence[Episode]) -> dict[str, dict[str, dict[str, float]]]:
+    """domain -> task id -> the loop's counts of its episodes (`rlvr.monitor.metrics.loop_counts`), for the
+    tasks with an attempt."""
+    by_task: dict[tuple[str, str], list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        by_task[(ep.domain, ep.task_id)].append(ep)
+    out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    for (domain, task), eps in by_task.items():
+        c = loop_counts(eps)
+        if c.get("episodes"):
+            out[domain][task] = c
+    return dict(out)
+
+
+def loop_summary(episodes: Sequence[Episode], *, seed: int = 0) -> dict[str, Any] | None:
+    """The loop's figures of episodes of several turns (`rlvr.monitor.metrics.LOOP_RATES`: first-attempt pass,
+    recovery rate, attempts used, ...) with 95% bootstrap intervals over tasks; None when no episode made an
+    attempt."""
+    counts = [c for tasks in task_loop_counts(episodes).values() for c in tasks.values()]
+    if not counts:
+        return None
+    out: dict[str, Any] = {"episodes": int(sum(c["episodes"] for c in counts)), "tasks": len(counts)}
+    for name, (num, den) in LOOP_RATES.items():
+        nums, dens = [c.get(num, 0.0) for c in counts], [c.get(den, 0.0) for c in counts]
+        if sum(dens) > 0:
+            out[name] = sum(nums) / sum(dens)
+            out[f"{name}_ci"] = list(ratio_ci(nums, dens, seed=seed))
+            out[f"{name}_n"] = int(sum(dens))
+    return out
 
 
 def mask_error(ep: Episode) -> str | None:
@@ -181,12 +227,19 @@ def report(episodes: Sequence[Episode], *, k: int, seed: int, policy: str, tasks
     masked: dict[str, int] = defaultdict(int)
     for ep in episodes:
         masked[ep.domain] += int(ep.masked)
+    domains = summarize(counts, k, seed=seed, masked=masked)
+    for name, row in domains.items():
+        loop = loop_summary([ep for ep in episodes if ep.domain == name], seed=seed)
+        if loop is not None:
+            row["loop"] = loop
+    per_task_loop = task_loop_counts(episodes)
     return {"schema_version": EVAL_SCHEMA_VERSION, "policy": policy, "tasks": tasks, "k": k, "seed": seed,
             "episodes": len(episodes), "masked_episodes": sum(masked.values()),
             "mask_reasons": mask_reasons(episodes), "first_mask_error": first_mask_error(episodes),
             "end_reasons": end_reasons(episodes),
-            "nodes": node_counts(episodes), "domains": summarize(counts, k, seed=seed, masked=masked),
-            "per_task": counts, **(extra or {})}
+            "nodes": node_counts(episodes), "domains": domains,
+            "per_task": counts, **({"per_task_loop": per_task_loop} if per_task_loop else {}),
+            **(extra or {})}
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
@@ -217,8 +270,39 @@ def _paired(a: dict[str, list[int]], b: dict[str, list[int]], k: int, fn: Callab
     return float(np.mean(diffs)), list(bootstrap_ci(diffs)), len(shared)
 
 
+def _paired_ratio(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]], num: str, den: str,
+                  seed: int = 0) -> tuple[float, list[float]] | None:
+    """B's ratio of sums minus A's over the tasks both hold, with a paired bootstrap interval (the same tasks
+    resampled for both)."""
+    shared = [t for t in a if t in b and a[t].get(den) and b[t].get(den)]
+    if not shared:
+        return None
+    arr = np.array([[x[t].get(num, 0.0), x[t][den]] for t in shared for x in (a, b)]).reshape(len(shared), 4)
+    delta = arr[:, 2].sum() / arr[:, 3].sum() - arr[:, 0].sum() / arr[:, 1].sum()
+    idx = np.random.default_rng(seed).integers(0, len(shared), size=(BOOTSTRAP_ROUNDS, len(shared)))
+    s = arr[idx].sum(axis=1)
+    lo, hi = np.quantile(s[:, 2] / s[:, 3] - s[:, 0] / s[:, 1], [0.025, 0.975])
+    return float(delta), [float(lo), float(hi)]
+
+
+def compare_loop(a: dict[str, Any], b: dict[str, Any], domain: str) -> dict[str, Any]:
+    """B minus A of the loop's figures of one domain (first-attempt pass, recovery rate, attempts used, ...),
+    paired over the tasks both reports hold loop counts for; empty when either has none."""
+    ta = (a.get("per_task_loop") or {}).get(domain) or {}
+    tb = (b.get("per_task_loop") or {}).get(domain) or {}
+    out: dict[str, Any] = {}
+    for name, (num, den) in LOOP_RATES.items():
+        got = _paired_ratio(ta, tb, num, den)
+        if got is not None:
+            out[f"delta_{name}"], out[f"delta_{name}_ci"] = got
+            out[f"a_{name}"] = ((a["domains"].get(domain) or {}).get("loop") or {}).get(name)
+            out[f"b_{name}"] = ((b["domains"].get(domain) or {}).get("loop") or {}).get(name)
+    return out
+
+
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """B minus A per domain: pass@1 and pass@k differences with paired intervals over shared tasks."""
+    """B minus A per domain: pass@1 and pass@k differences with paired intervals over shared tasks, and the
+    loop's figures where both have them (`compare_loop`)."""
     k = min(int(a.get("k", 1)), int(b.get("k", 1)))
     out: dict[str, Any] = {"k": k, "domains": {}}
     for domain in sorted(set(a["domains"]) | set(b["domains"])):
@@ -234,6 +318,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "delta_pass@k_ci": cik,
             "shared_tasks": shared,
         }
+        loop = compare_loop(a, b, domain)
+        if loop:
+            out["domains"][domain]["loop"] = loop
     return out
 
 

@@ -9,6 +9,13 @@ The `agent/*` family reads tool use from the transcript, as the Env recorded it 
 executed call is answered by a `tool` message, whose content starts with `error:` for an unknown tool or bad
 arguments and whose `exec_status` says how a command ended; a malformed call is answered by a `user` message
 `error: ...` instead, and is not a tool call.
+
+The `loop/*` family measures the seed's loop (write, check, read what failed, write again) in every episode of
+several turns: the attempts of an attempts task (each answer's check on the visible cases, as the env recorded
+it in `metadata["attempts"]`), or in a tool episode each run of the visible tests after the workspace changed
+(`attempt_outcomes`). From them: the first attempt's pass rate, the recovery rate (the chance that attempt k
+passes when attempt k-1 failed, pooled over k, and per k), the attempts used and the episodes' own pass rate
+(the hidden verdict of the last attempt).
 """
 from __future__ import annotations
 
@@ -167,6 +174,8 @@ def is_multi_turn(ep: Episode) -> bool:
     flag = ep.metadata.get("multi_turn")
     if isinstance(flag, bool):
         return flag
+    if "attempts" in ep.metadata:  # an attempts task answers; the env's feedback is not a tool result
+        return False
     acted = False
     for m in ep.messages:
         if m.role == "tool" or (acted and m.role != "assistant"):
@@ -219,10 +228,89 @@ def agent_metrics(eps: list[Episode]) -> Metrics:
     return out
 
 
+def attempt_outcomes(ep: Episode) -> list[bool]:
+    """Whether each attempt of the episode passed its check, in order: an attempts task's answers (the env's
+    record of its checks on the visible cases; its last answer, which the env does not check, passed when the
+    verifier passed it), or a tool episode's runs of the visible tests after a successful call of a tool
+    that changes the workspace (a test run with nothing changed since the last is not a new attempt). Empty:
+    none."""
+    recorded = ep.metadata.get("attempts")
+    if isinstance(recorded, list):
+        return [ep.passed if x is None else bool(x) for x in recorded]
+    out: list[bool] = []
+    changed = False
+    for m in ep.messages:
+        if m.role != "tool":
+            continue
+        if m.name == RUN_TESTS:
+            if changed:
+                out.append(m.exec_status == "ok")
+            changed = False
+        elif m.name in MUTATING and not is_tool_error(m):
+            changed = True
+    return out
+
+
+MUTATING = frozenset({"write_file", "apply_patch", "run", "bash"})
+"""The tools whose call may change the workspace (`Tool.mutates` in rlvr.envs.tools)."""
+LOOP_K = 3
+"""Recovery rates are also logged per attempt k = 2..LOOP_K (`loop/recovery_rate_k`)."""
+
+
+def loop_counts(eps: list[Episode]) -> dict[str, float]:
+    """The loop's counts over the judged episodes with at least one attempt: episodes, passed, first attempts
+    passed, attempts, retries (attempts that followed a failed one) and recoveries (retries that passed), also
+    per attempt k (`retries_k`, `recoveries_k`), and the passed episodes among those whose first attempt
+    failed."""
+    out: dict[str, float] = defaultdict(float)
+    for ep in eps:
+        seq = attempt_outcomes(ep) if not ep.masked else []
+        if not seq:
+            continue
+        out["episodes"] += 1
+        out["passed"] += ep.passed
+        out["first_passed"] += seq[0]
+        out["attempts"] += len(seq)
+        out["failed_first"] += not seq[0]
+        out["passed_after_failure"] += (not seq[0]) and ep.passed
+        for k in range(1, len(seq)):
+            if not seq[k - 1]:
+                out["retries"] += 1
+                out["recoveries"] += seq[k]
+                out[f"retries_{k + 1}"] += 1
+                out[f"recoveries_{k + 1}"] += seq[k]
+    return dict(out)
+
+
+LOOP_RATES: dict[str, tuple[str, str]] = {
+    "pass_rate": ("passed", "episodes"), "first_attempt_pass": ("first_passed", "episodes"),
+    "recovery_rate": ("recoveries", "retries"), "attempts": ("attempts", "episodes"),
+    "pass_after_failure": ("passed_after_failure", "failed_first"),
+    **{f"recovery_rate_{k}": (f"recoveries_{k}", f"retries_{k}") for k in range(2, LOOP_K + 1)},
+}
+"""Each loop figure as (numerator, denominator) of `loop_counts`: a ratio of sums, so that an interval over
+tasks resamples both."""
+
+
+def loop_rates(c: dict[str, float]) -> Metrics:
+    """The `loop/*` figures of `loop_counts` (one whose denominator is 0 is left out)."""
+    if not c.get("episodes"):
+        return {}
+    out: Metrics = {"loop/episodes": c["episodes"]}
+    out.update({f"loop/{name}": c.get(num, 0.0) / c[den] for name, (num, den) in LOOP_RATES.items()
+                if c.get(den)})
+    return out
+
+
+def loop_metrics(eps: list[Episode]) -> Metrics:
+    """The loop's figures of the step's episodes of several turns (see the module docstring)."""
+    return loop_rates(loop_counts(eps))
+
+
 METRICS: dict[str, Callable[[list[Episode]], Metrics]] = {
     "reward": reward_metrics, "pass_rate": pass_rate_metrics, "flags": flag_metrics, "infra": infra_metrics,
     "episode": length_metrics, "sandbox": sandbox_metrics, "policy": throughput_metrics,
-    "episode_time": timing_metrics, "groups": group_metrics, "agent": agent_metrics,
+    "episode_time": timing_metrics, "groups": group_metrics, "agent": agent_metrics, "loop": loop_metrics,
     "truncation": truncation_metrics,
 }
 """Every metric family, by namespace."""

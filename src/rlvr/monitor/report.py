@@ -27,7 +27,14 @@ from rlvr.atomic import atomic_write
 from rlvr.envs.parse import parse_text
 from rlvr.errors import UserError
 from rlvr.monitor.evals import EVAL_FILE, compare, load_report, mask_error, mask_reason, pass_at_k
-from rlvr.monitor.metrics import agent_metrics, is_multi_turn, is_tool_error, malformed_calls, tool_results
+from rlvr.monitor.metrics import (
+    agent_metrics,
+    attempt_outcomes,
+    is_multi_turn,
+    is_tool_error,
+    malformed_calls,
+    tool_results,
+)
 from rlvr.monitor.monitor import read_jsonl, read_metrics
 from rlvr.rollout.episode import Episode, tool_names
 from rlvr.store.episodes import EpisodeStore, open_run
@@ -65,6 +72,15 @@ _METRIC_CHARTS: list[tuple[str, str, str, list[str], tuple[float, float | None] 
      (0, 1)),
     ("agent_errors", "Episodes", "Tool errors and episodes without a tool call (share)",
      ["agent/tool_error_rate", "agent/no_tool_call_share"], (0, 1)),
+    ("loop", "Learning", "The loop in training episodes of several turns: first attempt passed, recovery "
+     "(attempt k passed after k-1 failed), episode passed",
+     ["loop/first_attempt_pass", "loop/recovery_rate", "loop/recovery_rate_2", "loop/recovery_rate_3",
+      "loop/pass_rate", "loop/pass_after_failure"], (0, 1)),
+    ("heldout_loop", "Learning", "The loop on held-out tasks (sampled), at each held-out measurement",
+     ["heldout_loop/first_attempt_pass", "heldout_loop/recovery_rate", "heldout_loop/recovery_rate_2",
+      "heldout_loop/recovery_rate_3", "heldout_loop/pass_rate", "heldout_loop/pass_after_failure"], (0, 1)),
+    ("loop_attempts", "Episodes", "Attempts used per episode of several turns (training, held-out)",
+     ["loop/attempts", "heldout_loop/attempts"], (0, None)),
 ]
 
 
@@ -161,6 +177,7 @@ def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
                       "exec_status": m.exec_status,
                       "error": is_tool_error(m), "elided": m.elided, "calls": _calls(m),
                       "tool_calls": [c.model_dump(mode="json") for c in m.tool_calls]} for m in ep.messages],
+        "attempts": attempt_outcomes(ep),
         "agent": {"multi_turn": is_multi_turn(ep), "tool_calls": len(tool_names(ep)),
                   "tool_errors": sum(is_tool_error(m) for m in results),
                   "malformed_calls": malformed_calls(ep),

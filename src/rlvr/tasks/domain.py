@@ -91,6 +91,10 @@ class Domain:
     """Modules the sandbox's interpreter must import to judge its tasks (the `code` kind: `pytest`). A run
     that uses the domain is refused at start-up, in one line, when one is missing there
     (`rlvr.verify.needs`), rather than masking every episode as an infra error."""
+    feedback: Callable[[Any, Task, str], Any] | None = None
+    """`feedback(pool, task, answer) -> rlvr.envs.feedback.Check`: one answer of an attempts task
+    (`Task.attempts`) run on the task's visible cases in the sandbox pool, and what failed (None: the domain
+    has no attempts tasks). It never sees hidden material; the verifier still judges the last answer."""
     task_defaults: Callable[[dict[str, Any], Any], None] | None = None
     """`task_defaults(fields, file)`: fills in, in place, what a bare task directory of this domain leaves out
     (the code domain: its hidden tests and protected files), before the Task is built; `file` is its

@@ -24,9 +24,9 @@ from rlvr.errors import UserError
 from rlvr.tasks.domain import Domain, NoConfig, VerifierKind
 from rlvr.tasks.source import TaskSource
 
-__all__ = ["Domain", "NoConfig", "VerifierKind", "entry", "is_registered", "kinds", "load", "make", "names",
-           "provider", "register", "register_kind", "tools_of", "unavailable", "unregister", "verifier_kind",
-           "verifier_of"]
+__all__ = ["Domain", "NoConfig", "VerifierKind", "entry", "feedback_of", "is_registered", "kinds", "load",
+           "make", "names", "provider", "register", "register_kind", "tools_of", "unavailable", "unregister",
+           "verifier_kind", "verifier_of"]
 
 GROUP = "rlvr.domains"
 """The entry-point group domain packages declare themselves in."""
@@ -222,3 +222,10 @@ def tools_of(domain: str) -> tuple[Any, ...]:
     load()
     d = _DOMAINS.get(domain)
     return d.tools if d is not None else ()
+
+
+def feedback_of(domain: str) -> Any:
+    """The domain's check of an attempts task's answer (`Domain.feedback`); None for a domain without one."""
+    load()
+    d = _DOMAINS.get(domain)
+    return d.feedback if d is not None else None

@@ -87,6 +87,14 @@ class TaskSource(ABC):
         state's files."""
         return None
 
+    def gold_attempts(self, task: Task) -> list[str]:
+        """The answers a gold trajectory of an attempts task (`Task.attempts`) gives, in order: the last is
+        the gold answer, any before it wrong ones that the env's feedback corrects (a recovery for a warm
+        start to learn from). Default: the gold answer alone (none when the task has no answer-style
+        gold)."""
+        gold = self.gold(task)
+        return [gold.answer] if gold is not None and gold.answer is not None else []
+
     def negatives(self, task: Task) -> dict[str, FinalState]:
         """Negative controls that must score 0: named final states. Domains add their own (a wrong answer of
         the right type, the right answer buried among wrong ones)."""

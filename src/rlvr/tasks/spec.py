@@ -62,6 +62,10 @@ class Task(BaseModel):
     """Named difficulty tier of procedural domains (e.g. "tiny", "easy")."""
     limits: TaskLimits = Field(default_factory=TaskLimits)
     """Episode budgets."""
+    attempts: bool = False
+    """An answer task with feedback: each model turn is an answer, which its domain checks on the task's
+    visible cases (`Domain.feedback`), saying back what failed, until one passes them or `limits.max_turns`
+    answers were given; the last answer is judged. False: a task of several turns acts through tools."""
     requirements: tuple[str, ...] = ()
     """Python packages (pip requirement strings) the task's programs need: its tools and its verification run
     on an interpreter that has them (the sandbox's own when it does, else a venv made once for them and
@@ -86,8 +90,13 @@ class Task(BaseModel):
 
     @property
     def multi_turn(self) -> bool:
-        """True when the model acts through tools over several turns."""
-        return self.limits.max_turns > 1
+        """True when the model acts through tools over several turns (an attempts task answers instead)."""
+        return self.limits.max_turns > 1 and not self.attempts
+
+    @property
+    def turns(self) -> int:
+        """Model turns an episode on it may take: tool turns, attempts, or the one answer."""
+        return self.limits.max_turns if self.multi_turn or self.attempts else 1
 
     @property
     def key(self) -> str:

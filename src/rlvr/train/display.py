@@ -71,6 +71,13 @@ class TrainDisplay:
             if gb is not None and ga is not None:
                 out.print(f"held-out greedy pass@1: before RL {gb:.1%}  after RL {ga:.1%}  ({ga - gb:+.1%})",
                           highlight=False)
+            lb, la = summary.get("loop_before"), summary.get("loop_after")
+            for name, label in (("first_attempt_pass", "first-attempt pass"),
+                                ("recovery_rate", "recovery rate"), ("attempts", "attempts used")):
+                if lb and la and name in lb and name in la:
+                    fmt = ".2f" if name == "attempts" else ".1%"
+                    out.print(f"held-out {label}: before RL {lb[name]:{fmt}}  after RL {la[name]:{fmt}}  "
+                              f"({la[name] - lb[name]:+{fmt}})", highlight=False)
         out.print(f"run: {summary['run_dir']}  ({summary['wall_s']:.0f} s)", highlight=False)
         if summary.get("report"):
             out.print(f"report: {summary['report']}", highlight=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rlvr.monitor.evals import bootstrap_ci, report, task_counts, write_report
+from rlvr.monitor.evals import bootstrap_ci, loop_summary, report, task_counts, write_report
 from rlvr.rollout.episode import Episode
 from rlvr.rollout.policy import SamplingParams
 from rlvr.store.episodes import EpisodeStore
@@ -66,4 +66,5 @@ def evaluate(trainer: Trainer, label: str) -> HeldoutResult:
     masked = sum(ep.masked for eps in results.values() for ep in eps)
     pass1 = sum(sampled) / len(sampled) if sampled else 0.0
     return HeldoutResult(pass1=pass1, greedy=greedy, tasks=len(sampled), samples_per_task=k,
-                         ci=list(bootstrap_ci(sampled)) if sampled else [], masked=masked)
+                         ci=list(bootstrap_ci(sampled)) if sampled else [], masked=masked,
+                         loop=loop_summary(results["sampled"]))

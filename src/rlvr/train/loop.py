@@ -27,6 +27,7 @@ from typing import Any
 
 from rlvr.errors import MostlyMasked
 from rlvr.monitor.evals import first_mask_error
+from rlvr.monitor.metrics import LOOP_RATES
 from rlvr.rollout.core.groups import group_key, zero_variance_groups
 from rlvr.rollout.episode import Episode, split_segments
 from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, heldout_label
@@ -247,6 +248,8 @@ def _heldout(trainer: Trainer, label: str, step: int) -> HeldoutResult | None:
     if not trainer.dist.main:
         return None  # rank 0 measures alone, from its full copy of the weights
     result = evaluate(trainer, label)
-    trainer.monitor.log(step, [],
-                        {f"eval/pass1_{label}": result.pass1, f"eval/greedy_pass1_{label}": result.greedy})
+    loop = {f"heldout_loop/{name}": v for name, v in (result.loop or {}).items()
+            if name in LOOP_RATES and isinstance(v, float)}
+    trainer.monitor.log(step, [], {f"eval/pass1_{label}": result.pass1,
+                                   f"eval/greedy_pass1_{label}": result.greedy, **loop})
     return result

@@ -2,10 +2,11 @@
 samples.
 
 Every `sft.recovery_every` RL steps, up to `sft.recovery_samples` of the honest failures of those steps
-(multi- turn, judged, not passed, not flagged: a flagged attempt is a hack, not a mistake to recover from)
+(several turns, judged, not passed, not flagged: a flagged attempt is a hack, not a mistake to recover from)
 become recovery samples: the failed episode's turns before its last one are replayed through the env as they
 were (context, no loss), then the task's gold turns continue from the state they left (write the fix, run the
-tests, submit), played through the env and scored like any episode
+tests, submit; an attempts task's reference answer after the feedback its failed answers got), played
+through the env and scored like any episode
 (`rlvr.rollout.policies.gold.recovery_plan`). The samples that pass get one SFT step (`train.sft.sft_step`, at
 `sft.lr`, its own AdamW state). A held-out task is never used: the RL batch never holds one, and the mixer
 checks the run's held-out keys besides.
@@ -53,13 +54,14 @@ class RecoveryMixer:
         return self.cfg.recovery_every > 0
 
     def observe(self, tasks: Sequence[Task], episodes: Sequence[Episode]) -> None:
-        """Keep the step's honest failures of multi-turn training tasks (newest first)."""
+        """Keep the step's honest failures of training tasks of several turns, tools or attempts (newest
+        first)."""
         if not self.enabled:
             return
         by_key = {t.key: t for t in tasks}
         fresh = [(ep, by_key[f"{ep.domain}/{ep.task_id}"]) for ep in episodes
                  if honest_failure(ep) and f"{ep.domain}/{ep.task_id}" in by_key]
-        fresh = [(ep, t) for ep, t in fresh if t.multi_turn and t.key not in self.heldout]
+        fresh = [(ep, t) for ep, t in fresh if t.turns > 1 and t.key not in self.heldout]
         self.failures = (fresh + self.failures)[: 4 * self.cfg.recovery_samples]
 
     def due(self, step: int) -> bool:

@@ -30,6 +30,10 @@ class HeldoutResult:
     """95% bootstrap interval of pass1 over tasks."""
     masked: int = 0
     """Episodes masked by infra faults."""
+    loop: dict[str, Any] | None = None
+    """The loop's figures of the sampled episodes, for tasks of several turns (`rlvr.monitor.evals.
+    loop_summary`: first-attempt pass, recovery rate, attempts used, with intervals); None for single-turn
+    tasks."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +112,8 @@ class RunState:
                         "greedy_pass1_after": after.greedy,
                         "heldout_samples_per_task": after.samples_per_task,
                         "pass1_ci_before": before.ci, "pass1_ci_after": after.ci})
+            if before.loop and after.loop:
+                out.update({"loop_before": before.loop, "loop_after": after.loop})
         if self.resumed_from is not None:
             out["resumed_from_step"] = self.resumed_from
         if self.curve:

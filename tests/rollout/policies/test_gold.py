@@ -124,6 +124,49 @@ def test_recovery_needs_a_multi_turn_task_a_turn_to_keep_and_room_to_fix() -> No
     assert recovery_plan(two, registry.make("math").get(0)) is None
 
 
+def _attempts_task_with_recovery(gold_recoveries: float = 1.0):
+    src = registry.make("code", tier="tiny", mode="attempts", gold_recoveries=gold_recoveries, seed=4)
+    return src, src.get(1)
+
+
+def test_an_attempts_gold_gives_a_rival_reads_the_failing_case_and_answers(wide, pool) -> None:
+    src, task = _attempts_task_with_recovery()
+    plan = plan_for(task, src)
+    assert plan.attempts == src.gold_attempts(task) and len(plan.attempts) == 2
+    [ep] = play([plan], _engine(pool), encoder=wide)
+    assert ep.passed and ep.metadata["attempts"] == [False, True]
+    assert [m.role for m in ep.messages] == ["user", "assistant", "user", "assistant"]
+    rival, told, answer = (m.content for m in ep.messages[1:])
+    assert rival in task.metadata["consts"]["rivals"] and answer == task.answer
+    assert "expected" in told and "returned" in told  # the real check's words, from the sandbox
+    runs, run = [], 0  # both answers are trained on: two runs of loss-masked tokens
+    for m in ep.loss_mask:
+        run, runs = (run + 1, runs) if m else (0, runs + [run] if run else runs)
+    assert len(runs + ([run] if run else [])) == 2
+    [alone] = play([plan_for(task.model_copy(update={"id": "x"}), registry.make(
+        "code", tier="tiny", mode="attempts", gold_recoveries=0.0, seed=4))], _engine(pool))
+    assert alone.passed and alone.metadata["attempts"] == [True] and alone.num_turns == 1
+
+
+def test_a_failed_attempts_episode_recovers_with_the_reference_after_its_feedback(wide, pool) -> None:
+    src, task = _attempts_task_with_recovery()
+    rivals = task.metadata["consts"]["rivals"]
+    failed = Episode(task_id=task.id, domain=task.domain, messages=[
+        Message(role="user", content=task.prompt), Message(role="assistant", content=rivals[0]),
+        Message(role="user", content="told"), Message(role="assistant", content=rivals[1]),
+        Message(role="user", content="told"), Message(role="assistant", content=rivals[0])])
+    plan = recovery_plan(failed, task, src)
+    assert plan is not None and [m.content for m in plan.prefix] == rivals[:2]
+    [ep] = play([plan], _engine(pool), encoder=wide)
+    said = [m.content for m in ep.messages if m.role == "assistant"]
+    assert said == [*rivals[:2], task.answer] and ep.passed
+    assert ep.metadata["attempts"] == [False, False, None]  # the last answer is the verifier's to judge
+    # the replayed answers are context: only the reference answer is trained on
+    assert sum(1 for a, b in zip([0, *ep.loss_mask], ep.loss_mask) if b and not a) == 1
+    one = failed.model_copy(update={"messages": failed.messages[:2]})
+    assert recovery_plan(one, task, src) is None  # nothing before the last answer to keep
+
+
 def test_unmask_prefix_clears_the_first_turns_only() -> None:
     ep = Episode(task_id="t", domain="d", token_ids=list(range(9)), logprobs=[0.0] * 9,
                  loss_mask=[0, 1, 1, 0, 1, 0, 0, 1, 1])

@@ -26,8 +26,14 @@ from rlvr.verify.verdict import Check
 def io_expected(task: Task, s: IOSettings) -> dict[str, list[Any]]:
     """The task's fixed io cases, parsed as Python literals (never executed): `{"inputs": [encoded argument
     lists], "outputs": [expected values]}`, the shape the case check compares; a bad file is a UserError."""
+    return io_literals(task.hidden[s.file], task, f"verifier.io.file ({s.file})")
+
+
+def io_literals(text: str, task: Task, field: str) -> dict[str, list[Any]]:
+    """io cases from `text`, one Python literal `(args_tuple, expected)` a line (parsed, never executed), as
+    `io_expected` gives them; a bad line is a UserError naming the task's file and `field`."""
     out: dict[str, list[Any]] = {"inputs": [], "outputs": []}
-    for lineno, line in enumerate(task.hidden[s.file].splitlines(), 1):
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -36,16 +42,15 @@ def io_expected(task: Task, s: IOSettings) -> dict[str, list[Any]]:
             case = None
         if not (isinstance(case, tuple) and len(case) == 2 and isinstance(case[0], tuple)):
             raise UserError("an io case must be a Python literal `(args_tuple, expected)`", file=task.source,
-                            line=lineno, field=f"verifier.io.file ({s.file})", fix="write one case a line")
+                            line=lineno, field=field, fix="write one case a line")
         args = encode(list(case[0]))
         if args is None or encode(case[1]) is None:
             raise UserError("an io case holds a value that is not plain data", file=task.source, line=lineno,
-                            field=f"verifier.io.file ({s.file})",
-                            fix="use numbers, strings, lists, tuples, dicts")
+                            field=field, fix="use numbers, strings, lists, tuples, dicts")
         out["inputs"].append(args["v"])
         out["outputs"].append(case[1])
     if not out["inputs"]:
-        raise UserError("no io cases", file=task.source, field=f"verifier.io.file ({s.file})",
+        raise UserError("no io cases", file=task.source, field=field,
                         fix="write one `(args, expected)` literal a line")
     return out
 

@@ -47,6 +47,10 @@ Unknown keys are refused (with "did you mean"), so a typo never weakens a task:
   call phase took longer fails.
 - `visible_tests` (list of workspace paths): the workspace's own tests, which the `run_tests` tool runs for
   the model (default every test_*.py / *_test.py in the workspace); they guide, the hidden tests judge.
+- `visible_io` (workspace path): for an attempts task (`attempts = true`, answered over several turns), a
+  file of visible io cases written like `io`'s, run on each answer with `io`'s entry (needs `io`); the env
+  says back the ones it failed (call, expected, got; `rlvr.domains.code.feedback`). They guide; the hidden
+  cases judge.
 - `import_roots` (list of workspace directories): where the candidate's code is imported from besides the
   workspace's root, e.g. `["src"]` for a project with a src layout. The hidden tests import from them, and so
   do the commands of the task's tools (`run_tests`, `run`, `bash`: `PYTHONPATH` names them).
@@ -173,6 +177,8 @@ class CodeSettings(VerifierSettings):
     """Test id -> most seconds its call phase may take, timed by the harness."""
     visible_tests: list[str] = Field(default_factory=list)
     """Workspace tests the `run_tests` tool runs (default every test_*.py / *_test.py in the workspace)."""
+    visible_io: str | None = None
+    """Workspace file of visible io cases an attempts task's answers are checked on (needs `io`)."""
     import_roots: list[str] = Field(default_factory=list)
     """Workspace directories the candidate's code is imported from besides the root (`src` for a src
     layout)."""
@@ -215,6 +221,10 @@ class CodeSettings(VerifierSettings):
                 raise UserError(f"{path!r} is not in the workspace", file=where,
                                 field="verifier.visible_tests",
                                 fix="put it under workspace/ or fix the path")
+        if self.visible_io is not None and (self.io is None or self.visible_io not in task.workspace):
+            raise UserError(f"visible_io {self.visible_io!r} needs io cases and a workspace file", file=where,
+                            field="verifier.visible_io",
+                            fix="put the file under workspace/ and set [verifier.io] with its entry")
         for root in self.import_roots:
             parts = root.strip("/").split("/")
             if root.startswith("/") or not root.strip("/") or any(p in ("", ".", "..") for p in parts):

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import copy
 import random
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlvr.domains.code.attempts import attempts_problem, attempts_task, gold_attempts
 from rlvr.domains.code.families import (
     FAMILIES,
     TIERS,
@@ -22,6 +22,7 @@ from rlvr.domains.code.families import (
     compiled,
     reference_fn,
 )
+from rlvr.domains.code.problem import EXPR_ERRORS, Problem, agrees, compact, draw_inputs, io_cases_text
 from rlvr.domains.code.settings import CODE_PROTECTED_DEFAULT
 from rlvr.errors import UserError
 from rlvr.tasks.source import TaskSource
@@ -38,8 +39,6 @@ N_VISIBLE = 3
 N_HIDDEN = {"tiny": 5, "easy": 6, "medium": 6, "hard": 8}
 TINY_PROMPT_MAX = 160
 DIFFICULTY = {"tiny": 0.1, "easy": 0.3, "medium": 0.5, "hard": 0.7}
-EXPR_ERRORS = (ArithmeticError, LookupError, TypeError, ValueError)
-"""What a table expression may raise on an input outside its domain."""
 
 
 class CodeConfig(BaseModel):
@@ -57,29 +56,24 @@ class CodeConfig(BaseModel):
     (`s[-1]` where `s[0]` was wanted, on inputs whose ends agree), and under GRPO's group normalisation such a
     share in a group of failures weighs as much as a pass, teaching the wrong expression (docs/BENCHMARKS.md,
     "Training")."""
-    mode: Literal["single", "multi"] | None = None
+    mode: Literal["single", "multi", "attempts"] | None = None
     """`single`: the answer is code text laid into solution.py. `multi`: the model edits a workspace with a
-    stub and visible tests, using tools. None: `single` for the tiny tier, `multi` otherwise."""
+    stub and visible tests, using tools. `attempts` (tiny tier): the answer is written from an example that
+    does not pin it down, over up to `attempts` answers, each told which visible case it failed
+    (`rlvr.domains.code.attempts`). None: `single` for the tiny tier, `multi` otherwise."""
+    attempts: int = Field(3, ge=2, le=8)
+    """`attempts` mode: the budget of answers of one episode (the task's `limits.max_turns`)."""
+    gold_recoveries: float = Field(0.5, ge=0, le=1)
+    """`attempts` mode: the share of gold trajectories (SFT with `sft.source = "gold"`) that first give a
+    wrong answer the example fits, then the right one after the feedback: recoveries for the warm start to
+    learn from."""
 
-
-@dataclass(frozen=True)
-class Problem:
-    """A generated problem before it is dressed as a Task: the function, its examples and hidden cases."""
-
-    name: str
-    """Name of the function to write (`f` in the tiny tier)."""
-    params: str
-    """Its parameter list as written in the signature."""
-    reference: str
-    """Reference module source (tiny tier: the expression only)."""
-    visible: list[tuple[Args, Any]]
-    """(arguments, expected result) shown in the prompt and the visible tests."""
-    hidden: list[tuple[Args, Any]]
-    """(arguments, expected result) of the hidden tests; no arguments repeat a visible case."""
-    family: str
-    """Name of the problem family."""
-    consts: dict[str, Any]
-    """Constants drawn for the family (tiny tier: the expression)."""
+    @model_validator(mode="after")
+    def _attempts_tiny(self) -> CodeConfig:
+        if self.mode == "attempts" and self.tier != "tiny":
+            raise UserError(f"mode = \"attempts\" is a form of the tiny tier, not of {self.tier!r}",
+                            field="tasks.domains.code.mode", fix='set tier = "tiny", or another mode')
+        return self
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -110,11 +104,6 @@ def hidden_tests(p: Problem, task_id: str) -> str:
     return "\n".join(lines)
 
 
-def io_cases_text(p: Problem) -> str:
-    """The hidden io cases of a tiny problem: one Python literal `(args, expected)` a line."""
-    return "".join(f"{(args, want)!r}\n" for args, want in p.hidden)
-
-
 def visible_tests(p: Problem) -> str:
     """The visible tests of the multi-turn form (the prompt's examples)."""
     lines = [f'"""Examples for {p.name}; run them with `python -m pytest -q`."""',
@@ -124,13 +113,6 @@ def visible_tests(p: Problem) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _compact(v: Any) -> str:
-    """Short literal for the tiny tier's one-line examples (no spaces in lists)."""
-    if isinstance(v, list):
-        return "[" + ",".join(_compact(x) for x in v) + "]"
-    return repr(v)
-
-
 def lookup_source(name: str, params: str, visible: list[tuple[Args, Any]]) -> str:
     """A function right on the visible examples only (a negative control): a table keyed by the arguments."""
     table = {repr(args): want for args, want in visible}
@@ -138,44 +120,23 @@ def lookup_source(name: str, params: str, visible: list[tuple[Args, Any]]) -> st
 
 
 # ------------------------------------------------------------------------------------------- generation
-def _draw_inputs(rng: random.Random, draw: Any, n: int, avoid: set[str]) -> list[Args]:
-    out: list[Args] = []
-    seen = set(avoid)
-    for _ in range(50 * n):
-        args = draw(rng)
-        key = repr(args)
-        if key not in seen:
-            seen.add(key)
-            out.append(args)
-            if len(out) == n:
-                break
-    return out
-
-
 def _tiny_problem(rng: random.Random) -> Problem:
     """A one-expression problem whose examples single out the answer among every expression of its type."""
     fam = rng.choices(TINY_FAMILIES, weights=[f.weight for f in TINY_FAMILIES])[0]
     pool = [e for f in TINY_FAMILIES if f.param == fam.param for e in compiled(f.param, f.exprs)]
     while True:
         target = rng.choice(compiled(fam.param, fam.exprs))
-        vis_in = _draw_inputs(rng, lambda r: (fam.inputs(r),), N_VISIBLE, set())
-        hid_in = _draw_inputs(rng, lambda r: (fam.inputs(r),), N_HIDDEN["tiny"], {repr(a) for a in vis_in})
+        vis_in = draw_inputs(rng, lambda r: (fam.inputs(r),), N_VISIBLE, set())
+        hid_in = draw_inputs(rng, lambda r: (fam.inputs(r),), N_HIDDEN["tiny"], {repr(a) for a in vis_in})
         vis = [(a, target.fn(*a)) for a in sorted(vis_in, key=repr if fam.param != "x" else None)]
         hid = [(a, target.fn(*a)) for a in hid_in]
         if len({repr(w) for _, w in hid}) < 2:  # a constant must not pass
             continue
-        if any(_agrees(e, vis) and not _agrees(e, hid) for e in pool):  # ambiguous examples
+        if any(agrees(e, vis) and not agrees(e, hid) for e in pool):  # ambiguous examples
             continue
         p = Problem("f", fam.param, target.text, vis, hid, fam.name, {"expr": target.text})
         if len(tiny_prompt(p)) <= TINY_PROMPT_MAX:
             return p
-
-
-def _agrees(e: Any, cases: list[tuple[Args, Any]]) -> bool:
-    try:
-        return all(type(got := e.fn(*a)) is type(w) and got == w for a, w in cases)
-    except EXPR_ERRORS:  # an expression that fails on an input (e.g. s[0] on '') disagrees
-        return False
 
 
 def _function_problem(rng: random.Random, tier: str) -> Problem:
@@ -184,16 +145,22 @@ def _function_problem(rng: random.Random, tier: str) -> Problem:
     source = fam.source(consts)
     fn = reference_fn(fam.name, source)
     while True:
-        vis_in = _draw_inputs(rng, lambda r: fam.inputs(r, consts), N_VISIBLE, set())
-        hid_in = _draw_inputs(rng, lambda r: fam.inputs(r, consts), N_HIDDEN[tier], {repr(a) for a in vis_in})
+        vis_in = draw_inputs(rng, lambda r: fam.inputs(r, consts), N_VISIBLE, set())
+        hid_in = draw_inputs(rng, lambda r: fam.inputs(r, consts), N_HIDDEN[tier], {repr(a) for a in vis_in})
         vis = [(a, fn(*copy.deepcopy(a))) for a in vis_in]
         hid = [(a, fn(*copy.deepcopy(a))) for a in hid_in]
         if len({repr(w) for _, w in hid}) >= 2:
             return Problem(fam.name, fam.signature, source, vis, hid, fam.name, consts)
 
 
+def _problem(rng: random.Random, tier: str, mode: str) -> Problem:
+    if mode == "attempts":
+        return attempts_problem(rng)
+    return _tiny_problem(rng) if tier == "tiny" else _function_problem(rng, tier)
+
+
 def tiny_prompt(p: Problem) -> str:
-    shown = " ".join(f"f({_compact(a[0])})={_compact(w)}" for a, w in p.visible)
+    shown = " ".join(f"f({compact(a[0])})={compact(w)}" for a, w in p.visible)
     return f"def f({p.params}):\n    # {shown}\n    return "
 
 
@@ -241,7 +208,7 @@ class CodeSource(TaskSource):
                             fix="use code:0, code:1, ...")
         rng = random.Random(self.cfg.seed + index)
         tier = self.cfg.tier
-        p = _tiny_problem(rng) if tier == "tiny" else _function_problem(rng, tier)
+        p = _problem(rng, tier, self.mode)
         task_id = self.id_at(index)
         if tier == "tiny":
             hidden = {IO_CASES: io_cases_text(p)}
@@ -255,6 +222,8 @@ class CodeSource(TaskSource):
             "index": index}
         meta = {"family": p.family, "consts": p.consts, "mode": self.mode, "function": p.name,
                 "visible": [[list(a), w] for a, w in p.visible]}
+        if self.mode == "attempts":
+            return attempts_task(p, self.cfg.attempts, judge, common, meta, SOLUTION_FILE)
         module, stub, doc = _module(p)
         if self.mode == "single":
             template = (f"def f({p.params}):\n    return {{answer}}\n" if tier == "tiny" else "{answer}\n")
@@ -274,6 +243,11 @@ class CodeSource(TaskSource):
         if task.solution is not None or "reference_answer" not in task.metadata:
             return super().gold(task)  # on-disk code tasks carry their own solution/
         return FinalState(answer=reference(task))
+
+    def gold_attempts(self, task: Task) -> list[str]:
+        if task.metadata.get("mode") != "attempts":
+            return super().gold_attempts(task)
+        return gold_attempts(task, self.cfg.gold_recoveries)
 
     def negatives(self, task: Task) -> dict[str, FinalState]:
         """Base controls plus: a wrong answer of the right type, the right answer buried among wrong ones, and
@@ -314,14 +288,14 @@ def wrong_answers(task: Task) -> dict[str, str]:
     visible = [(tuple(a), w) for a, w in meta["visible"]]
     if task.tier == "tiny":
         param = task.prompt.split("(", 1)[1].split(")",
-                                                   1)[0] if meta["mode"] == "single" else _tiny_param(task)
+                                                   1)[0] if meta["mode"] != "multi" else _tiny_param(task)
         ref = str(meta["consts"]["expr"])
         hidden = _hidden_cases(task)
         pool = compiled(param, tuple(x for f in TINY_FAMILIES if f.param == param for x in f.exprs))
         wrong = next((e.text for e in pool if _is_same_type(e, hidden)
-                      and not any(_agrees(e, [c]) for c in hidden)),
+                      and not any(agrees(e, [c]) for c in hidden)),
                      _tiny_perturbed(ref, hidden[0][1]))
-        if meta["mode"] == "single":
+        if meta["mode"] != "multi":
             table = {repr(a[0]): w for a, w in visible}
             return {"wrong_answer": wrong, "buried_answer": f"{wrong}\n{ref}\n{wrong}",
                     "visible_only": f"{table!r}.get(repr({param}))"}
@@ -357,5 +331,4 @@ def _hidden_cases(task: Task) -> list[tuple[Args, Any]]:
     src = CodeSource(CodeConfig(seed=int(task.seed or 0), tier=task.tier or "tiny",  # type: ignore[arg-type]
                                 mode=task.metadata.get("mode")))
     rng = random.Random(src.cfg.seed + int(task.index or 0))
-    p = _tiny_problem(rng) if task.tier == "tiny" else _function_problem(rng, str(task.tier))
-    return p.hidden
+    return _problem(rng, str(task.tier), src.mode).hidden

@@ -114,7 +114,7 @@ class CodeVerifier:
             if why:
                 details["fresh_skipped"], diff, seed = why, None, None
         t1 = time.perf_counter()
-        rep, err = self._run_harness(pool, task, files, s, expected, diff.harness_config() if diff else None)
+        rep, err = self.run_harness(pool, task, files, s, expected, diff.harness_config() if diff else None)
         timings["sandbox"] = time.perf_counter() - t1
         if err:
             return Verdict.infra(err, seed=seed, timings=timings)
@@ -219,9 +219,12 @@ class CodeVerifier:
         return found
 
     # ---------------------------------------------------------------------------------------- harness
-    def _run_harness(self, pool: SandboxPool, task: Task, files: Files, s: CodeSettings,
-                     expected: dict[str, Any] | None,
-                     fresh: dict[str, Any] | None = None) -> tuple[RunReport, str | None]:
+    def run_harness(self, pool: SandboxPool, task: Task, files: Files, s: CodeSettings,
+                    expected: dict[str, Any] | None,
+                    fresh: dict[str, Any] | None = None) -> tuple[RunReport, str | None]:
+        """One run of the candidate's `files` under the trusted harness: the hidden tests, and the cases of
+        `expected` (their inputs only: outputs never enter the sandbox) and `fresh` inputs; (report, the infra
+        fault that kept it from running)."""
         with _quiet_parse():
             why = entry_syntax_error(files, s) if _same_interpreter(pool, task) else None
         if why is not None:  # the run would only import the entry module and report this: no sandbox needed

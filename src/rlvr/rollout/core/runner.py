@@ -155,7 +155,8 @@ class EnvRollouts:
         ep = sample.episode(run_id=self.run_id, step=step, seed=seed, group_size=group_size,
                             policy_version=self._version())
         env = Env(self.pool, max_turns=self.config.max_turns, max_tokens=self.config.max_tokens,
-                  max_output_chars=self.config.max_output_chars, infra_retries=self.config.infra_retries)
+                  max_output_chars=self.config.max_output_chars, infra_retries=self.config.infra_retries,
+                  feedback=self.config.feedback)
         ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
         ep.metadata = {"finish_reasons": [], "tool_calls": 0, "call_errors": 0}
         return _Live(ep, sample.task, env, TokenStream(self.encoder) if self.encoder is not None else None,
@@ -244,6 +245,8 @@ class EnvRollouts:
         live.messages.extend(self._capped(live, res.messages))
         live.ep.metadata["tool_calls"] += res.info.get("tool_calls", 0)
         live.ep.metadata["call_errors"] += res.info.get("call_errors", 0)
+        if "attempt_passed" in res.info:  # an attempts task: each answer's check, in order (None: unchecked)
+            live.ep.metadata.setdefault("attempts", []).append(res.info["attempt_passed"])
         live.ep.timings["tools"] += time.perf_counter() - t0
         if res.terminated or res.truncated:
             return self._finish(live, "done" if res.terminated else "truncated", res.truncated_by)

@@ -2,7 +2,9 @@
 
 `GoldPolicy` is a policy that acts from the reference solution instead of a model. On a multi-turn task it
 looks at the workspace and runs the visible tests (which fail before the fix), writes the files the reference
-changes, runs the tests again (they pass) and submits; on a single-turn task it gives the reference answer.
+changes, runs the tests again (they pass) and submits; on a single-turn task it gives the reference answer; on
+an attempts task (`Task.attempts`) it gives the answers its source's `gold_attempts` names, a wrong one that
+the feedback corrects and then the reference, or the reference alone.
 Each turn is decided from the conversation so far, so what a turn says about the tests is what the tool really
 answered. The env loop plays it like any policy: the tools run in the sandbox, the episode is scored by
 the Scorer, and only episodes that pass are gold (`gold_episodes`).
@@ -49,11 +51,16 @@ def tool_call_text(name: str, arguments: dict[str, Any] | None = None) -> str:
     return f"{OPEN}{json.dumps({'name': name, 'arguments': arguments or {}})}{CLOSE}"
 
 
+def source_of(task: Task, source: TaskSource | None = None) -> TaskSource:
+    """`source`, else the task's domain's source (a list of the task itself for a domain not registered)."""
+    if source is not None:
+        return source
+    return registry.make(task.domain) if registry.is_registered(task.domain) else ListSource([task])
+
+
 def gold_state(task: Task, source: TaskSource | None = None) -> FinalState | None:
     """The reference final state of `task` from its domain's source (None: the task has none)."""
-    if source is None:
-        source = registry.make(task.domain) if registry.is_registered(task.domain) else ListSource([task])
-    return source.gold(task)
+    return source_of(task, source).gold(task)
 
 
 @dataclass
@@ -67,6 +74,8 @@ class GoldPlan:
     commands: list[str] | None = None
     """Commands that reach the reference state at a terminal (`TaskSource.gold_commands`), run instead of
     writing its files: a state with modes, links or a git history that files cannot write."""
+    attempts: list[str] = field(default_factory=list)
+    """An attempts task's gold answers, in order (`TaskSource.gold_attempts`): the last is the reference."""
 
     @property
     def changed(self) -> dict[str, str]:
@@ -78,6 +87,8 @@ class GoldPlan:
         done = sum(m.role == "assistant" for m in conversation)
         if done < len(self.prefix):
             return self.prefix[done].content
+        if self.task.attempts and self.attempts:  # after a replayed failure, straight to the reference
+            return self.attempts[-1] if self.prefix else self.attempts[min(done, len(self.attempts) - 1)]
         if not self.task.multi_turn:
             return self.gold.answer or ""
         stages = self.stages()
@@ -149,9 +160,8 @@ class GoldPlan:
 
 def plan_for(task: Task, source: TaskSource | None = None) -> GoldPlan:
     """The gold plan of `task`; a task without a reference solution is a UserError naming its domain."""
-    source = source or (registry.make(task.domain) if registry.is_registered(task.domain)
-                        else ListSource([task]))
-    gold = gold_state(task, source)
+    source = source_of(task, source)
+    gold = source.gold(task)
     if gold is None or (not gold.files and gold.answer is None):
         raise UserError(f"domain {task.domain!r} has no reference solutions (task {task.key})", field="tasks",
                         fix="gold trajectories need a domain whose tasks have references (its source's gold)")
@@ -160,17 +170,19 @@ def plan_for(task: Task, source: TaskSource | None = None) -> GoldPlan:
         raise UserError(f"task {task.key} keeps a workspace tree, which files cannot write, and its domain "
                         f"gives no gold commands", field="tasks",
                         fix="give the domain's source a gold_commands() for its tree tasks")
-    return GoldPlan(task, gold, commands=commands)
+    return GoldPlan(task, gold, commands=commands, attempts=source.gold_attempts(task) if task.attempts else [])
 
 
 def recovery_plan(episode: Episode, task: Task, source: TaskSource | None = None) -> GoldPlan | None:
     """A failed episode's turns before its last one, then the gold continuation (None: nothing to recover
-    from, a single-turn task or an episode without a turn to keep)."""
-    if not task.multi_turn:
+    from, a single-turn task or an episode without a turn to keep). An attempts task continues with its
+    reference answer, after the feedback its replayed answers got."""
+    if task.turns < 2:
         return None
     turns = [m for m in episode.messages if m.role == "assistant"]
     keep = turns[:-1] if len(turns) > 1 else []
-    budget = task.limits.max_turns - 2  # the fix and the submit must still fit
+    # the fix and the submit must still fit; an attempts task's reference answer alone
+    budget = task.limits.max_turns - (1 if task.attempts else 2)
     if not keep or budget < 1:
         return None
     plan = plan_for(task, source)
@@ -179,7 +191,8 @@ def recovery_plan(episode: Episode, task: Task, source: TaskSource | None = None
 
 
 class GoldPolicy:
-    """A policy that plays gold plans, one per task prompt, through whatever env the env loop runs. A token is
+    """A policy that plays gold plans, one per task prompt (`play` runs plans that share one in rounds),
+    through whatever env the env loop runs. A token is
     a UTF-8 byte and every log-prob 0 (the turns are given, not sampled): for transcripts (`rlvr tasks
     sft-data`); `EncodedGoldPolicy` speaks the trained policy's tokens."""
 
@@ -274,11 +287,21 @@ def play(plans: Sequence[GoldPlan], gold: Callable[[GoldPolicy], Any], *, encode
          seed: int = 0) -> list[Episode]:
     """Play `plans` through the env with a gold policy (`gold(policy)` is the run's env loop on it)
     and keep the episodes that pass with no flag; a recovery plan's replayed turns are left out of the
-    loss."""
+    loss. A gold policy tells its conversations apart by their prompt, so plans whose tasks share a prompt
+    (an attempts task's example fits several answers by design) play in separate rounds."""
     if not plans:
         return []
-    policy = EncodedGoldPolicy(plans, encoder) if encoder is not None else GoldPolicy(plans)
-    episodes = gold(policy).run([p.task for p in plans], 1, step=0, seed=seed)
+    rounds: list[list[GoldPlan]] = []
+    seen: dict[str, int] = {}
+    for plan in plans:
+        r = seen[plan.task.prompt] = seen.get(plan.task.prompt, -1) + 1
+        if r == len(rounds):
+            rounds.append([])
+        rounds[r].append(plan)
+    episodes: list[Episode] = []
+    for batch in rounds:
+        policy = EncodedGoldPolicy(batch, encoder) if encoder is not None else GoldPolicy(batch)
+        episodes += gold(policy).run([p.task for p in batch], 1, step=0, seed=seed)
     by_key = {p.task.key: p for p in plans}
     kept = []
     for ep in episodes:
