@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.config import QUICKSTART, RunConfig, TasksConfig, load_config
+from rlvr.config import QUICKSTART, RunConfig, TasksConfig, TrainConfig, load_config
 from rlvr.integrations.session import Runtime, resolve_tasks
 
 SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
@@ -102,7 +102,8 @@ def test_a_config_gives_every_command_the_same_domain_settings(cli, tmp_path: Pa
 def test_the_quickstart_keeps_its_tier_and_nothing_else_inherits_it() -> None:
     quick = load_config(QUICKSTART)
     # the quickstart runs exactly as it did: the defaults with its tier and its name
-    assert quick == RunConfig(name="quickstart", tasks=TasksConfig(domains={"code": {"tier": "tiny"}}))
+    assert quick == RunConfig(name="quickstart", tasks=TasksConfig(domains={"code": {"tier": "tiny"}}),
+                              train=TrainConfig(truncation="score"))
     assert RunConfig().tasks.domains == {} and load_config().tasks.domains == {}
     from rlvr.run import heldout_tasks
 

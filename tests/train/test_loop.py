@@ -52,8 +52,9 @@ def _cfg(tmp_path: Path, model: Path, name: str, **train: object) -> RunConfig:
         "sandbox": {"isolation": "none"},
         "policy": {"model": str(model), "max_new_tokens": 6},
         "rollout": {"group_size": 4},
+        # the random toy model's answers run to the 6-token budget: trained on as they stand
         "train": {"steps": 3, "batch_size": 3, "lr": 3e-3, "checkpoint_every": 1, "heldout_samples": 2,
-                  **train},
+                  "truncation": "score", **train},
         "sft": {"enabled": False},
         "monitor": {"tensorboard": False, "report": False},
     }

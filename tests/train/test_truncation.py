@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.config import MonitorConfig, load_config
+from rlvr.config import QUICKSTART, MonitorConfig, load_config
 from rlvr.errors import UserError
 from rlvr.monitor.detectors import DETECTORS, History
 from rlvr.monitor.metrics import compute_metrics, truncation_metrics
@@ -80,7 +80,9 @@ def test_an_episode_without_a_budget_pays_only_for_the_token_cut() -> None:
 
 
 def test_the_choice_is_a_setting_and_a_bad_one_is_refused() -> None:
-    assert load_config(None, []).train.truncation == "score"
+    # a cut episode is never a clean failure unless the run says so; the quickstart says so in its own file
+    assert load_config(None, []).train.truncation == "mask"
+    assert load_config(QUICKSTART).train.truncation == "score"
     cfg = load_config(None, ["train.truncation=overlong", "train.overlong_buffer=0.25"]).train
     assert (cfg.truncation, cfg.overlong_buffer, cfg.overlong_penalty) == ("overlong", 0.25, 1.0)
     with pytest.raises(UserError, match="train.truncation"):

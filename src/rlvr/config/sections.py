@@ -288,11 +288,12 @@ class TrainConfig(Section):
     """Steps between checkpoints (a final one is always written)."""
     flag_penalty: float = 0.0
     """Reward of an episode with an integrity flag."""
-    truncation: Literal["score", "mask", "overlong"] = "score"
+    truncation: Literal["score", "mask", "overlong"] = "mask"
     """What an episode cut by a budget (turns, tokens, wall, context) teaches (rlvr.train.truncation):
-    `score`, its verdict as it stands (the work done so far, the run's choice by default); `mask`, nothing
-    (left out of the update like an infra fault: DAPO's overlong filtering); `overlong`, its verdict plus
-    DAPO's soft overlong penalty, ramping over the last `overlong_buffer` of the token budget."""
+    `mask` (default), nothing (left out of the update like an infra fault: DAPO's overlong filtering), so
+    that a cut episode is never a clean failure unless the run says so; `score`, its verdict as it stands
+    (the work done so far); `overlong`, its verdict plus DAPO's soft overlong penalty, ramping over the last
+    `overlong_buffer` of the token budget."""
     overlong_buffer: float = Field(0.2, gt=0, le=1)
     """Share of the episode's token budget over which the overlong penalty ramps from 0 to
     `overlong_penalty` (DAPO: 4,096 of 20,480 tokens)."""

@@ -170,7 +170,8 @@ def plan_for(task: Task, source: TaskSource | None = None) -> GoldPlan:
         raise UserError(f"task {task.key} keeps a workspace tree, which files cannot write, and its domain "
                         f"gives no gold commands", field="tasks",
                         fix="give the domain's source a gold_commands() for its tree tasks")
-    return GoldPlan(task, gold, commands=commands, attempts=source.gold_attempts(task) if task.attempts else [])
+    attempts = source.gold_attempts(task) if task.attempts else []
+    return GoldPlan(task, gold, commands=commands, attempts=attempts)
 
 
 def recovery_plan(episode: Episode, task: Task, source: TaskSource | None = None) -> GoldPlan | None:
