@@ -59,3 +59,20 @@ def family_tokenizer(family: str) -> Any:
 def end_ids(tok: Any, family: str) -> frozenset[int]:
     """The ids that end a model turn in this family (its generation config's eos list)."""
     return frozenset(tok.convert_tokens_to_ids(t) for t in FAMILIES[family]["eos"])
+
+
+def turn_text(tok: Any, family: str, markers: tuple[str, ...], prompt: str, full: str) -> str:
+    """The assistant turn that `full` (a render ending with it) adds after `prompt` (the render before it, with the
+    generation prompt), as the model would have written it: past the tokens the two share, up to its end token
+    (kept where the dialect reads it, as harmony's `<|call|>`)."""
+    a = tok.encode(prompt, add_special_tokens=False)
+    b = tok.encode(full, add_special_tokens=False)
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    turn = tok.decode(b[n:], skip_special_tokens=False)
+    hits = sorted((turn.index(e), e) for e in FAMILIES[family]["eos"] if e in turn)
+    if not hits:
+        return turn
+    at, end = hits[0]
+    return turn[:at + len(end)] if end in markers else turn[:at]

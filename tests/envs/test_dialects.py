@@ -9,7 +9,7 @@ import pytest
 from rlvr.envs.dialects import DIALECTS, HERMES, detect, get, of_episode, resolve
 from rlvr.envs.messages import Message, ToolCall
 from rlvr.errors import UserError
-from tests.families import FAMILIES, family_tokenizer, template
+from tests.families import FAMILIES, family_tokenizer, template, turn_text
 
 TOOLS = [{"type": "function", "function": {"name": n, "description": f"{n}.", "parameters": {
     "type": "object", "properties": {k: {"type": "string"} for k in keys}, "required": list(keys)}}}
@@ -53,19 +53,8 @@ def _conversation(family: str, malformed: str) -> list[dict[str, Any]]:
     return out
 
 
-def _cut(text: str, family: str) -> str:
-    """A rendered assistant turn up to its end token (kept where the dialect reads it: harmony's `<|call|>`)."""
-    d = DIALECTS[FAMILIES[family]["dialect"]]
-    hits = [(text.index(e), e) for e in FAMILIES[family]["eos"] if e in text]
-    if not hits:
-        return text
-    at, end = min(hits)
-    return text[:at + len(end)] if end in d.markers else text[:at]
-
-
 def _rendered_turns(family: str, conv: list[dict[str, Any]]) -> list[str]:
-    """Each assistant turn as the model would have written it: the render with it, less the render before it, less
-    the generation prompt's part of its header."""
+    """Each assistant turn as the model would have written it after the generation prompt."""
     tok = family_tokenizer(family)
 
     def render(msgs: list[dict[str, Any]], gen: bool) -> str:
@@ -75,13 +64,9 @@ def _rendered_turns(family: str, conv: list[dict[str, Any]]) -> list[str]:
     for k, m in enumerate(conv):
         if m["role"] != "assistant":
             continue
-        base, full, prompt = render(conv[:k], False), render(conv[:k + 1], False), render(conv[:k], True)
+        base, full = render(conv[:k], False), render(conv[:k + 1], False)
         assert full.startswith(base), f"{family}: adding a turn rewrote the history before it"
-        turn, gen = full[len(base):], prompt[len(base):]
-        n = 0
-        while n < min(len(turn), len(gen)) and turn[n] == gen[n]:
-            n += 1
-        out.append(_cut(turn[n:], family))
+        out.append(turn_text(tok, family, DIALECTS[FAMILIES[family]["dialect"]].markers, render(conv[:k], True), full))
     return out
 
 
