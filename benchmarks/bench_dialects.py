@@ -1,14 +1,15 @@
-"""Tool-call parse rate by model family: generated assistant turns rendered by each family's published chat template
-(tests/assets/chat_templates), read back by the family's dialect (`rlvr.envs.dialects`) and, as the baseline, by
-the single-format parser rlvr had before dialects (`rlvr.envs.parse.parse_text`, `<tool_call>{json}</tool_call>`).
+"""Tool-call parse rate by model family: generated assistant turns rendered by each family's published chat
+template (tests/assets/chat_templates), read back by the family's dialect (`rlvr.envs.dialects`) and, as the
+baseline, by the single-format parser rlvr had before dialects (`rlvr.envs.parse.parse_text`,
+`<tool_call>{json}</tool_call>`).
 
-A turn counts as parsed when exactly its calls come back (names and arguments, in order) and no error. Each turn is
-drawn by index (`Random(seed + i)`): some text, one to three calls (one where the family's template renders one a
-turn) of the built-in tools, with arguments that stress a format: code with quotes, backslashes, braces, markup
-and a final newline, commands with pipes, non-ASCII paths. Each is read in two forms: as the template renders it
-(the form the model was trained on), and as the dialect writes it (`format_turn`: several calls a turn in every
-family, harmony's own header order, Llama's `;`-separated calls). Reports the parse rate of each (a ratio of turns)
-and the microseconds a parse of the template form takes.
+A turn counts as parsed when exactly its calls come back (names and arguments, in order) and no error. Each
+turn is drawn by index (`Random(seed + i)`): some text, one to three calls (one where the family's template
+renders one a turn) of the built-in tools, with arguments that stress a format: code with quotes, backslashes,
+braces, markup and a final newline, commands with pipes, non-ASCII paths. Each is read in two forms: as the
+template renders it (the form the model was trained on), and as the dialect writes it (`format_turn`: several
+calls a turn in every family, harmony's own header order, Llama's `;`-separated calls). Reports the parse rate
+of each (a ratio of turns) and the microseconds a parse of the template form takes.
 
 `python benchmarks/bench_dialects.py [--turns 300] [--seed 0] [--json]`
 """
@@ -27,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.families: 
 
 CODE = ['def f(x):\n    return "a\\\\b" if x else {\'k\': [1, 2]}\n', "print('<b>&amp;</b>')\n",
         'x = "{\\"n\\": 1}"\nassert x\n', "# ünïcode – ok\nvalue = 3\n", "    indented = True\n"]
-COMMANDS = ["ls -la", "python -m pytest -q tests/test_sol.py", "grep -rn 'def ' src | head -5", 'echo "{x}" > out']
+COMMANDS = ["ls -la", "python -m pytest -q tests/test_sol.py", "grep -rn 'def ' src | head -5",
+            'echo "{x}" > out']
 PATHS = ["sol.py", "src/pkg/mod.py", "données/ü.py", "a b/c.txt"]
 TEXTS = ["", "Let me look at the workspace first.", "The tests fail. I'll write the fix.", "Done."]
 
@@ -48,7 +50,8 @@ def draw(rng: random.Random, single: bool) -> tuple[str, list[Any]]:
 
 
 def rendered_turn(tok: Any, family: str, dialect: Any, text: str, calls: list[Any]) -> str:
-    """The turn as the family's template renders it after a user message, as the model would have written it."""
+    """The turn as the family's template renders it after a user message, as the model would have written
+    it."""
     from tests.families import turn_text
 
     user = [{"role": "user", "content": "Fix sol.py."}]
@@ -65,8 +68,10 @@ def measure(family: str, turns: int, seed: int) -> dict[str, float]:
 
     tok = family_tokenizer(family)
     dialect = DIALECTS[FAMILIES[family]["dialect"]]
-    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {
-        k: {"type": "string"} for k in ("command", "path", "content")}}}} for n in ("run", "write_file", "read_file")]
+    props = {k: {"type": "string"} for k in ("command", "path", "content")}
+    params = {"type": "object", "properties": props}
+    tools = [{"type": "function", "function": {"name": n, "parameters": params}}
+             for n in ("run", "write_file", "read_file")]
     ok = base_ok = written_ok = written_base_ok = 0
     t_dialect: list[float] = []
     t_base: list[float] = []
@@ -94,9 +99,11 @@ def measure(family: str, turns: int, seed: int) -> dict[str, float]:
         want = [(c.name, c.arguments) for c in calls]
         written_ok += right((again.calls, again.errors), want)
         written_base_ok += right(parse_text(written), want)
-    return {"dialect": dialect.name, "turns": turns, "parse_rate": ok / turns, "baseline_parse_rate": base_ok / turns,
-            "written_parse_rate": written_ok / turns, "written_baseline_parse_rate": written_base_ok / turns,
-            "parse_us_p50": statistics.median(t_dialect) * 1e6, "baseline_us_p50": statistics.median(t_base) * 1e6}
+    return {"dialect": dialect.name, "turns": turns, "parse_rate": ok / turns,
+            "baseline_parse_rate": base_ok / turns, "written_parse_rate": written_ok / turns,
+            "written_baseline_parse_rate": written_base_ok / turns,
+            "parse_us_p50": statistics.median(t_dialect) * 1e6,
+            "baseline_us_p50": statistics.median(t_base) * 1e6}
 
 
 def main() -> None:
@@ -115,14 +122,16 @@ def main() -> None:
           f"{'baseline':>9s} {'parse us':>9s} {'base us':>8s}")
     for f, r in rows.items():
         print(f"{f:18s} {r['dialect']:12s} {r['parse_rate']:13.3f} {r['baseline_parse_rate']:9.3f} "
-              f"{r['written_parse_rate']:12.3f} {r['written_baseline_parse_rate']:9.3f} {r['parse_us_p50']:9.1f} "
+              f"{r['written_parse_rate']:12.3f} {r['written_baseline_parse_rate']:9.3f} "
+              f"{r['parse_us_p50']:9.1f} "
               f"{r['baseline_us_p50']:8.1f}")
     total = sum(r["turns"] for r in rows.values())
 
     def mean(key: str) -> float:
         return sum(r[key] * r["turns"] for r in rows.values()) / total
 
-    print(f"all families ({total} turns a form): template form {mean('parse_rate'):.3f} against a baseline of "
+    print(f"all families ({total} turns a form): template form {mean('parse_rate'):.3f} against a baseline "
+          f"of "
           f"{mean('baseline_parse_rate'):.3f}; written form {mean('written_parse_rate'):.3f} against "
           f"{mean('written_baseline_parse_rate'):.3f}")
 

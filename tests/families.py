@@ -1,9 +1,11 @@
-"""Model families for the dialect tests: each family's published chat template (tests/assets/chat_templates, sources
-in SOURCES.md) around a small byte-level BPE tokenizer trained here, with the family's special tokens added.
+"""Model families for the dialect tests: each family's published chat template (tests/assets/chat_templates,
+sources in SOURCES.md) around a small byte-level BPE tokenizer trained here, with the family's special tokens
+added.
 
 A template is data: what these tests need of a model is how its template renders a conversation, which special
-tokens are single tokens, and which ends a turn. The BPE (a few hundred merges over the templates' own text and some
-code, JSON and prose) makes tokens that span several characters, so a re-tokenised boundary would show.
+tokens are single tokens, and which ends a turn. The BPE (a few hundred merges over the templates' own text
+and some code, JSON and prose) makes tokens that span several characters, so a re-tokenised boundary would
+show.
 """
 from __future__ import annotations
 
@@ -48,8 +50,9 @@ def family_tokenizer(family: str) -> Any:
 
     spec = FAMILIES[family]
     specials = list(spec["specials"])
-    tok = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(_bpe()), bos_token=spec["bos"], eos_token=spec["eos"][0],
-                                  pad_token=spec["eos"][0], additional_special_tokens=specials,
+    tok = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(_bpe()), bos_token=spec["bos"],
+                                  eos_token=spec["eos"][0], pad_token=spec["eos"][0],
+                                  additional_special_tokens=specials,
                                   clean_up_tokenization_spaces=False)
     tok.chat_template = template(family)
     tok.model_max_length = 1 << 30
@@ -62,9 +65,9 @@ def end_ids(tok: Any, family: str) -> frozenset[int]:
 
 
 def turn_text(tok: Any, family: str, markers: tuple[str, ...], prompt: str, full: str) -> str:
-    """The assistant turn that `full` (a render ending with it) adds after `prompt` (the render before it, with the
-    generation prompt), as the model would have written it: past the tokens the two share, up to its end token
-    (kept where the dialect reads it, as harmony's `<|call|>`)."""
+    """The assistant turn that `full` (a render ending with it) adds after `prompt` (the render before it,
+    with the generation prompt), as the model would have written it: past the tokens the two share, up to its
+    end token (kept where the dialect reads it, as harmony's `<|call|>`)."""
     a = tok.encode(prompt, add_special_tokens=False)
     b = tok.encode(full, add_special_tokens=False)
     n = 0

@@ -1,5 +1,5 @@
-"""Tool dialects against each family's published chat template: placing the template, and render -> parse round
-trips of a conversation with several calls, a reasoning block and a malformed call."""
+"""Tool dialects against each family's published chat template: placing the template, and render -> parse
+round trips of a conversation with several calls, a reasoning block and a malformed call."""
 from __future__ import annotations
 
 from typing import Any
@@ -22,11 +22,13 @@ KEEPS: dict[str, tuple[bool, bool]] = {
     "llama-3.1": (False, False), "mistral-small-3.2": (False, False), "mistral-nemo": (False, False),
     "deepseek-v3": (True, False), "gpt-oss": (False, True), "glm-4.5": (True, True), "kimi-k2": (True, False),
 }
-"""(content, reasoning): what the family's template renders of an assistant turn with calls, past the last user
-message. The rest it drops (Llama and Mistral render the calls alone, gpt-oss turns the text into analysis)."""
+"""(content, reasoning): what the family's template renders of an assistant turn with calls, past the last
+user message. The rest it drops (Llama and Mistral render the calls alone, gpt-oss turns the text into
+analysis)."""
 RAW = {"deepseek-v3"}
 """Families whose template gets an earlier turn as the text the model wrote (its `message_dict`), not as
-`tool_calls`: DeepSeek V3's renders a second turn with calls without its markers (its `is_first` is never reset)."""
+`tool_calls`: DeepSeek V3's renders a second turn with calls without its markers (its `is_first` is never
+reset)."""
 
 
 def _turns(dialect_name: str) -> list[list[ToolCall]]:
@@ -48,7 +50,8 @@ def _conversation(family: str, malformed: str) -> list[dict[str, Any]]:
             asst = d.structured(content, calls, reasoning)
         out.append(asst)
         for c in asst.get("tool_calls") or [{"id": c.id, "function": {"name": c.name}} for c in calls]:
-            out.append({"role": "tool", "content": "ok", "tool_call_id": c["id"], "name": c["function"]["name"]})
+            out.append({"role": "tool", "content": "ok", "tool_call_id": c["id"],
+                        "name": c["function"]["name"]})
     out.append(d.message_dict(Message(role="assistant", content=malformed)))
     return out
 
@@ -66,7 +69,8 @@ def _rendered_turns(family: str, conv: list[dict[str, Any]]) -> list[str]:
             continue
         base, full = render(conv[:k], False), render(conv[:k + 1], False)
         assert full.startswith(base), f"{family}: adding a turn rewrote the history before it"
-        out.append(turn_text(tok, family, DIALECTS[FAMILIES[family]["dialect"]].markers, render(conv[:k], True), full))
+        markers = DIALECTS[FAMILIES[family]["dialect"]].markers
+        out.append(turn_text(tok, family, markers, render(conv[:k], True), full))
     return out
 
 
@@ -91,7 +95,8 @@ def test_render_parse_round_trip(family: str) -> None:
     for i, calls in enumerate(_turns(name)):
         parsed = d.parse(turns[i], TOOLS)
         assert parsed.errors == [], (family, turns[i])
-        assert [(c.name, c.arguments) for c in parsed.calls] == [(c.name, c.arguments) for c in calls], turns[i]
+        assert [(c.name, c.arguments) for c in parsed.calls] == [(c.name, c.arguments) for c in calls], \
+            turns[i]
         assert len({c.id for c in parsed.calls}) == len(calls)
         text = "Looking." if i == 0 else "Writing."
         assert parsed.content == (text if keeps_content else ""), (family, parsed)
@@ -157,9 +162,16 @@ def test_stored_episodes_name_their_dialect() -> None:
 
 def test_reasoning_opened_by_the_generation_prompt() -> None:
     # Qwen3.5's prompt ends inside <think>: the turn starts with the reasoning and closes it
-    text = "Look first.\n</think>\n\n<tool_call>\n<function=run>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>"
+    text = ("Look first.\n</think>\n\n<tool_call>\n<function=run>\n<parameter=command>\nls\n</parameter>\n"
+            "</function>\n</tool_call>")
     parsed = get("qwen3_coder").parse(text)
     assert parsed.reasoning == "Look first." and [c.name for c in parsed.calls] == ["run"]
     drafted = "<think>maybe <tool_call>{\"name\": \"submit\"}</tool_call></think>I will run it."
     parsed = HERMES.parse(drafted)  # a call drafted inside the reasoning is not run
     assert parsed.calls == [] and parsed.content == "I will run it."
+
+
+def test_a_template_that_only_lists_the_tools_keeps_rlvrs_format() -> None:
+    lists = ("{% if tools %}{% for t in tools %}{{ t['function']['name'] }};{% endfor %}{% endif %}"
+             "{{ messages }}")
+    assert resolve("auto", lists) is HERMES

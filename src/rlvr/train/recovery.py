@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from rlvr.config import SFTConfig
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import Episode, split_segments
 from rlvr.rollout.policies.gold import play, recovery_plan
 from rlvr.tasks.spec import Task
 from rlvr.train.sft import episode_example, sft_step
@@ -84,8 +84,8 @@ class RecoveryMixer:
             self._opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
         was_training = model.training
         model.eval()  # as in the warm start: no dropout, the same function RL compares log-probs of
-        metrics["recovery/loss"] = sft_step(model, [episode_example(e) for e in samples], self.policy.pad_id,
-                                            self._opt, params)
+        examples = [episode_example(e) for e in split_segments(samples)]  # each part of a restarted record
+        metrics["recovery/loss"] = sft_step(model, examples, self.policy.pad_id, self._opt, params)
         model.train(was_training)
         self.policy.version += 1
         return metrics

@@ -1,12 +1,12 @@
-"""Tool dialects: how each model family writes tool calls and reasoning in its own text (`DIALECTS["qwen3_coder"]`),
-and which one a chat template speaks (`detect`, `resolve`).
+"""Tool dialects: how each model family writes tool calls and reasoning in its own text
+(`DIALECTS["qwen3_coder"]`), and which one a chat template speaks (`detect`, `resolve`).
 
-A dialect parses a model turn (`parse(text) -> Parsed`: calls, malformed-call errors, content, reasoning), writes
-calls in the family's form (`format_call`, `format_turn`, the feedback `hint`), places a chat template (`detect`)
-and gives the family's template an earlier assistant turn the way it takes one (`message_dict`). The Env parses
-the model's turns with the episode's dialect; the policy backends keep its markers when they decode a turn and
-render with it; gold trajectories, the gateway, the report and the exports read and write through it.
-docs/DIALECTS.md says which library parses which family, and why.
+A dialect parses a model turn (`parse(text) -> Parsed`: calls, malformed-call errors, content, reasoning),
+writes calls in the family's form (`format_call`, `format_turn`, the feedback `hint`), places a chat template
+(`detect`) and gives the family's template an earlier assistant turn the way it takes one (`message_dict`).
+The Env parses the model's turns with the episode's dialect; the policy backends keep its markers when they
+decode a turn and render with it; gold trajectories, the gateway, the report and the exports read and write
+through it. docs/DIALECTS.md says which library parses which family, and why.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ __all__ = ["AUTO", "DIALECTS", "HERMES", "Dialect", "Parsed", "detect", "get", "
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     GptOss(), KimiK2(), DeepSeekV3(), GLM45(), Qwen3Coder(), Mistral(), MistralV3(), Llama3(), Hermes())}
-"""Every dialect by name, in the order `detect` tries them: the most specific signature first (GLM's and Qwen3.5's
-templates hold `<tool_call>` too)."""
+"""Every dialect by name, in the order `detect` tries them: the most specific signature first (GLM's and
+Qwen3.5's templates hold `<tool_call>` too)."""
 
 HERMES = DIALECTS["hermes"]
 """rlvr's own format: models without a tool family of their own write it."""
@@ -35,7 +35,8 @@ HERMES = DIALECTS["hermes"]
 AUTO = "auto"
 """`policy.tool_format = "auto"`: the dialect of the model's chat template."""
 
-_TOOLS = re.compile(r"\btools\b|\btool_calls\b")
+_CALLS = re.compile(r"\btool_calls\b")
+"""A template that reads an assistant message's `tool_calls` writes calls in some form of its own."""
 
 
 def get(name: str) -> Dialect:
@@ -63,14 +64,15 @@ def detect(template: str | Mapping[str, str] | None) -> Dialect | None:
 
 def resolve(choice: str, template: str | Mapping[str, str] | None, *, model: str | None = None) -> Dialect:
     """The dialect `policy.tool_format = choice` selects for a model with `template`: a name, or `auto`, which
-    places the template; a template without tools (the built-in model's, a base model's) keeps rlvr's own format,
-    and one with tools in a form no dialect knows is a UserError naming the setting."""
+    places the template; a template that writes no calls of its own (the built-in model's, a base model's, one
+    that only lists the tools) keeps rlvr's own format, and one that writes them in a form no dialect knows is
+    a UserError naming the setting."""
     if choice != AUTO:
         return get(choice)
     found = detect(template)
     if found is not None:
         return found
-    if not _TOOLS.search(_text(template)):
+    if not _CALLS.search(_text(template)):
         return HERMES
     raise UserError("its chat template writes tool calls in a form no tool dialect recognises",
                     file=model or "the model", field="policy.tool_format",

@@ -1,8 +1,10 @@
-"""What a tool dialect is: how one model family writes tool calls and reasoning in its own text, read and written.
+"""What a tool dialect is: how one model family writes tool calls and reasoning in its own text, read and
+written.
 
-A dialect parses a model turn into calls, malformed-call errors, visible content and reasoning; writes calls in the
-family's own form (gold trajectories, transcripts, the hint of malformed-call feedback); says whether a chat
-template is the family's; and tells the renderer how the family's template takes an earlier assistant turn.
+A dialect parses a model turn into calls, malformed-call errors, visible content and reasoning; writes calls
+in the family's own form (gold trajectories, transcripts, the hint of malformed-call feedback); says whether a
+chat template is the family's; and tells the renderer how the family's template takes an earlier assistant
+turn.
 """
 from __future__ import annotations
 
@@ -52,25 +54,30 @@ def split_reasoning(text: str, think: tuple[str, str] = THINK) -> tuple[str | No
 
 
 class Dialect:
-    """One family's tool-call form. Subclasses set the class attributes and implement `parse` and `format_call`."""
+    """One family's tool-call form. Subclasses set the class attributes and implement `parse` and
+    `format_call`."""
 
     name: str = ""
     """The registry name (`policy.tool_format`)."""
     models: str = ""
     """The models that write this form (documentation)."""
     markers: tuple[str, ...] = ()
-    """Special-token strings of the family's grammar: a backend keeps them in a turn's decoded text (other special
-    tokens are dropped) and leaves them intact in the model's own turns when it renders history."""
+    """Special-token strings of the family's grammar: a backend keeps them in a turn's decoded text (other
+    special tokens are dropped) and leaves them intact in the model's own turns when it renders history."""
     signature: tuple[str, ...] = ()
     """Strings that all appear in a chat template of this family (`detect`)."""
     history: str = ""
-    """How the family's template renders earlier assistant turns, and so where an episode's token record starts a
-    new segment (docs/DIALECTS.md)."""
+    """How the family's template renders earlier assistant turns, and so where an episode's token record
+    starts a new segment (docs/DIALECTS.md)."""
     single_call: bool = False
-    """True when a turn of this family ends at its first call (gold trajectories then write one call a turn)."""
+    """True when a turn of this family ends at its first call (gold trajectories then write one call a
+    turn)."""
     user_after_calls: bool = True
     """False when the family's template refuses a user message right after a turn with calls (Mistral's strict
     alternation): the Env then puts malformed-call errors into the first tool result instead."""
+    think: tuple[str, str] | None = THINK
+    """The family's reasoning block markers (None: it has none, or another form of reasoning: harmony's
+    analysis channel). A turn may start inside a block its generation prompt opened, and then closes it."""
     turn_end: str | None = None
     """The end token of a turn whose calls the family closes with a token of their own (harmony's `<|call|>`),
     which a gold turn then ends with instead of the tokenizer's eos."""
@@ -80,9 +87,10 @@ class Dialect:
         """True when `template` (a chat template's source) writes this family's tool calls."""
         return bool(self.signature) and all(s in template for s in self.signature)
 
-    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *, id_prefix: str = "call") -> Parsed:
-        """The calls, errors, content and reasoning of one model turn. `tools` (OpenAI tool specs) lets a family
-        whose arguments are untyped text (XML forms) keep a string parameter a string."""
+    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *,
+              id_prefix: str = "call") -> Parsed:
+        """The calls, errors, content and reasoning of one model turn. `tools` (OpenAI tool specs) lets a
+        family whose arguments are untyped text (XML forms) keep a string parameter a string."""
         raise NotImplementedError
 
     def call_error(self, n: int, why: str) -> str:
@@ -105,12 +113,13 @@ class Dialect:
         return self.format_turn([ToolCall(name="TOOL", arguments={"ARG": "VALUE"})])
 
     def message_dict(self, message: Message) -> dict[str, Any]:
-        """An assistant turn of the history as the family's chat template should get it. The default: the text as
-        the model wrote it, which a template that prints an assistant's content verbatim renders exactly as
+        """An assistant turn of the history as the family's chat template should get it. The default: the text
+        as the model wrote it, which a template that prints an assistant's content verbatim renders exactly as
         sampled; a family whose template must see the calls as `tool_calls` parses it into `structured`."""
         return {"role": "assistant", "content": message.content}
 
-    def structured(self, content: str, calls: Sequence[ToolCall], reasoning: str | None = None) -> dict[str, Any]:
+    def structured(self, content: str, calls: Sequence[ToolCall],
+                   reasoning: str | None = None) -> dict[str, Any]:
         """An assistant turn as a chat-template message with `tool_calls` (how a template writes the family's
         canonical form: gold trajectories take their turns from it)."""
         out: dict[str, Any] = {"role": "assistant", "content": content}
@@ -125,10 +134,13 @@ class Dialect:
 
 
 def openai_calls(calls: Sequence[ToolCall], *, string_arguments: bool = False) -> list[dict[str, Any]]:
-    """Calls as chat-template `tool_calls` (arguments an object, or a JSON string where a template joins them)."""
-    return [{"id": c.id, "type": "function", "function": {
-        "name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False) if string_arguments else c.arguments}}
-        for c in calls]
+    """Calls as chat-template `tool_calls` (arguments an object, or a JSON string where a template joins
+    them)."""
+    def args(c: ToolCall) -> Any:
+        return json.dumps(c.arguments, ensure_ascii=False) if string_arguments else c.arguments
+
+    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": args(c)}}
+            for c in calls]
 
 
 def call_id(prefix: str, n: int) -> str:

@@ -1,5 +1,6 @@
-"""The families whose parsing is a `renderers` parser: Qwen3-Coder / Qwen3.5 XML, GLM-4.5, Kimi K2, DeepSeek V3 and
-gpt-oss harmony. Each names its markers, builds its parser, and writes calls as its chat template renders them."""
+"""The families whose parsing is a `renderers` parser: Qwen3-Coder / Qwen3.5 XML, GLM-4.5, Kimi K2, DeepSeek
+V3 and gpt-oss harmony. Each names its markers, builds its parser, and writes calls as its chat template
+renders them."""
 from __future__ import annotations
 
 import json
@@ -22,9 +23,9 @@ def _text_value(value: Any) -> str:
 
 
 def _untrimmed(pattern: re.Pattern[str], raw: str, args: dict[str, Any]) -> dict[str, Any]:
-    """String values read again from the call's text without trimming their whitespace: renderers strips XML values
-    (a file's final newline, a first line's indentation), where vLLM's parsers drop only the newline the template
-    writes around a value."""
+    """String values read again from the call's text without trimming their whitespace: renderers strips XML
+    values (a file's final newline, a first line's indentation), where vLLM's parsers drop only the newline
+    the template writes around a value."""
     out = dict(args)
     for key, value in pattern.findall(raw):
         if isinstance(out.get(key), str) and value.strip() == out[key]:
@@ -38,9 +39,9 @@ def _renderer(module: str, cls: str, markers: Sequence[str]) -> tuple[MarkerToke
     return tok, lambda ids, tools: renderer.parse_response(ids, tools=tools)
 
 
-QWEN_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
-                "<tool_response>", "</tool_response>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-                "<|video_pad|>")
+QWEN_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
+                "</tool_call>", "<tool_response>", "</tool_response>", "<|vision_start|>", "<|vision_end|>",
+                "<|image_pad|>", "<|video_pad|>")
 
 
 class Qwen3Coder(LibraryDialect):
@@ -49,8 +50,8 @@ class Qwen3Coder(LibraryDialect):
     markers = ("<tool_call>", "</tool_call>", "<think>", "</think>")
     signature = ("<function=", "<parameter=")
     schema_typed = True
-    history = ("the template drops the reasoning of turns before the last real user message (a tool result is "
-               "not one): an Env feedback message, which is a user message, rewrites earlier turns")
+    history = ("the template drops the reasoning of turns before the last real user message (a tool result "
+               "is not one): an Env feedback message, which is a user message, rewrites earlier turns")
 
     def parser(self) -> tuple[MarkerTokenizer, Callable[..., Any]]:
         return _renderer("qwen35", "Qwen35Renderer", QWEN_MARKERS)
@@ -59,7 +60,8 @@ class Qwen3Coder(LibraryDialect):
         return _untrimmed(re.compile(r"<parameter=([^>]+)>\n?(.*?)\n?</parameter>", re.DOTALL), raw, args)
 
     def format_call(self, call: ToolCall, index: int = 0) -> str:
-        params = "".join(f"<parameter={k}>\n{_text_value(v)}\n</parameter>\n" for k, v in call.arguments.items())
+        params = "".join(f"<parameter={k}>\n{_text_value(v)}\n</parameter>\n"
+                         for k, v in call.arguments.items())
         return f"<tool_call>\n<function={call.name}>\n{params}</function>\n</tool_call>"
 
     def format_turn(self, calls: Sequence[ToolCall], content: str = "") -> str:
@@ -70,10 +72,11 @@ class Qwen3Coder(LibraryDialect):
 class GLM45(LibraryDialect):
     name = "glm45"
     models = "GLM-4.5, GLM-4.6, GLM-4.7"
-    markers = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<think>",
-               "</think>", "<|observation|>", "<|user|>")
+    markers = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+               "<think>", "</think>")
     signature = ("<arg_key>", "<arg_value>")
     schema_typed = True
+    turn_end = "<|observation|>"
     history = ("the template keeps the reasoning of turns after the last user message only (an Env feedback "
                "message rewrites earlier turns) and renders an assistant turn's text stripped")
 
@@ -81,7 +84,7 @@ class GLM45(LibraryDialect):
         # The function, not GLM45Renderer: that one assumes a generation prompt that opens <think>, which the
         # published GLM-4.5 template does not write (the model opens its block itself).
         parse = load("parsing").parse_glm
-        tok = MarkerTokenizer(("<|endoftext|>", *self.markers))
+        tok = MarkerTokenizer(("<|endoftext|>", "<|user|>", "<|observation|>", *self.markers))
         ids = {k: tok.convert_tokens_to_ids(f"<{m}>") for k, m in (
             ("think_id", "think"), ("think_end_id", "/think"), ("tool_call_id", "tool_call"),
             ("tool_call_end_id", "/tool_call"), ("arg_key_id", "arg_key"), ("arg_key_end_id", "/arg_key"),
@@ -90,8 +93,8 @@ class GLM45(LibraryDialect):
         return tok, lambda token_ids, tools: parse(tok, token_ids, stop_ids=stops, tools=tools, **ids)
 
     def exact(self, raw: str, args: dict[str, Any]) -> dict[str, Any]:
-        return _untrimmed(re.compile(r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL),
-                          raw, args)
+        pattern = re.compile(r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+        return _untrimmed(pattern, raw, args)
 
     def format_call(self, call: ToolCall, index: int = 0) -> str:
         args = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{_text_value(v)}</arg_value>\n"
@@ -146,14 +149,14 @@ class DeepSeekV3(LibraryDialect):
                "`</think>` is dropped), and turns after tool output verbatim")
 
     def parser(self) -> tuple[MarkerTokenizer, Callable[..., Any]]:
-        names = ("begin_of_sentence", "end_of_sentence", "User", "Assistant", "tool_calls_begin", "tool_calls_end",
-                 "tool_call_begin", "tool_call_end", "tool_sep", "tool_outputs_begin", "tool_outputs_end",
-                 "tool_output_begin", "tool_output_end")
+        names = ("begin_of_sentence", "end_of_sentence", "User", "Assistant", "tool_calls_begin",
+                 "tool_calls_end", "tool_call_begin", "tool_call_end", "tool_sep", "tool_outputs_begin",
+                 "tool_outputs_end", "tool_output_begin", "tool_output_end")
         return _renderer("deepseek_v3", "DeepSeekV3Renderer", [_ds(n) for n in names])
 
     def format_call(self, call: ToolCall, index: int = 0) -> str:
-        return (f"{_ds('tool_call_begin')}function{_ds('tool_sep')}{call.name}\n```json\n{_json(call.arguments)}\n"
-                f"```{_ds('tool_call_end')}")
+        body = f"{call.name}\n```json\n{_json(call.arguments)}\n```"
+        return f"{_ds('tool_call_begin')}function{_ds('tool_sep')}{body}{_ds('tool_call_end')}"
 
     def format_turn(self, calls: Sequence[ToolCall], content: str = "") -> str:
         if not calls:
@@ -161,7 +164,8 @@ class DeepSeekV3(LibraryDialect):
         body = "\n".join(self.format_call(c) for c in calls)
         return f"{content}{_ds('tool_calls_begin')}{body}{_ds('tool_calls_end')}"
 
-    def structured(self, content: str, calls: Sequence[ToolCall], reasoning: str | None = None) -> dict[str, Any]:
+    def structured(self, content: str, calls: Sequence[ToolCall],
+                   reasoning: str | None = None) -> dict[str, Any]:
         out = super().structured(content, calls, reasoning)
         if calls:  # the template joins the arguments into the text: a JSON string
             out["tool_calls"] = openai_calls(calls, string_arguments=True)
@@ -179,21 +183,23 @@ class GptOss(LibraryDialect):
     think = None
     single_call = True
     turn_end = "<|call|>"
-    history = ("the template writes the recipient before the channel (`<|start|>assistant to=functions.NAME"
-               "<|channel|>commentary json<|message|>`) where the model writes it after (`<|channel|>commentary "
-               "to=functions.NAME <|constrain|>json<|message|>`), re-serialises the arguments, and drops the "
-               "analysis of tool turns once a final answer follows: the record starts a new segment at each turn "
-               "the model did not write in the template's own order")
+    history = ("the template writes the recipient before the channel (`<|start|>assistant "
+               "to=functions.NAME<|channel|>commentary json<|message|>`) where the model writes it after "
+               "(`<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`), re-serialises the "
+               "arguments, and drops the analysis of tool turns once a final answer follows: the record "
+               "starts a new segment at each turn the model did not write in the template's own order")
 
     def parser(self) -> tuple[MarkerTokenizer, Callable[..., Any]]:
-        # The function, not GptOssRenderer: the renderer loads harmony's encoding, which downloads its vocabulary.
+        # The function, not GptOssRenderer: the renderer loads harmony's encoding, which downloads its
+        # vocabulary.
         parse = load("parsing").parse_gpt_oss
         tok = MarkerTokenizer(HARMONY)
         ids = {k: tok.convert_tokens_to_ids(f"<|{k}|>") for k in ("return", "call", "start", "end", "channel",
                                                                    "message", "constrain")}
         return tok, lambda token_ids, tools: parse(tok, token_ids, **{f"{k}_id": v for k, v in ids.items()})
 
-    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *, id_prefix: str = "call") -> Parsed:
+    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *,
+              id_prefix: str = "call") -> Parsed:
         if "<|message|>" not in text:  # no harmony message at all: plain text (a scripted answer, say)
             return Parsed(content=text.strip())
         # a turn starts after the generation prompt's `<|start|>assistant`; the parser reads whole messages
@@ -216,9 +222,11 @@ class GptOss(LibraryDialect):
         parsed = self.parse(message.content)  # the template refuses channel markers in its texts
         return self.structured(parsed.content, parsed.calls, parsed.reasoning)
 
-    def structured(self, content: str, calls: Sequence[ToolCall], reasoning: str | None = None) -> dict[str, Any]:
-        """Harmony as the template takes it: the analysis as `thinking`, the final answer as `content`, one call
-        as `tool_calls` (beside a call the template takes one text only, and renders the first call only)."""
+    def structured(self, content: str, calls: Sequence[ToolCall],
+                   reasoning: str | None = None) -> dict[str, Any]:
+        """Harmony as the template takes it: the analysis as `thinking`, the final answer as `content`, one
+        call as `tool_calls` (beside a call the template takes one text only, and renders the first call
+        only)."""
         if not calls:
             return {"role": "assistant", "content": content, **({"thinking": reasoning} if reasoning else {})}
         thinking = "\n".join(t for t in (reasoning, content) if t)

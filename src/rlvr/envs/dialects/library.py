@@ -1,11 +1,11 @@
 """The parsers of PrimeIntellect's `renderers` package, run on text.
 
-`renderers` parses a completion's token ids, finding a family's structure by its special tokens. A turn reaches
-rlvr as text (the Env, the gateway and the stored episodes hold text), so `MarkerTokenizer` stands in for the
-model's tokenizer: each of the family's markers is one id and every other character an id of its own, which is
-all those parsers ask of a tokenizer (`convert_tokens_to_ids`, `encode`, `decode`). The package is imported on
-first use: importing it costs about a second (it imports the OpenAI SDK), which a run whose model writes rlvr's own
-format never pays.
+`renderers` parses a completion's token ids, finding a family's structure by its special tokens. A turn
+reaches rlvr as text (the Env, the gateway and the stored episodes hold text), so `MarkerTokenizer` stands in
+for the model's tokenizer: each of the family's markers is one id and every other character an id of its own,
+which is all those parsers ask of a tokenizer (`convert_tokens_to_ids`, `encode`, `decode`). The package is
+imported on first use: importing it costs about a second (it imports the OpenAI SDK), which a run whose model
+writes rlvr's own format never pays.
 """
 from __future__ import annotations
 
@@ -70,17 +70,16 @@ def load(module: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name != "renderers" and not str(exc.name or "").startswith("renderers"):
             raise
-        raise UserError("this model's tool dialect parses with the `renderers` package, which is not installed",
-                        field="policy.tool_format", fix="pip install renderers==0.1.12 (a dependency of rlvr, "
-                        "on Python 3.11 or later)") from None
+        raise UserError("this model's tool dialect parses with the `renderers` package, which is not "
+                        "installed", field="policy.tool_format",
+                        fix="pip install renderers==0.1.12 (rlvr's dependency on Python 3.11 or later)"
+                        ) from None
 
 
 class LibraryDialect(Dialect):
-    """A dialect whose parsing is a `renderers` parser: `parser()` builds it once (its tokenizer and a callable
-    from token ids and tools to a ParsedResponse); `parse` reads its calls with rlvr's rules."""
+    """A dialect whose parsing is a `renderers` parser: `parser()` builds it once (its tokenizer and a
+    callable from token ids and tools to a ParsedResponse); `parse` reads its calls with rlvr's rules."""
 
-    think: tuple[str, str] | None = ("<think>", "</think>")
-    """The family's reasoning markers, when its generation prompt may open a block the turn then closes."""
     schema_typed: bool = False
     """True for forms whose arguments are untyped text: the tools' schemas decide what stays a string."""
 
@@ -91,7 +90,8 @@ class LibraryDialect(Dialect):
     def _parser(self) -> tuple[MarkerTokenizer, Callable[..., Any]]:
         return self.parser()
 
-    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *, id_prefix: str = "call") -> Parsed:
+    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *,
+              id_prefix: str = "call") -> Parsed:
         tok, fn = self._parser
         if self.think is not None:
             opener, closer = self.think
@@ -106,7 +106,8 @@ class LibraryDialect(Dialect):
                 calls.append(call)
             else:
                 errors.append(self.call_error(n + 1, why))
-        return Parsed(calls, errors, (resp.content or "").strip(), (resp.reasoning_content or "").strip() or None)
+        reasoning = (resp.reasoning_content or "").strip() or None
+        return Parsed(calls, errors, (resp.content or "").strip(), reasoning)
 
     def _call(self, tc: Any, id_prefix: str, n: int) -> tuple[ToolCall | None, str]:
         """A parsed attempt as a call, or None and why it cannot run. A value that is not JSON in an untyped
@@ -121,7 +122,8 @@ class LibraryDialect(Dialect):
             args = arguments_of(tc.arguments)
         except ValueError as exc:
             return None, f"has {exc}"
-        return ToolCall(id=tc.id or call_id(id_prefix, n), name=str(tc.name), arguments=self.exact(tc.raw, args)), ""
+        return ToolCall(id=tc.id or call_id(id_prefix, n), name=str(tc.name),
+                        arguments=self.exact(tc.raw, args)), ""
 
     def exact(self, raw: str, args: dict[str, Any]) -> dict[str, Any]:
         """`args` with string values as the call wrote them, where the parser trimmed them."""

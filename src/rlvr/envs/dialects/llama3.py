@@ -2,8 +2,9 @@
 `<|python_tag|>`, several separated by `;`.
 
 rlvr's own parser: `renderers`' Llama 3 parser reads one bare JSON object only, and returns a call after
-`<|python_tag|>`, or two calls separated by `;`, as plain content with no call and no error (docs/DIALECTS.md). The
-rules here are vLLM's `llama3_json` parser's: a turn that starts with `{` or `<|python_tag|>` is a call attempt.
+`<|python_tag|>`, or two calls separated by `;`, as plain content with no call and no error
+(docs/DIALECTS.md). The rules here are vLLM's `llama3_json` parser's: a turn that starts with `{` or
+`<|python_tag|>` is a call attempt.
 """
 from __future__ import annotations
 
@@ -24,10 +25,12 @@ class Llama3(Dialect):
     markers = (PYTHON_TAG,)
     signature = ("<|start_header_id|>", '"parameters"')
     single_call = True
+    think = None
     history = ("the template prints an assistant turn's text trimmed, and ends every turn with `<|eot_id|>` "
                "where a python-tag call ends with `<|eom_id|>`: the record keeps the `<|eom_id|>` it sampled")
 
-    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *, id_prefix: str = "call") -> Parsed:
+    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *,
+              id_prefix: str = "call") -> Parsed:
         body = text.strip()
         tagged = body.startswith(PYTHON_TAG)
         body = body.removeprefix(PYTHON_TAG).lstrip()
@@ -39,10 +42,11 @@ class Llama3(Dialect):
         while pos < len(body):
             try:
                 obj, end = decoder.raw_decode(body, pos)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                why = f"is not valid JSON ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) \
-                    else "is nested too deeply"
-                errors.append(self.call_error(n + 1, why))
+            except json.JSONDecodeError as exc:
+                errors.append(self.call_error(n + 1, f"is not valid JSON ({exc.msg} at column {exc.colno})"))
+                break
+            except RecursionError:
+                errors.append(self.call_error(n + 1, "is nested too deeply"))
                 break
             try:
                 calls.append(call_from_json(obj, call_id(id_prefix, n)))

@@ -1,10 +1,11 @@
-"""Mistral's `[TOOL_CALLS]`: the JSON list of the v3 tokenizer (Mistral 7B v0.3, Nemo) and the `name[ARGS]{...}`
-form of v11 and later (Mistral Small 3.1 / 3.2, Devstral, Magistral), with `[THINK]...[/THINK]` reasoning.
+"""Mistral's `[TOOL_CALLS]`: the JSON list of the v3 tokenizer (Mistral 7B v0.3, Nemo) and the
+`name[ARGS]{...}` form of v11 and later (Mistral Small 3.1 / 3.2, Devstral, Magistral), with
+`[THINK]...[/THINK]` reasoning.
 
-rlvr's own parser: `renderers` has no Mistral renderer, and vLLM's (which has one) cannot be a dependency of the
-core. Mistral's templates want what the others do not: a call id of exactly nine letters and digits on every call
-and its tool result, the calls as `tool_calls` (their alternation check skips only such turns), and no user message
-right after a turn with calls.
+rlvr's own parser: `renderers` has no Mistral renderer, and vLLM's (which has one) cannot be a dependency of
+the core. Mistral's templates want what the others do not: a call id of exactly nine letters and digits on
+every call and its tool result, the calls as `tool_calls` (their alternation check skips only such turns), and
+no user message right after a turn with calls.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def mistral_id(seed: str) -> str:
 
 
 def _listed(text: str) -> list[tuple[str | None, str | None, Any]]:
-    """The calls of a v3 JSON list, object by object, so that one cut off at the end leaves those before it."""
+    """The calls of a v3 JSON list, object by object, so that one cut off at the end leaves those before
+    it."""
     out: list[tuple[str | None, str | None, Any]] = []
     decoder, pos = json.JSONDecoder(), 1
     while pos < len(text):
@@ -55,12 +57,15 @@ class Mistral(Dialect):
     markers: tuple[str, ...] = (TOOL_CALLS, "[ARGS]", "[CALL_ID]", *THINK)
     signature: tuple[str, ...] = (TOOL_CALLS, "[ARGS]")
     user_after_calls = False
-    history = ("the template renders a turn with calls from its `tool_calls` (re-serialised, with their ids), "
-               "writes the tool list before the last user message and the system prompt with it (Nemo): the record "
-               "starts a new segment when the model's own text differs or a user message arrives")
+    think = THINK
+    history = ("the template renders a turn with calls from its `tool_calls` (re-serialised, with their "
+               "ids), writes the tool list before the last user message and the system prompt with it "
+               "(Nemo): the record starts a new segment when the model's own text differs or a user message "
+               "arrives")
 
-    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *, id_prefix: str = "call") -> Parsed:
-        reasoning, rest = split_reasoning(text, THINK)
+    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *,
+              id_prefix: str = "call") -> Parsed:
+        reasoning, rest = split_reasoning(text, THINK)  # Magistral
         content, _, tail = rest.partition(TOOL_CALLS)
         if not _:
             return Parsed(content=rest.strip(), reasoning=reasoning)
@@ -81,7 +86,8 @@ class Mistral(Dialect):
 
     @staticmethod
     def _attempts(tail: str) -> list[tuple[str | None, str | None, Any]]:
-        """(name, id, arguments) per call after `[TOOL_CALLS]`; (None, None, why) for one that cannot be read."""
+        """(name, id, arguments) per call after `[TOOL_CALLS]`; (None, None, why) for one that cannot be
+        read."""
         out: list[tuple[str | None, str | None, Any]] = []
         for chunk in tail.split(TOOL_CALLS):
             if chunk.lstrip().startswith("["):  # v3: one JSON list of calls
@@ -112,11 +118,12 @@ class Mistral(Dialect):
             return {"role": "assistant", "content": message.content}
         return self.structured(parsed.content, parsed.calls)
 
-    def structured(self, content: str, calls: Sequence[ToolCall], reasoning: str | None = None) -> dict[str, Any]:
+    def structured(self, content: str, calls: Sequence[ToolCall],
+                   reasoning: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
-            fixed = [c if _ID.fullmatch(c.id or "") else c.model_copy(update={"id": mistral_id(f"{i}|{c.name}")})
-                     for i, c in enumerate(calls)]
+            fixed = [c if _ID.fullmatch(c.id or "") else
+                     c.model_copy(update={"id": mistral_id(f"{i}|{c.name}")}) for i, c in enumerate(calls)]
             out["tool_calls"] = openai_calls(fixed)
         return out
 

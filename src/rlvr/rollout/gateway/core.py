@@ -36,7 +36,7 @@ from typing import Any
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.core.tokens import ChatEncoder, TokenStream
+from rlvr.rollout.core.tokens import ChatEncoder, TokenStream, end_texts
 from rlvr.rollout.gateway import anthropic, responses, wire
 from rlvr.rollout.gateway.convert import (
     Api,
@@ -140,8 +140,9 @@ class Gateway:
         self.reader = reader or reader_of(policy)
         """How the model writes tool calls (the one place its turns are read: `TurnReader.parse`)."""
         tok = getattr(policy, "tokenizer", None)
-        self.eos: tuple[frozenset[int], str] = (frozenset(policy.eos_ids),  # type: ignore[attr-defined]
-                                                (tok.eos_token or "") if tok is not None else "")
+        eos = frozenset(policy.eos_ids)  # type: ignore[attr-defined]
+        # every end token's text: Llama ends a call with <|eom_id|> where its template writes <|eot_id|>
+        self.eos: tuple[frozenset[int], tuple[str, ...]] = (eos, end_texts(tok, eos) if tok else ())
         self.native_tools = bool(getattr(policy, "native_tools", False))
         self.sessions: dict[str, AgentSession] = {}
         self._lock = threading.Lock()
