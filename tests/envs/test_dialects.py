@@ -131,7 +131,7 @@ def test_each_template_is_placed(family: str) -> None:
 
 
 def test_templates_without_tools_keep_rlvrs_format() -> None:
-    from rlvr.rollout.builtin import CHAT_TEMPLATE
+    from rlvr.rollout.policies.builtin import CHAT_TEMPLATE
 
     assert resolve("auto", CHAT_TEMPLATE) is HERMES
     assert resolve("auto", None) is HERMES

@@ -1,6 +1,6 @@
-"""The dialects against vLLM's own tool parsers, the reference the inference servers use: the same turns, rendered
-by each family's published template, must give the same calls. vLLM cannot be a dependency of the core (it
-imports torch), so this runs in `make test-vllm`, where `.venv-vllm` has it."""
+"""The dialects against vLLM's own tool parsers, the reference the inference servers use: the same turns,
+rendered by each family's published template, must give the same calls. vLLM cannot be a dependency of the
+core (it imports torch), so this runs in `make test-vllm`, where `.venv-vllm` has it."""
 from __future__ import annotations
 
 import json
@@ -16,9 +16,10 @@ from tests.families import FAMILIES, family_tokenizer, turn_text
 pytestmark = pytest.mark.vllm
 
 VLLM_PARSER = {"qwen2.5": "hermes", "qwen3": "hermes", "qwen3-coder": "qwen3_coder", "qwen3.5": "qwen3_coder",
-               "llama-3.1": "llama3_json", "deepseek-v3": "deepseek_v3", "glm-4.5": "glm45", "kimi-k2": "kimi_k2"}
-"""Family -> the name of vLLM's parser for it (Mistral's needs mistral_common's tokenizer, gpt-oss's the harmony
-encoding's vocabulary, which is downloaded: neither runs here)."""
+               "llama-3.1": "llama3_json", "deepseek-v3": "deepseek_v3", "glm-4.5": "glm45",
+               "kimi-k2": "kimi_k2"}
+"""Family -> the name of vLLM's parser for it (Mistral's needs mistral_common's tokenizer, gpt-oss's the
+harmony encoding's vocabulary, which is downloaded: neither runs here)."""
 
 TOOLS = [{"type": "function", "function": {"name": n, "description": n, "parameters": {
     "type": "object", "properties": {k: {"type": "string"} for k in ("command", "path", "content")}}}}

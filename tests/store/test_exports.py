@@ -82,8 +82,10 @@ def test_sft_records_read_a_familys_own_calls():
     ep = episode(0, "t", reward=1.0).model_copy(update={"metadata": {"tool_format": "glm45"}, "messages": [
         Message(role="user", content="go"), Message(role="assistant", content=turn),
         Message(role="tool", content="ok", name="write_file")]})
-    tools = [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object", "properties": {
-        "path": {"type": "string"}, "content": {"type": "string"}}}}}]
+    props = {"path": {"type": "string"}, "content": {"type": "string"}}
+    tools = [{"type": "function", "function": {"name": "write_file",
+                                               "parameters": {"type": "object", "properties": props}}}]
     asst = sft_record(ep, tools)["messages"][1]
-    assert asst["tool_calls"][0]["function"] == {"name": "write_file", "arguments": {"path": "a.py", "content": "42"}}
+    want = {"name": "write_file", "arguments": {"path": "a.py", "content": "42"}}
+    assert asst["tool_calls"][0]["function"] == want
     assert asst["reasoning_content"] == "Check first." and "<arg_key>" not in asst["content"]

@@ -1,7 +1,8 @@
 """The Env: `reset(task, seed)` gives the first observation, `step(action)` runs the model's tool calls in the
 task's sandbox and says whether the episode terminated (submit, or the answer of a single-turn task) or was
-truncated (a turn, token or wall-clock budget ran out: truncation, not failure). It reads a turn's calls with the
-episode's tool dialect (`rlvr.envs.dialects`: the model family's own form) and answers malformed ones in it."""
+truncated (a turn, token or wall-clock budget ran out: truncation, not failure). It reads a turn's calls with
+the episode's tool dialect (`rlvr.envs.dialects`: the model family's own form) and answers malformed ones in
+it."""
 from __future__ import annotations
 
 import time
@@ -75,8 +76,8 @@ class Env:
         self._lease: AbstractContextManager[Sandbox] | None = None
         self._replay: list[ToolCall] = []
         self.tools: list[dict[str, Any]] = []
-        """The episode's tool specs (OpenAI form): what the model was offered, and how an untyped form's arguments
-        are typed."""
+        """The episode's tool specs (OpenAI form): what the model was offered, and how an untyped form's
+        arguments are typed."""
         self.reset_count = 0
         self.retries_used = 0
         self.nodes: list[str] = []
@@ -170,7 +171,8 @@ class Env:
         errors = [*call_errors, *errors]  # native calls the backend could not deliver intact
         out: list[Message] = []
         if not calls and not errors:
-            out.append(Message(role="user", content=f"No tool call found. Call a tool as {self.dialect.hint}."))
+            out.append(Message(role="user",
+                               content=f"No tool call found. Call a tool as {self.dialect.hint}."))
         terminated = False
         for call in calls:
             result = self._run_call(call)
@@ -193,8 +195,9 @@ class Env:
         return parsed.calls, parsed.errors
 
     def _with_errors(self, out: list[Message], errors: list[str]) -> list[Message]:
-        """The turn's answers with its malformed-call errors: user messages first, or, for a family whose template
-        refuses a user message after a turn with calls (Mistral), at the head of the first tool result."""
+        """The turn's answers with its malformed-call errors: user messages first, or, for a family whose
+        template refuses a user message after a turn with calls (Mistral), at the head of the first tool
+        result."""
         notes = ["error: " + e for e in errors]
         if not notes:
             return out

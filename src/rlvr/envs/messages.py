@@ -38,15 +38,16 @@ class Message(BaseModel):
 
 
 class AssistantForm(Protocol):
-    """How a model family's chat template takes an earlier assistant turn (a tool dialect, rlvr.envs.dialects)."""
+    """How a model family's chat template takes an earlier assistant turn (a tool dialect,
+    rlvr.envs.dialects)."""
 
     def message_dict(self, message: Message) -> dict[str, Any]:
         ...
 
 
 def message_dicts(conversation: Sequence[Message], form: AssistantForm | None = None) -> list[dict[str, Any]]:
-    """Messages as chat-template / OpenAI dicts; `form` gives the assistant turns as the model family's template
-    takes them (the text as written, or its calls as `tool_calls`)."""
+    """Messages as chat-template / OpenAI dicts; `form` gives the assistant turns as the model family's
+    template takes them (the text as written, or its calls as `tool_calls`)."""
     out: list[dict[str, Any]] = []
     for m in conversation:
         if form is not None and m.role == "assistant":

@@ -5,8 +5,8 @@ Text format (one or more per message)::
     <tool_call>{"name": "read_file", "arguments": {"path": "solution.py"}}</tool_call>
 
 The body is one JSON object with a string `name` and an object `arguments` (a JSON string holding an object is
-accepted too, as OpenAI servers send it). A malformed call is reported back to the model, never raised. The forms
-of other model families are read by `rlvr.envs.dialects`.
+accepted too, as OpenAI servers send it). A malformed call is reported back to the model, never raised. The
+forms of other model families are read by `rlvr.envs.dialects`.
 """
 from __future__ import annotations
 

@@ -176,8 +176,8 @@ def is_tool_error(m: Message) -> bool:
 
 def malformed_calls(ep: Episode) -> int:
     """Calls the Env could not parse: as the rollout counted them (`metadata["call_errors"]`; a family whose
-    template takes no user message there gets them inside a tool result), else the `user` messages `error: ...`
-    after an action."""
+    template takes no user message there gets them inside a tool result), else the `user` messages `error:
+    ...` after an action."""
     counted = ep.metadata.get("call_errors")
     if isinstance(counted, int) and not isinstance(counted, bool):
         return counted

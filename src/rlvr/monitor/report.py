@@ -138,7 +138,8 @@ def _calls(m: Any, dialect: Dialect) -> list[dict[str, Any]]:
         return []
     if m.tool_calls:
         return [{"name": c.name, "arguments": c.arguments, "native": True} for c in m.tool_calls]
-    return [{"name": c.name, "arguments": c.arguments, "native": False} for c in dialect.parse(m.content).calls]
+    return [{"name": c.name, "arguments": c.arguments, "native": False}
+            for c in dialect.parse(m.content).calls]
 
 
 def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:

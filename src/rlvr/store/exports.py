@@ -51,7 +51,8 @@ def chat_messages(messages: list[Message], dialect: Dialect = HERMES,
         if m.role == "assistant":
             parsed = None if m.tool_calls else dialect.parse(m.content, tools)
             calls = list(m.tool_calls) if parsed is None else parsed.calls
-            rec: dict[str, Any] = {"role": "assistant", "content": m.content if parsed is None else parsed.content}
+            content = m.content if parsed is None else parsed.content
+            rec: dict[str, Any] = {"role": "assistant", "content": content}
             if parsed is not None and parsed.reasoning:
                 rec["reasoning_content"] = parsed.reasoning
             if calls:

@@ -21,9 +21,9 @@ from rlvr.envs.dialects import Dialect, resolve
 from rlvr.envs.messages import Message, ToolCall, message_dicts
 from rlvr.envs.tools import tools_for
 from rlvr.errors import UserError
-from rlvr.rollout.engine import RolloutEngine
+from rlvr.rollout.core.runner import EnvRollouts
+from rlvr.rollout.core.tokens import ChatTemplateCodec, end_texts
 from rlvr.rollout.policy import Completion, SamplingParams
-from rlvr.rollout.tokens import ChatTemplateCodec, end_texts
 from rlvr.tasks.spec import Task, TaskLimits
 from tests.families import FAMILIES, end_ids, family_tokenizer
 
@@ -160,7 +160,7 @@ def _runs(mask: list[int], ids: list[int]) -> list[list[int]]:
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_a_ten_turn_episode_records_exactly_what_was_sampled(pool, family: str) -> None:
     model = FamilyModel(family)
-    eng = RolloutEngine(model, pool, config=RolloutConfig(tool_workers=1),
+    eng = EnvRollouts(model, pool, config=RolloutConfig(tool_workers=1),
                         sampling=SamplingParams(temperature=0.0, max_new_tokens=4096))
     [ep] = eng.run([_task()], group_size=1)
     assert ep.num_turns == 10 and ep.status == "done", (family, ep.status, ep.metadata.get("error"))
@@ -191,13 +191,13 @@ def test_a_ten_turn_episode_records_exactly_what_was_sampled(pool, family: str) 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_gold_trajectories_speak_each_familys_form(pool, family: str) -> None:
-    from rlvr.rollout.gold import plan_for, play
+    from rlvr.rollout.policies.gold import plan_for, play
     from rlvr.tasks import registry
     from rlvr.verify.scorer import Scorer
 
     model = FamilyModel(family)
     task = registry.make("code", tier="easy").get(4)
-    engine_for = lambda p: RolloutEngine(p, pool, Scorer(pool), config=RolloutConfig(),
+    engine_for = lambda p: EnvRollouts(p, pool, Scorer(pool), config=RolloutConfig(),
                                          sampling=SamplingParams(temperature=0.0, max_new_tokens=1 << 20))
     [ep] = play([plan_for(task)], engine_for, encoder=model)  # kept: it passed, its calls read in its form
     assert ep.metadata["tool_format"] == model.dialect.name and ep.metadata["call_errors"] == 0
@@ -216,7 +216,7 @@ def test_gold_trajectories_speak_each_familys_form(pool, family: str) -> None:
 def test_the_gateway_reads_a_familys_calls_and_extends_its_record(family: str) -> None:
     import json
 
-    from rlvr.rollout.gateway import Gateway
+    from rlvr.rollout.gateway.core import Gateway
 
     model = FamilyModel(family)
     gw = Gateway(model, SamplingParams(temperature=0.0, max_new_tokens=4096))
