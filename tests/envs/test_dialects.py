@@ -21,6 +21,7 @@ KEEPS: dict[str, tuple[bool, bool]] = {
     "qwen2.5": (True, False), "qwen3": (True, True), "qwen3-coder": (True, False), "qwen3.5": (True, True),
     "llama-3.1": (False, False), "mistral-small-3.2": (False, False), "mistral-nemo": (False, False),
     "deepseek-v3": (True, False), "gpt-oss": (False, True), "glm-4.5": (True, True), "kimi-k2": (True, False),
+    "gemma-4": (True, True),
 }
 """(content, reasoning): what the family's template renders of an assistant turn with calls, past the last
 user message. The rest it drops (Llama and Mistral render the calls alone, gpt-oss turns the text into

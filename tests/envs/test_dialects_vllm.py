@@ -17,7 +17,7 @@ pytestmark = pytest.mark.vllm
 
 VLLM_PARSER = {"qwen2.5": "hermes", "qwen3": "hermes", "qwen3-coder": "qwen3_coder", "qwen3.5": "qwen3_coder",
                "llama-3.1": "llama3_json", "deepseek-v3": "deepseek_v3", "glm-4.5": "glm45",
-               "kimi-k2": "kimi_k2"}
+               "kimi-k2": "kimi_k2", "gemma-4": "gemma4"}
 """Family -> the name of vLLM's parser for it (Mistral's needs mistral_common's tokenizer, gpt-oss's the
 harmony encoding's vocabulary, which is downloaded: neither runs here)."""
 

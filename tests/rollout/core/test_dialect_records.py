@@ -55,7 +55,7 @@ as a model in thinking mode does (a family without reasoning blocks leaves it ou
 RESTARTS = {
     "qwen2.5": 0, "qwen3-coder": 0, "llama-3.1": 0, "kimi-k2": 0, "kimi-k2-instruct": 0,
     "qwen3": 2, "qwen3.5": 2, "glm-4.5": 2, "deepseek-v3": 2,
-    "mistral-small-3.2": 2, "gpt-oss": 2, "mistral-nemo": 4,
+    "mistral-small-3.2": 2, "gpt-oss": 2, "mistral-nemo": 4, "gemma-4": 3,
 }
 """Times the record starts a new segment in this episode, and why (docs/DIALECTS.md):
 - 0: the template prints an earlier turn as it was sampled (ChatML; Qwen3-Coder, which has no reasoning;

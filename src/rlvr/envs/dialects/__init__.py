@@ -17,6 +17,7 @@ from typing import Any
 
 from rlvr.envs.dialects.base import Dialect, Parsed
 from rlvr.envs.dialects.families import GLM45, DeepSeekV3, GptOss, KimiK2, Qwen3Coder
+from rlvr.envs.dialects.gemma import Gemma4
 from rlvr.envs.dialects.hermes import Hermes
 from rlvr.envs.dialects.llama3 import Llama3
 from rlvr.envs.dialects.mistral import Mistral, MistralV3
@@ -25,7 +26,8 @@ from rlvr.errors import UserError
 __all__ = ["AUTO", "DIALECTS", "HERMES", "Dialect", "Parsed", "detect", "get", "of_episode", "resolve"]
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (
-    GptOss(), KimiK2(), DeepSeekV3(), GLM45(), Qwen3Coder(), Mistral(), MistralV3(), Llama3(), Hermes())}
+    GptOss(), KimiK2(), DeepSeekV3(), GLM45(), Qwen3Coder(), Gemma4(), Mistral(), MistralV3(), Llama3(),
+    Hermes())}
 """Every dialect by name, in the order `detect` tries them: the most specific signature first (GLM's and
 Qwen3.5's templates hold `<tool_call>` too)."""
 
