@@ -404,7 +404,10 @@ class Gateway:
         return fresh, cur is not None
 
     def _decode(self, ids: list[int]) -> str:
-        return self.policy.decode(ids)  # type: ignore[attr-defined, no-any-return]
+        # a streamed turn is decoded as the whole turn is: the dialect's markers kept, so the reader's opener
+        # holds back a call the model writes after special tokens (Mistral's [TOOL_CALLS], Kimi's sections)
+        decode = getattr(self.policy, "decode_turn", None) or self.policy.decode  # type: ignore[attr-defined]
+        return decode(ids)  # type: ignore[no-any-return]
 
     def _token_text(self, token: int) -> str:
         return self._decode([token])
