@@ -234,6 +234,7 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_PY)
 test-vllm: $(VLLM_STAMP) real-model
 	RLVR_REAL_MODEL=$(abspath $(REAL_MODEL_DIR)) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 OMP_NUM_THREADS=1 \
 	  $(VLLM_PY) -m pytest -p pytest_timeout -m vllm tests/rollout/policies/test_vllm.py tests/rollout/policies/test_vllm_real.py tests/rollout/fleet/test_vllm_fleet.py tests/rollout/fleet/test_vllm_elastic.py tests/rollout/gateway/test_vllm_gateway.py \
+	  tests/envs/test_dialects_vllm.py \
 	  tests/train/test_distributed_engines.py
 
 # A real pretrained instruct model as a cached test asset (not a dependency of rlvr): SmolLM2-135M-Instruct,

@@ -168,3 +168,44 @@ def test_a_pool_that_cannot_lease_is_an_infra_error() -> None:
     with pytest.raises(InfraError, match="cannot lease a sandbox: OSError"):
         env.reset(multi())
     env.close()  # nothing to give back, and no error
+
+
+@pytest.mark.parametrize("name", ["qwen3_coder", "gpt_oss", "glm45", "kimi_k2", "deepseek_v3", "llama3",
+                                  "mistral"])
+def test_a_familys_own_calls_run_and_its_feedback_speaks_it(pool, name: str) -> None:
+    from rlvr.envs.dialects import DIALECTS
+
+    d = DIALECTS[name]
+    with Env(pool, dialect=d) as env:
+        obs = env.reset(multi())
+        assert d.hint in obs.messages[0].content
+        write = ToolCall(name="write_file", arguments={"path": "sol.py", "content": "x = 1\n"})
+        text = d.format_turn([write])
+        res = env.step(Message(role="assistant", content=text), 10)
+        assert [m.name for m in res.messages] == ["write_file"]
+        assert env.final_state().files["sol.py"] == "x = 1\n"
+        res = env.step(Message(role="assistant", content="Nothing to do."))
+        assert res.messages[0].content == f"No tool call found. Call a tool as {d.hint}."
+        hermes = call("read_file", path="sol.py").content  # rlvr's own format is not this family's
+        if name not in ("qwen3_coder", "glm45"):  # (their `<tool_call>` opener is hermes' too)
+            answer = env.step(Message(role="assistant", content=hermes)).messages[0].content
+            assert answer.startswith("No tool call")
+
+
+def test_mistral_errors_ride_on_the_first_tool_result(pool) -> None:
+    from rlvr.envs.dialects import DIALECTS
+
+    d = DIALECTS["mistral"]
+    with Env(pool, dialect=d) as env:
+        env.reset(multi())
+        text = '[TOOL_CALLS]read_file[ARGS]{"path": "sol.py"}[TOOL_CALLS]run[ARGS]{"command": '
+        res = env.step(Message(role="assistant", content=text))
+        assert [m.role for m in res.messages] == ["tool"]  # its template refuses a user message here
+        assert res.messages[0].content.startswith("error: tool call 2")
+        assert "return a - b" in res.messages[0].content
+        assert res.info["call_errors"] == 1
+    with Env(pool) as env:  # other families: the errors come first, as user messages
+        env.reset(multi())
+        text = call("read_file", path="sol.py").content + "<tool_call>{"
+        res = env.step(Message(role="assistant", content=text))
+        assert [m.role for m in res.messages] == ["user", "tool"]

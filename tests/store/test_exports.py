@@ -69,3 +69,23 @@ def test_a_hack_is_rejected_in_pairs_but_never_a_recovery_attempt():
     assert recovery_samples(eps) == []
     [pair] = contrastive_pairs(eps)
     assert pair["rejected_episode_id"] == eps[1].episode_id
+
+
+def test_sft_records_read_a_familys_own_calls():
+    from rlvr.envs.dialects import DIALECTS
+    from rlvr.envs.messages import Message, ToolCall
+    from rlvr.store.exports import sft_record
+
+    glm = DIALECTS["glm45"]
+    turn = "\n<think>Check first.</think>\n" + glm.format_turn([ToolCall(name="write_file", arguments={
+        "path": "a.py", "content": "42"})], "Writing.").lstrip("\n")
+    ep = episode(0, "t", reward=1.0).model_copy(update={"metadata": {"tool_format": "glm45"}, "messages": [
+        Message(role="user", content="go"), Message(role="assistant", content=turn),
+        Message(role="tool", content="ok", name="write_file")]})
+    props = {"path": {"type": "string"}, "content": {"type": "string"}}
+    tools = [{"type": "function", "function": {"name": "write_file",
+                                               "parameters": {"type": "object", "properties": props}}}]
+    asst = sft_record(ep, tools)["messages"][1]
+    want = {"name": "write_file", "arguments": {"path": "a.py", "content": "42"}}
+    assert asst["tool_calls"][0]["function"] == want
+    assert asst["reasoning_content"] == "Check first." and "<arg_key>" not in asst["content"]

@@ -102,6 +102,11 @@ class PolicyConfig(Section):
     for a model without one (a base model) the `plain` one; `plain`: `<|role|>content<|end|>` per message (the
     built-in model's template; other models read the markers as text); or the path of a Jinja template
     file."""
+    tool_format: str = "auto"
+    """The form the model writes tool calls in: its family's tool dialect (docs/DIALECTS.md). `auto` (`hf`,
+    `vllm`): placed from the chat template, and a template that writes no calls of its own keeps rlvr's own
+    `hermes` form; or one of hermes, qwen3_coder, llama3, mistral, mistral_v3, deepseek_v3, gpt_oss, glm45,
+    kimi_k2, gemma4 (also for `openai` and `scripted`, which have no template: text in that family's form)."""
     vllm_kv_cache_mb: int | None = Field(512, ge=16)
     """`vllm` backend: memory reserved for the engine's KV cache (MiB); None lets vLLM size it from free GPU
     memory (CUDA only: on CPU vLLM would claim most of the machine's RAM)."""

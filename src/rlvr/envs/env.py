@@ -5,7 +5,10 @@ truncated (a turn, token or wall-clock budget ran out: truncation, not failure).
 An attempts task (`Task.attempts`) is answered rather than acted on with tools: each turn is an answer, which
 the task's domain checks on its visible cases (`rlvr.envs.feedback`); a failed one is answered with what
 failed, and the episode terminates when an answer passes them or the budget of attempts is spent (the task's
-own rule, like the last move of a game: the verifier judges the last answer, nothing was cut)."""
+own rule, like the last move of a game: the verifier judges the last answer, nothing was cut).
+
+It reads a turn's calls with the episode's tool dialect (`rlvr.envs.dialects`: the model family's own form)
+and answers malformed ones in it."""
 from __future__ import annotations
 
 import time
@@ -14,9 +17,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.envs.dialects import HERMES, Dialect
 from rlvr.envs.feedback import Check, FeedbackMode, message
 from rlvr.envs.messages import Message, ToolCall
-from rlvr.envs.parse import FORMAT_HINT, parse_text
 from rlvr.envs.tools import COMMANDS, ToolContext, call_tool, refuse_links_out, tools_for
 from rlvr.errors import InfraError, UserError
 from rlvr.sandbox import tree
@@ -67,10 +70,12 @@ class Env:
     def __init__(self, pool: SandboxPool | None, *, max_turns: int | None = None,
                  max_tokens: int | None = None,
                  max_output_chars: int = 4000, infra_retries: int = 1, system_prompt: bool = True,
-                 feedback: FeedbackMode = "cases") -> None:
+                 feedback: FeedbackMode = "cases", dialect: Dialect = HERMES) -> None:
         """`feedback`: what an attempts task's failed answer is told (`rlvr.envs.feedback.message`)."""
         self.pool = pool
         self.feedback = feedback
+        self.dialect = dialect
+        """How the model writes tool calls (its family's form): what `step` parses and what feedback shows."""
         self.overrides = (max_turns, max_tokens)
         self.max_output_chars = max_output_chars
         self.infra_retries = infra_retries
@@ -79,6 +84,9 @@ class Env:
         self.sandbox: Sandbox | None = None
         self._lease: AbstractContextManager[Sandbox] | None = None
         self._replay: list[ToolCall] = []
+        self.tools: list[dict[str, Any]] = []
+        """The episode's tool specs (OpenAI form): what the model was offered, and how an untyped form's
+        arguments are typed."""
         self.reset_count = 0
         self.retries_used = 0
         self.nodes: list[str] = []
@@ -103,17 +111,17 @@ class Env:
         self.t0 = time.monotonic()
         self._replay = []
         messages: list[Message] = []
-        tools: list[dict[str, Any]] = []
+        self.tools = []
         if self.tool_mode:
             self._open()
             table = tools_for(task)
-            tools = [t.spec() for t in table.values()]
+            self.tools = [t.spec() for t in table.values()]
             if self.system_prompt:
                 sig = ", ".join(f"{n}({', '.join(t.parameters['properties'])})" for n, t in table.items())
                 messages.append(Message(role="system",
-                                        content=SYSTEM_PROMPT.format(hint=FORMAT_HINT, tools=sig)))
+                                        content=SYSTEM_PROMPT.format(hint=self.dialect.hint, tools=sig)))
         messages.append(Message(role="user", content=task.prompt))
-        return Observation(messages, tools)
+        return Observation(messages, list(self.tools))
 
     @property
     def tool_mode(self) -> bool:
@@ -175,11 +183,12 @@ class Env:
             self.answer = action.content
             cut = finish_reason == "length"
             return StepResult([], terminated=not cut, truncated=cut, truncated_by="tokens" if cut else None)
-        calls, errors = (list(action.tool_calls), []) if action.tool_calls else parse_text(action.content)
+        calls, errors = (list(action.tool_calls), []) if action.tool_calls else self._parse(action.content)
         errors = [*call_errors, *errors]  # native calls the backend could not deliver intact
-        out: list[Message] = [Message(role="user", content="error: " + e) for e in errors]
+        out: list[Message] = []
         if not calls and not errors:
-            out.append(Message(role="user", content=f"No tool call found. Call a tool as {FORMAT_HINT}."))
+            out.append(Message(role="user",
+                               content=f"No tool call found. Call a tool as {self.dialect.hint}."))
         terminated = False
         for call in calls:
             result = self._run_call(call)
@@ -191,6 +200,7 @@ class Env:
             if result.submitted:
                 terminated, self.answer = True, result.answer
                 break
+        out = self._with_errors(out, errors)
         res = StepResult(out, terminated=terminated,
                          info={"tool_calls": len(calls), "call_errors": len(errors)})
         if not terminated:
@@ -233,6 +243,22 @@ class Env:
                     raise
                 self.retries_used += 1
         raise AssertionError("unreachable")
+
+    def _parse(self, text: str) -> tuple[list[ToolCall], list[str]]:
+        parsed = self.dialect.parse(text, self.tools)
+        return parsed.calls, parsed.errors
+
+    def _with_errors(self, out: list[Message], errors: list[str]) -> list[Message]:
+        """The turn's answers with its malformed-call errors: user messages first, or, for a family whose
+        template refuses a user message after a turn with calls (Mistral), at the head of the first tool
+        result."""
+        notes = ["error: " + e for e in errors]
+        if not notes:
+            return out
+        if out and out[0].role == "tool" and not self.dialect.user_after_calls:
+            first = out[0].model_copy(update={"content": "\n".join(notes) + "\n\n" + out[0].content})
+            return [first, *out[1:]]
+        return [Message(role="user", content=n) for n in notes] + out
 
     def exhausted(self) -> str | None:
         """The budget that has run out, if any."""

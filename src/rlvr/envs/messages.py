@@ -7,7 +7,7 @@ backends and engine, the Episode record, the store, the trainer) imports them fr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -37,10 +37,22 @@ class Message(BaseModel):
     """True when this message's content was shortened to fit the context budget."""
 
 
-def message_dicts(conversation: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages as chat-template / OpenAI dicts."""
+class AssistantForm(Protocol):
+    """How a model family's chat template takes an earlier assistant turn (a tool dialect,
+    rlvr.envs.dialects)."""
+
+    def message_dict(self, message: Message) -> dict[str, Any]:
+        ...
+
+
+def message_dicts(conversation: Sequence[Message], form: AssistantForm | None = None) -> list[dict[str, Any]]:
+    """Messages as chat-template / OpenAI dicts; `form` gives the assistant turns as the model family's
+    template takes them (the text as written, or its calls as `tool_calls`)."""
     out: list[dict[str, Any]] = []
     for m in conversation:
+        if form is not None and m.role == "assistant":
+            out.append(form.message_dict(m))
+            continue
         d: dict[str, Any] = {"role": m.role, "content": m.content}
         if m.role == "tool":
             d["tool_call_id"] = m.tool_call_id or ""

@@ -1,11 +1,12 @@
-"""Tool calls from model output: the documented text format, and OpenAI-style `tool_calls`.
+"""Tool calls from model output: rlvr's own text format (the `hermes` dialect), and OpenAI-style `tool_calls`.
 
 Text format (one or more per message)::
 
     <tool_call>{"name": "read_file", "arguments": {"path": "solution.py"}}</tool_call>
 
 The body is one JSON object with a string `name` and an object `arguments` (a JSON string holding an object is
-accepted too, as OpenAI servers send it). A malformed call is reported back to the model, never raised.
+accepted too, as OpenAI servers send it). A malformed call is reported back to the model, never raised. The
+forms of other model families are read by `rlvr.envs.dialects`.
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def parse_text(text: str, id_prefix: str = "call") -> tuple[list[ToolCall], list
             errors.append(f"tool call {n + 1}: {exc}; write {FORMAT_HINT}")
     tail = CALL_RE.sub("", text)
     if OPEN in tail:
-        errors.append(f"a {OPEN} is never closed with {CLOSE}")
+        errors.append(f"a {OPEN} is never closed with {CLOSE}; write {FORMAT_HINT}")
     return calls, errors
 
 

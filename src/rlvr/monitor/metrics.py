@@ -196,7 +196,12 @@ def is_tool_error(m: Message) -> bool:
 
 
 def malformed_calls(ep: Episode) -> int:
-    """Calls the Env could not parse: each is answered by a `user` message `error: ...` after an action."""
+    """Calls the Env could not parse: as the rollout counted them (`metadata["call_errors"]`; a family whose
+    template takes no user message there gets them inside a tool result), else the `user` messages `error:
+    ...` after an action."""
+    counted = ep.metadata.get("call_errors")
+    if isinstance(counted, int) and not isinstance(counted, bool):
+        return counted
     acted, n = False, 0
     for m in ep.messages:
         acted = acted or m.role == "assistant"

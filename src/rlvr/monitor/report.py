@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 
 from rlvr.atomic import atomic_write
-from rlvr.envs.parse import parse_text
+from rlvr.envs.dialects import Dialect, of_episode
 from rlvr.errors import UserError
 from rlvr.monitor.evals import EVAL_FILE, compare, load_report, mask_error, mask_reason, pass_at_k
 from rlvr.monitor.metrics import (
@@ -150,19 +150,21 @@ def _clip(text: str | None) -> str | None:
     return text[:MAX_TEXT] + f"\n... [{len(text) - MAX_TEXT} more characters in the store]"
 
 
-def _calls(m: Any) -> list[dict[str, Any]]:
-    """The calls of an assistant message: its native `tool_calls`, else those its text holds (the Env parses
-    the same text format, rlvr.envs.parse)."""
+def _calls(m: Any, dialect: Dialect) -> list[dict[str, Any]]:
+    """The calls of an assistant message: its native `tool_calls`, else those its text holds, read with the
+    episode's tool dialect as the Env read them."""
     if m.role != "assistant":
         return []
     if m.tool_calls:
         return [{"name": c.name, "arguments": c.arguments, "native": True} for c in m.tool_calls]
-    return [{"name": c.name, "arguments": c.arguments, "native": False} for c in parse_text(m.content)[0]]
+    return [{"name": c.name, "arguments": c.arguments, "native": False}
+            for c in dialect.parse(m.content).calls]
 
 
 def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
     v = ep.verdict
     results = tool_results(ep)
+    dialect = of_episode(ep.metadata)
     return {
         "id": ep.episode_id, "step": ep.step, "task_id": ep.task_id, "domain": ep.domain, "reward": ep.reward,
         "passed": ep.passed, "masked": ep.masked, "status": ep.status, "truncated_by": ep.truncated_by,
@@ -175,7 +177,7 @@ def _viewer_episode(ep: Episode, run: str | None = None) -> dict[str, Any]:
         "flags": [f.model_dump(mode="json") for f in (v.flags if v else [])],
         "messages": [{"role": m.role, "content": _clip(m.content), "name": m.name,
                       "exec_status": m.exec_status,
-                      "error": is_tool_error(m), "elided": m.elided, "calls": _calls(m),
+                      "error": is_tool_error(m), "elided": m.elided, "calls": _calls(m, dialect),
                       "tool_calls": [c.model_dump(mode="json") for c in m.tool_calls]} for m in ep.messages],
         "attempts": attempt_outcomes(ep),
         "agent": {"multi_turn": is_multi_turn(ep), "tool_calls": len(tool_names(ep)),

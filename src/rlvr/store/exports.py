@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.atomic import atomic_write
+from rlvr.envs.dialects import HERMES, Dialect, of_episode
 from rlvr.envs.messages import Message
-from rlvr.envs.parse import CALL_RE, parse_text
 from rlvr.rollout.episode import Episode
 from rlvr.store.failures import signature
 
@@ -37,19 +37,24 @@ def _msg(m: Message) -> dict[str, Any]:
     return out
 
 
-def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def chat_messages(messages: list[Message], dialect: Dialect = HERMES,
+                  tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """A transcript as chat-template messages, the form TRL's SFTTrainer and Hugging Face chat templates read:
-    an assistant turn's tool calls (native, or in rlvr's text format, which is then taken out of its content)
-    as `tool_calls` with their arguments as objects, and each tool message with the id of the call it
-    answers."""
+    an assistant turn's tool calls (native, or written in the model family's form, read with its `dialect`
+    and taken out of its content) as `tool_calls` with their arguments as objects, its reasoning block as
+    `reasoning_content`, and each tool message with the id of the call it answers. `tools` (the episode's
+    tool specs) keeps a string argument a string in a family whose arguments are untyped text."""
     out: list[dict[str, Any]] = []
     pending: list[str] = []  # ids of the calls not answered yet, in order
     n = 0
     for m in messages:
         if m.role == "assistant":
-            calls = list(m.tool_calls) or parse_text(m.content)[0]
-            content = m.content if m.tool_calls else CALL_RE.sub("", m.content).strip()
+            parsed = None if m.tool_calls else dialect.parse(m.content, tools)
+            calls = list(m.tool_calls) if parsed is None else parsed.calls
+            content = m.content if parsed is None else parsed.content
             rec: dict[str, Any] = {"role": "assistant", "content": content}
+            if parsed is not None and parsed.reasoning:
+                rec["reasoning_content"] = parsed.reasoning
             if calls:
                 ids = []
                 for c in calls:
@@ -72,9 +77,8 @@ def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
 def sft_record(ep: Episode, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """One conversation of a chat SFT dataset: `messages` (`chat_messages`), `tools` (the OpenAI tool specs
     the episode offered, empty for a single-turn task), and where it came from."""
-    return {"messages": chat_messages(ep.messages), "tools": tools, "task_id": ep.task_id,
-            "domain": ep.domain,
-            "episode_id": ep.episode_id}
+    return {"messages": chat_messages(ep.messages, of_episode(ep.metadata), tools), "tools": tools,
+            "task_id": ep.task_id, "domain": ep.domain, "episode_id": ep.episode_id}
 
 
 def split_prompt(ep: Episode) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

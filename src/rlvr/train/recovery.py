@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rlvr.config import SFTConfig
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import Episode, split_segments
 from rlvr.rollout.policies.gold import play, recovery_plan
 from rlvr.tasks.spec import Task
 from rlvr.train.distributed import SINGLE, Dist
@@ -101,4 +101,5 @@ class RecoveryMixer:
         self.failures = []
         samples = play(plans, self.gold, encoder=self.policy, seed=seed)
         metrics = {"recovery/failures": float(len(plans)), "recovery/samples": float(len(samples))}
-        return metrics, [episode_example(e) for e in samples]
+        # each part of a restarted record (a family whose template rewrites earlier turns)
+        return metrics, [episode_example(e) for e in split_segments(samples)]

@@ -23,7 +23,7 @@ from torch import nn
 from rlvr.config import SFTConfig
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.episode import Episode
+from rlvr.rollout.episode import Episode, split_segments
 from rlvr.tasks.source import TaskSource
 from rlvr.tasks.spec import Task
 from rlvr.train.activations import enable_activation_checkpointing
@@ -96,7 +96,7 @@ def gold_examples(sources: Sequence[TaskSource], n: int, gold: Callable[[Any], A
     if not episodes:
         raise UserError("no gold trajectory of the training tasks passed its verifier", field="sft.source",
                         fix="check the domains' references with `rlvr tasks validate --domain NAME`")
-    return [episode_example(ep) for ep in episodes]
+    return [episode_example(ep) for ep in split_segments(episodes)]  # a record that started over: each part
 
 
 def warm_start_examples(cfg: SFTConfig, sources: Sequence[TaskSource], gold: Callable[[Any], Any],

@@ -238,3 +238,12 @@ def test_a_state_files_cannot_write_is_reached_by_the_domains_gold_commands() ->
     bare = task.model_copy(update={"solution": {TREE: task.workspace[TREE]}})
     with pytest.raises(UserError, match="gold commands"):
         plan_for(bare, ListSource([bare]))
+
+
+def test_unmask_prefix_counts_turns_across_the_records_segments() -> None:
+    seg = {"token_ids": list(range(5)), "loss_mask": [0, 1, 0, 1, 1], "logprobs": [0.0] * 5}
+    ep = Episode(task_id="t", domain="d", token_ids=list(range(4)), logprobs=[0.0] * 4,
+                 loss_mask=[0, 1, 0, 1], metadata={"segments": [seg]})
+    out = unmask_prefix(ep, 3)
+    assert out.metadata["segments"][0]["loss_mask"] == [0, 0, 0, 0, 0] and out.loss_mask == [0, 0, 0, 1]
+    assert ep.metadata["segments"][0]["loss_mask"] == [0, 1, 0, 1, 1]  # the original is left as it was

@@ -21,11 +21,12 @@ from typing import Any
 
 from rlvr.config import RolloutConfig
 from rlvr.envs.context import cap_tokens, elide
+from rlvr.envs.dialects import HERMES, Dialect
 from rlvr.envs.env import Env
 from rlvr.envs.messages import Message
 from rlvr.errors import InfraError, Stalled, UserError
 from rlvr.rollout.core.rollouts import OnEpisode, Progress, RolloutStats, Sample, samples, verify_seed
-from rlvr.rollout.core.tokens import ChatEncoder, TokenStream
+from rlvr.rollout.core.tokens import ChatEncoder, TokenStream, end_texts
 from rlvr.rollout.episode import TOKEN_BUDGET, Episode
 from rlvr.rollout.policies.trainable import generation_version, is_trainable
 from rlvr.rollout.policy import Completion, Policy, SamplingParams
@@ -82,10 +83,13 @@ class EnvRollouts:
         self.progress = progress
         self.on_episode = on_episode
         self.encoder: ChatEncoder | None = policy if isinstance(policy, ChatEncoder) else None
-        # what ends a turn in the token record (trainable backends)
-        self._eos: tuple[frozenset[int], str] = (frozenset(), "")
+        self.dialect: Dialect = getattr(policy, "dialect", None) or HERMES
+        """How the policy's model family writes tool calls: what each episode's Env parses."""
+        self._eos: tuple[frozenset[int], tuple[str, ...]] = (frozenset(), ())
+        """What ends a turn in the token record: the end ids and their texts (trainable backends)."""
         if is_trainable(policy):
-            self._eos = (policy.eos_ids, policy.tokenizer.eos_token or "")  # type: ignore[attr-defined]
+            eos = policy.eos_ids  # type: ignore[attr-defined]
+            self._eos = (eos, end_texts(policy.tokenizer, eos))  # type: ignore[attr-defined]
         self.stats = RolloutStats()
 
     # --------------------------------------------------------------------------------------------- driver
@@ -156,9 +160,10 @@ class EnvRollouts:
                             policy_version=self._version())
         env = Env(self.pool, max_turns=self.config.max_turns, max_tokens=self.config.max_tokens,
                   max_output_chars=self.config.max_output_chars, infra_retries=self.config.infra_retries,
-                  feedback=self.config.feedback)
+                  feedback=self.config.feedback, dialect=self.dialect)
         ep.timings = {"generate": 0.0, "tools": 0.0, "verify": 0.0, "total": 0.0}
-        ep.metadata = {"finish_reasons": [], "tool_calls": 0, "call_errors": 0}
+        ep.metadata = {"finish_reasons": [], "tool_calls": 0, "call_errors": 0,
+                       "tool_format": self.dialect.name}
         return _Live(ep, sample.task, env, TokenStream(self.encoder) if self.encoder is not None else None,
                      verify_seed=verify_seed(seed, sample.task.key, sample.repeat))
 

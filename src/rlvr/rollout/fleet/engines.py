@@ -147,7 +147,7 @@ class EnginesPolicy(VLLMPolicy):
                  address: str | None = None, dtype: str = "float32", max_context: int | None = None,
                  device: str = "auto", kv_cache_mb: int | None = 512, seed: int = 0,
                  trust_remote_code: bool = False,
-                 chat_template: str = AUTO) -> None:
+                 chat_template: str = AUTO, tool_format: str = AUTO) -> None:
         if engines < 1 or engine_tp < 1:
             raise UserError(f"engines = {engines}, engine_tp = {engine_tp}", field="policy.engines",
                             fix="both must be at least 1")
@@ -178,7 +178,7 @@ class EnginesPolicy(VLLMPolicy):
         self._requested = 0
         super().__init__(model_path_or_name, dtype=dtype, max_context=max_context, device=device,
                          kv_cache_mb=kv_cache_mb, seed=seed, trust_remote_code=trust_remote_code,
-                         chat_template=chat_template)
+                         chat_template=chat_template, tool_format=tool_format)
 
     @classmethod
     def from_config(cls, target: str, cfg: PolicyConfig, **kw: Any) -> EnginesPolicy:
@@ -209,7 +209,7 @@ class EnginesPolicy(VLLMPolicy):
                    "device": "cpu" if not self._gpus else device,
                    "kv_cache_mb": kv_cache_mb, "seed": seed, "trust_remote_code": self.trust_remote_code,
                    "chat_template": self.chat_template, "engine_tp": self.engine_tp,
-                   "lora_rank": self.lora_rank}
+                   "lora_rank": self.lora_rank, "tool_format": self.tool_format}
         self._pool = EnginePool(path, options, gpus=self._gpus, engine_tp=self.engine_tp)
         self._pool.start(self.engines, timeout_s=START_TIMEOUT_S)
         return None  # no engine in this process

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.envs.dialects import Dialect
+from rlvr.envs.dialects.base import split_reasoning
 from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import CALL_RE, FORMAT_HINT, format_call, parse_text
 
@@ -142,21 +144,29 @@ class TurnReader:
     """(text, tools, id prefix) -> (calls, visible content)."""
     write: Callable[[ToolCall], str] = format_call
     """One call in the model's own form."""
-    separator: str = ""
-    """Between two calls of a turn."""
+    separator: str | None = ""
+    """Between two calls of a turn; None when a turn's calls are not its one-call turns one after another
+    (a grammar then frames one call a turn)."""
     hint: str = FORMAT_HINT
     """One call in the model's form, as the tools' description shows it."""
+    whole: Callable[[Sequence[ToolCall], str], str] | None = None
+    """(calls, content) -> the turn, for a form that wraps a turn's calls (Kimi's section, Mistral's list);
+    None: the content, then the calls one after another."""
+    opens: str | None = None
+    """The text a call starts with (a form's opening marker); None: read from a written call."""
 
     def turn(self, calls: Sequence[ToolCall], content: str) -> str:
         """An assistant turn the gateway did not write, as the model would have written it."""
-        return content + self.separator.join(self.write(c) for c in calls)
+        if self.whole is not None:
+            return self.whole(calls, content)
+        return content + (self.separator or "").join(self.write(c) for c in calls)
 
     @property
     def frame(self) -> tuple[str, str, str] | None:
         """(text before the name, between the name and the arguments, after the arguments) of one call whose
         arguments are a JSON object written after its name; None for any other form (XML arguments, say),
         which cannot be constrained by a JSON-schema grammar."""
-        text = self.write(ToolCall(name=SENTINEL_NAME, arguments={SENTINEL_KEY: 0}))
+        text = self.turn([ToolCall(name=SENTINEL_NAME, arguments={SENTINEL_KEY: 0})], "")
         at_name, at_key = text.find(SENTINEL_NAME), text.find(f'"{SENTINEL_KEY}"')
         start = text.rfind("{", 0, at_key) if at_key >= 0 else -1
         end = text.find("}", at_key) + 1 if at_key >= 0 else 0
@@ -171,7 +181,9 @@ class TurnReader:
     @property
     def opener(self) -> str:
         """The text a call starts with: streamed text is held back from where it may begin."""
-        text = self.write(ToolCall(name=SENTINEL_NAME, arguments={}))
+        if self.opens is not None:
+            return self.opens
+        text = self.turn([ToolCall(name=SENTINEL_NAME, arguments={})], "")
         head = (text[:text.find(SENTINEL_NAME)] if SENTINEL_NAME in text else text).lstrip()
         cut = next((i for i, ch in enumerate(head) if i and ch in '{"[ \n\t'), len(head))
         return head[:cut]  # the marker, not the JSON after it (a model may put blanks between)
@@ -182,10 +194,37 @@ READER = TurnReader()
 
 
 def reader_of(policy: Any) -> TurnReader:
-    """How `policy`'s model writes calls: the one place the gateway picks its reader. rlvr's own format today;
-    a policy that knows its model family's tool dialect gives a reader built from the dialect's `parse`,
-    `format_call` and `hint` here."""
-    return READER
+    """How `policy`'s model writes calls: the one place the gateway picks its reader. A policy that knows its
+    model family's tool dialect (`policy.dialect`, placed from its chat template by `policy.tool_format`) is
+    read with it, as the Env reads the same model's turns; any other writes rlvr's own format."""
+    found = getattr(policy, "dialect", None)
+    return dialect_reader(found) if isinstance(found, Dialect) else READER
+
+
+def dialect_reader(dialect: Dialect) -> TurnReader:
+    """A reader that parses and writes calls with `dialect`. The visible content is what a stream of the turn
+    shows (`TextStream`, held back where a call may begin): a turn without calls keeps its text, as rlvr's own
+    reader does, and a turn that reasons before its calls keeps its reasoning's text (the generation prompt
+    may have opened the block, so a stream cannot tell it from content until it closes)."""
+    one, other = ToolCall(name=SENTINEL_NAME, arguments={}), ToolCall(name="RLVR_OTHER", arguments={})
+    first, second, both = (dialect.format_turn(c) for c in ([one], [other], [one, other]))
+    # a turn's calls as one-call turns one after another (Qwen, gpt-oss, Llama), or one wrapped list (Kimi)
+    joined = both.startswith(first) and both.endswith(second) and len(both) >= len(first) + len(second)
+    # where a call may begin: the form's first marker after any reasoning block (GLM writes an empty one)
+    body = split_reasoning(first, dialect.think)[1] if dialect.think else first
+    head = min(((body.find(m), m) for m in dialect.markers if m in body), default=None)
+    opens = head[1] if head is not None else None
+
+    def parse(text: str, tools: Sequence[dict[str, Any]], id_prefix: str) -> tuple[list[ToolCall], str]:
+        read = dialect.parse(text, tools, id_prefix=id_prefix)
+        if not read.calls:
+            return [], text
+        at = text.find(opens) if opens and read.reasoning is not None else -1
+        return read.calls, (text[:at].strip() if at > 0 else read.content)
+
+    return TurnReader(parse=parse, write=dialect.format_call, hint=dialect.hint,
+                      separator=both[len(first):len(both) - len(second)] if joined else None,
+                      whole=lambda calls, content: dialect.format_turn(calls, content), opens=opens)
 
 
 def tools_text(tools: Sequence[dict[str, Any]], choice: Any, hint: str) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
-from rlvr.rollout.core.tokens import ChatEncoder, TokenStream
+from rlvr.rollout.core.tokens import ChatEncoder, TokenStream, end_texts
 from rlvr.rollout.gateway import anthropic, responses, wire
 from rlvr.rollout.gateway.convert import (
     Api,
@@ -140,8 +140,9 @@ class Gateway:
         self.reader = reader or reader_of(policy)
         """How the model writes tool calls (the one place its turns are read: `TurnReader.parse`)."""
         tok = getattr(policy, "tokenizer", None)
-        self.eos: tuple[frozenset[int], str] = (frozenset(policy.eos_ids),  # type: ignore[attr-defined]
-                                                (tok.eos_token or "") if tok is not None else "")
+        eos = frozenset(policy.eos_ids)  # type: ignore[attr-defined]
+        # every end token's text: Llama ends a call with <|eom_id|> where its template writes <|eot_id|>
+        self.eos: tuple[frozenset[int], tuple[str, ...]] = (eos, end_texts(tok, eos) if tok else ())
         self.native_tools = bool(getattr(policy, "native_tools", False))
         self.sessions: dict[str, AgentSession] = {}
         self._lock = threading.Lock()
@@ -403,7 +404,10 @@ class Gateway:
         return fresh, cur is not None
 
     def _decode(self, ids: list[int]) -> str:
-        return self.policy.decode(ids)  # type: ignore[attr-defined, no-any-return]
+        # a streamed turn is decoded as the whole turn is: the dialect's markers kept, so the reader's opener
+        # holds back a call the model writes after special tokens (Mistral's [TOOL_CALLS], Kimi's sections)
+        decode = getattr(self.policy, "decode_turn", None) or self.policy.decode  # type: ignore[attr-defined]
+        return decode(ids)  # type: ignore[no-any-return]
 
     def _token_text(self, token: int) -> str:
         return self._decode([token])

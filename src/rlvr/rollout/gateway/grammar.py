@@ -69,8 +69,8 @@ def _call_rules(call: Call, reader: TurnReader, rules: list[str], *, required: b
         rules.append(f"{rule}: {head} %json {json.dumps(schema)} {_lit(after)}".replace(' ""', ""))
         alts.append(rule)
     rules.append("call: " + " | ".join(alts))
-    once = isinstance(call.tool_choice, dict) or not call.parallel_calls
-    return "call" if once else f"call ({_lit(reader.separator)} call)*".replace('("" call)', "(call)")
+    once = isinstance(call.tool_choice, dict) or not call.parallel_calls or reader.separator is None
+    return "call" if once else f"call ({_lit(reader.separator or '')} call)*".replace('("" call)', "(call)")
 
 
 def _lit(text: str) -> str:

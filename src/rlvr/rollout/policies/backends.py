@@ -23,7 +23,7 @@ def _hf(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
     kw: dict[str, Any] = {"seed": seed}
     if cfg is not None:
         kw.update(device=cfg.device, dtype=cfg.dtype, max_context=cfg.max_context, threads=cfg.threads,
-                  chat_template=cfg.chat_template)
+                  chat_template=cfg.chat_template, tool_format=cfg.tool_format)
     return HFPolicy(target, **kw)
 
 
@@ -37,13 +37,23 @@ def _openai(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
     kw: dict[str, Any] = {}
     if cfg is not None:
         kw = {"timeout_s": cfg.request_timeout_s, "max_retries": cfg.max_retries}
-    return OpenAIPolicy(base, model, **kw)
+    return _named_dialect(OpenAIPolicy(base, model, **kw), cfg)
 
 
 def _scripted(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
     from rlvr.rollout.policies.scripted import ScriptedPolicy
 
-    return ScriptedPolicy.from_file(target)
+    return _named_dialect(ScriptedPolicy.from_file(target), cfg)
+
+
+def _named_dialect(policy: Policy, cfg: PolicyConfig | None) -> Policy:
+    """A backend without a chat template writes rlvr's own form unless `policy.tool_format` names another (a
+    server that returns a family's text, a script written in one); `auto` has no template to place here."""
+    if cfg is not None and cfg.tool_format != "auto":
+        from rlvr.envs import dialects
+
+        policy.dialect = dialects.get(cfg.tool_format)  # type: ignore[attr-defined]
+    return policy
 
 
 def _vllm(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
@@ -52,7 +62,8 @@ def _vllm(target: str, cfg: PolicyConfig | None, seed: int) -> Policy:
     kw: dict[str, Any] = {}
     if cfg is not None:
         kw = {"device": cfg.device, "dtype": cfg.dtype, "max_context": cfg.max_context,
-              "kv_cache_mb": cfg.vllm_kv_cache_mb, "chat_template": cfg.chat_template}
+              "kv_cache_mb": cfg.vllm_kv_cache_mb, "chat_template": cfg.chat_template,
+              "tool_format": cfg.tool_format}
     if cfg is not None and cfg.engines:  # disaggregated: engines as Ray actors on the running Ray (or "auto")
         from rlvr.rollout.fleet.engines import EnginesPolicy
 

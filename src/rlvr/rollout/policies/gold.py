@@ -12,8 +12,11 @@ the Scorer, and only episodes that pass are gold (`gold_episodes`).
 Given the trained policy (an encoder: the hf or vllm backend), the turns are encoded by the policy's own
 tokenizer and chat template, each ended by its end-of-turn token, so the episode's token record is exactly
 what SFT should teach: the template's rendering of the conversation, loss on the assistant's tokens (tools in
-the template's native schema when it has one, the text format of `rlvr.envs.parse` in every assistant turn).
-Without one (`rlvr tasks sft-data`, which writes messages only) a token is a UTF-8 byte, as for `scripted`.
+the template's native schema when it has one). A turn's calls are in the model family's own form (its tool
+dialect, `rlvr.envs.dialects`): the text the family's template writes for an assistant message with those
+`tool_calls` where it writes them (`ChatTemplateCodec.template_turn`), else the dialect's `format_turn`; a
+family whose turn ends at its first call (gpt-oss, Llama) gets one call a turn. Without an encoder (`rlvr
+tasks sft-data`, which writes messages only) a token is a UTF-8 byte, as for `scripted`.
 
 `recovery` turns a failed episode into a recovery sample: its own turns replayed up to the point it went wrong
 (kept out of the loss), then the gold continuation from the state they left, played through the env.
@@ -26,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.envs.messages import Message
+from rlvr.envs.dialects import HERMES, Dialect
+from rlvr.envs.messages import Message, ToolCall
 from rlvr.envs.parse import CLOSE, OPEN
 from rlvr.envs.tools import has_tests, tools_for
 from rlvr.errors import UserError
@@ -82,61 +86,90 @@ class GoldPlan:
         """Files the reference writes: new or different from the task's workspace."""
         return {p: c for p, c in sorted(self.gold.files.items()) if self.task.workspace.get(p) != c}
 
-    def next_turn(self, conversation: Sequence[Message]) -> str:
-        """The assistant's next turn given the conversation so far (its tool results included)."""
+    def next_turn(self, conversation: Sequence[Message], dialect: Dialect = HERMES) -> str:
+        """The assistant's next turn given the conversation so far (its tool results included), as text in the
+        model family's form (`dialect`)."""
+        content, calls = self.next_action(conversation, single_call=dialect.single_call)
+        return content if calls is None else dialect.format_turn(calls, content)
+
+    def next_action(self, conversation: Sequence[Message], *, single_call: bool = False
+                    ) -> tuple[str, list[ToolCall] | None]:
+        """(text, calls) of the assistant's next turn; calls None: the text is the whole turn, as it is (a
+        replayed turn, a single-turn answer). `single_call`: one call a turn, for a family whose turn ends at
+        its call."""
         done = sum(m.role == "assistant" for m in conversation)
         if done < len(self.prefix):
-            return self.prefix[done].content
+            return self.prefix[done].content, None
         if self.task.attempts and self.attempts:  # after a replayed failure, straight to the reference
-            return self.attempts[-1] if self.prefix else self.attempts[min(done, len(self.attempts) - 1)]
+            answer = self.attempts[-1] if self.prefix else self.attempts[min(done, len(self.attempts) - 1)]
+            return answer, None
         if not self.task.multi_turn:
-            return self.gold.answer or ""
-        stages = self.stages()
+            return self.gold.answer or "", None
+        turns = self.turns(single_call)
         k = done - len(self.prefix)
-        parts = [self._stage(s, conversation)
-                 for s in stages[k]] if k < len(stages) else [self._stage("submit", conversation)]
-        return "\n".join(parts)
+        parts = turns[k] if k < len(turns) else [("submit", None)]
+        leads = [self._lead(stage, conversation) for stage, i in parts if not i]
+        calls = [c for stage, i in parts
+                 for c in (self._calls(stage) if i is None else [self._calls(stage)[i]])]
+        return "\n".join(leads), calls
 
     def stages(self) -> list[list[str]]:
         """The gold turns, each a list of stages: look (list the files, read the ones the fix changes, run the
         tests), write (the fix, then the tests again), submit; merged from the end when the turn budget is
         short. A recovery starts from its failed turns and goes straight to the fix."""
-        order = ["write", "submit"] if self.prefix else ["look", "write", "submit"]
-        room = max(1, self.task.limits.max_turns - len(self.prefix))
-        turns = [[s] for s in order]
-        while len(turns) > room:
+        turns = [[s] for s in self._order()]
+        while len(turns) > self._room():
             last = turns.pop()
             turns[-1].extend(last)
         return turns
 
-    def _stage(self, stage: str, conversation: Sequence[Message]) -> str:
-        tests = has_tests(self.task)
+    def turns(self, single_call: bool = False) -> list[list[tuple[str, int | None]]]:
+        """The gold turns as (stage, which of its calls; None: all); with `single_call`, one call a turn, the
+        optional ones (reading, the first test run, then the last) left out while the turn budget is short,
+        and the stages merged as `stages` does when even that does not fit."""
+        if not single_call:
+            return [[(s, None) for s in group] for group in self.stages()]
+        steps = [(s, i) for s in self._order() for i in range(len(self._calls(s)))]
+        optional = [st for st in steps if st[0] == "look" and self._calls("look")[st[1]].name != "run_tests"]
+        optional += [st for st in steps
+                     if st[0] in ("look", "write") and self._calls(st[0])[st[1]].name == "run_tests"]
+        while len(steps) > self._room() and optional:
+            steps.remove(optional.pop(0))
+        return [[st] for st in steps] if len(steps) <= self._room() else self.turns(False)
+
+    def _order(self) -> list[str]:
+        return ["write", "submit"] if self.prefix else ["look", "write", "submit"]
+
+    def _room(self) -> int:
+        return max(1, self.task.limits.max_turns - len(self.prefix))
+
+    def _calls(self, stage: str) -> list[ToolCall]:
+        tests = [ToolCall(name="run_tests")] if has_tests(self.task) else []
         if stage == "look":
-            calls = [tool_call_text("list_files")]
-            calls += [tool_call_text("read_file", {"path": p}) for p in self.changed
-                      if p in self.task.workspace and p != TREE]
-            if tests:
-                calls.append(tool_call_text("run_tests"))
-            return "I'll look at the workspace" + (" and run the tests" if tests
-                                                   else "") + " first.\n" + "\n".join(calls)
+            reads = [ToolCall(name="read_file", arguments={"path": p})
+                     for p in self.changed if p in self.task.workspace and p != TREE]
+            return [ToolCall(name="list_files"), *reads, *tests]
         if stage == "write" and self.commands is not None:
             terminal = "bash" if "bash" in tools_for(self.task) else "run"
-            calls = [tool_call_text(terminal, {"command": c}) for c in self.commands]
-            if tests:
-                calls.append(tool_call_text("run_tests"))
-            lead = ("That did not work. I'll do it again, step by step." if self.prefix
-                    else "I'll do it at the terminal.")
-            return lead + "\n" + "\n".join(calls)
+            return [ToolCall(name=terminal, arguments={"command": c}) for c in self.commands] + tests
         if stage == "write":
-            writes = [tool_call_text("write_file", {"path": p, "content": c}) for p,
-                      c in self.changed.items()]
-            if tests:
-                writes.append(tool_call_text("run_tests"))
-            return self._reading(conversation) + "\n" + "\n".join(writes)
+            writes = [ToolCall(name="write_file", arguments={"path": p, "content": c})
+                      for p, c in self.changed.items()]
+            return writes + tests
         answer = {"answer": self.gold.answer} if self.gold.answer is not None else {}
-        lead = ("The tests pass now. Submitting." if self._last_tests(conversation) == "passed"
-                else "Submitting.")
-        return lead + "\n" + tool_call_text("submit", answer)
+        return [ToolCall(name="submit", arguments=answer)]
+
+    def _lead(self, stage: str, conversation: Sequence[Message]) -> str:
+        if stage == "look":
+            tests = has_tests(self.task)
+            return "I'll look at the workspace" + (" and run the tests" if tests else "") + " first."
+        if stage == "write" and self.commands is not None:
+            return ("That did not work. I'll do it again, step by step." if self.prefix
+                    else "I'll do it at the terminal.")
+        if stage == "write":
+            return self._reading(conversation)
+        passed = self._last_tests(conversation) == "passed"
+        return "The tests pass now. Submitting." if passed else "Submitting."
 
     def _reading(self, conversation: Sequence[Message]) -> str:
         """What the last test run showed, in the words of the turn that writes the fix."""
@@ -197,12 +230,14 @@ class GoldPolicy:
     a UTF-8 byte and every log-prob 0 (the turns are given, not sampled): for transcripts (`rlvr tasks
     sft-data`); `EncodedGoldPolicy` speaks the trained policy's tokens."""
 
-    def __init__(self, plans: Sequence[GoldPlan], name: str = "gold") -> None:
+    def __init__(self, plans: Sequence[GoldPlan], name: str = "gold", dialect: Dialect = HERMES) -> None:
         self._plans: dict[str, list[GoldPlan]] = {}
         for plan in plans:
             self._plans.setdefault(plan.task.prompt, []).append(plan)
         self.name = name
         self.version = 0
+        self.dialect = dialect
+        """The form the turns' calls are written in (the Env reads them with it)."""
 
     def _plan(self, conversation: Sequence[Message]) -> GoldPlan:
         prompt = next((m.content for m in conversation if m.role == "user"), "")
@@ -211,15 +246,16 @@ class GoldPolicy:
             raise KeyError("no gold plan for this conversation's task")
         return found[0]
 
-    def _tokens(self, text: str) -> list[int]:
-        return list(text.encode("utf-8"))
+    def _turn(self, conversation: Sequence[Message]) -> tuple[str, list[int]]:
+        """(text, token ids) of the next turn: here the dialect's text, a token a UTF-8 byte."""
+        text = self._plan(conversation).next_turn(conversation, self.dialect)
+        return text, list(text.encode("utf-8"))
 
     def generate(self, conversations: Sequence[list[Message]], params: SamplingParams, *,
                  prompt_token_ids: Sequence[list[int] | None] | None = None) -> list[Completion]:
         out = []
         for i, conv in enumerate(conversations):
-            text = self._plan(conv).next_turn(conv)
-            ids = self._tokens(text)
+            text, ids = self._turn(conv)
             if len(ids) > params.budget(i):  # a turn over the token budget is cut like any other: not gold
                 out.append(Completion(text="", token_ids=ids[: params.budget(i)],
                                       logprobs=[0.0] * params.budget(i), finish_reason="length"))
@@ -234,7 +270,7 @@ class EncodedGoldPolicy(GoldPolicy):
     wherever the env loop reads a trainable policy's tokenizer, end tokens and context."""
 
     def __init__(self, plans: Sequence[GoldPlan], encoder: Any, name: str = "gold") -> None:
-        super().__init__(plans, name)
+        super().__init__(plans, name, getattr(encoder, "dialect", None) or HERMES)
         self.encoder = encoder
 
     model = property(lambda self: self.encoder.model)
@@ -256,8 +292,29 @@ class EncodedGoldPolicy(GoldPolicy):
     def encode(self, text: str) -> list[int]:
         return self.encoder.encode(text)
 
-    def _tokens(self, text: str) -> list[int]:
-        return self.encoder.encode(text) + [self._end]
+    def _turn(self, conversation: Sequence[Message]) -> tuple[str, list[int]]:
+        """The next turn in the trained policy's tokens, ended by its end token: a turn with calls as the chat
+        template writes it (`template_turn`), else in the dialect's form, closing first a reasoning block the
+        generation prompt opened."""
+        d = self.dialect
+        content, calls = self._plan(conversation).next_action(conversation, single_call=d.single_call)
+        if calls is None:
+            return content, self._ended(self.encoder.encode(content), None)
+        written = getattr(self.encoder, "template_turn", lambda *a: None)(conversation, content, calls)
+        if written is not None:
+            return written[0], self._ended(self.encoder.encode(written[0]), written[1] or d.turn_end)
+        text = d.format_turn(calls, content)
+        if d.think is not None and self.encoder.render(conversation).rstrip().endswith(d.think[0]):
+            text = f"\n{d.think[1]}\n\n{text}"  # an empty block, as the templates write one
+        return text, self._ended(self.encoder.encode(text), d.turn_end if calls else None)
+
+    def _ended(self, ids: list[int], end: str | None) -> list[int]:
+        """`ids` closed by the end token `end` (else the turn's usual one), unless they end with one."""
+        if ids and ids[-1] in self.encoder.eos_ids:
+            return ids
+        tok = self.encoder.tokenizer
+        chosen = tok.convert_tokens_to_ids(end) if end is not None else None
+        return ids + [chosen if isinstance(chosen, int) and chosen in self.encoder.eos_ids else self._end]
 
     @functools.cached_property
     def _end(self) -> int:
@@ -269,19 +326,27 @@ class EncodedGoldPolicy(GoldPolicy):
 
 def unmask_prefix(episode: Episode, turns: int) -> Episode:
     """`episode` with the loss mask of its first `turns` generated turns cleared (a recovery sample's replayed
-    failure is context, not something to learn)."""
-    mask = list(episode.loss_mask)
-    runs = 0
-    i = 0
-    while i < len(mask) and runs < turns:
-        if mask[i]:
-            while i < len(mask) and mask[i]:
-                mask[i] = 0
+    failure is context, not something to learn), in its segments first where its record started over."""
+    left = [turns]
+
+    def clear(mask: list[int]) -> list[int]:
+        out, i = list(mask), 0
+        while i < len(out) and left[0] > 0:
+            if out[i]:
+                while i < len(out) and out[i]:
+                    out[i] = 0
+                    i += 1
+                left[0] -= 1
+            else:
                 i += 1
-            runs += 1
-        else:
-            i += 1
-    return episode.model_copy(update={"loss_mask": mask})
+        return out
+
+    segments = [{**seg, "loss_mask": clear(seg["loss_mask"])}
+                for seg in episode.metadata.get("segments") or []]
+    update: dict[str, Any] = {"loss_mask": clear(episode.loss_mask)}
+    if segments:
+        update["metadata"] = {**episode.metadata, "segments": segments}
+    return episode.model_copy(update=update)
 
 
 def play(plans: Sequence[GoldPlan], gold: Callable[[GoldPolicy], Any], *, encoder: Any = None,

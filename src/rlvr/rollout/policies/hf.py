@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from rlvr.envs import dialects
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
 from rlvr.rollout.core.tokens import AUTO, ChatTemplateCodec, choose_chat_template, context_window
@@ -141,8 +142,7 @@ class HFPolicy(ChatTemplateCodec):
     def __init__(self, model_path_or_name: str | Path, device: str = "auto", dtype: str = "float32", *,
                  max_context: int | None = None, threads: int | None = 1, seed: int = 0,
                  trust_remote_code: bool = False, chat_template: str = AUTO,
-                 kv_reuse_tokens: int | None = None
-                 ) -> None:
+                 kv_reuse_tokens: int | None = None, tool_format: str = AUTO) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -164,6 +164,7 @@ class HFPolicy(ChatTemplateCodec):
         off)."""
         tok = self.tokenizer
         tok.chat_template = choose_chat_template(tok, chat_template, name)
+        self.dialect = dialects.resolve(tool_format, tok.chat_template, model=name)
         self.eos_ids = self._eos_ids()
         if tok.pad_token_id is None:  # padding never reaches the model's view (masked): any end token will do
             tok.pad_token = (tok.eos_token if tok.eos_token is not None
@@ -209,7 +210,7 @@ class HFPolicy(ChatTemplateCodec):
             finally:
                 self.model.train(training)
         for i, (ids, lps, reason, tops) in zip(live, outs if live else []):
-            results[i] = Completion(text=self.decode(ids), token_ids=ids, logprobs=lps,
+            results[i] = Completion(text=self.decode_turn(ids), token_ids=ids, logprobs=lps,
                                     prompt_token_ids=prompts[i], finish_reason=reason, policy_version=version,
                                     top_logprobs=tops)
         return results

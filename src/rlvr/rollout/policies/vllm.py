@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlvr.envs import dialects
 from rlvr.envs.messages import Message
 from rlvr.errors import UserError
 from rlvr.rollout.core.tokens import AUTO, ChatTemplateCodec, choose_chat_template, context_window
@@ -61,7 +62,7 @@ class VLLMPolicy(ChatTemplateCodec):
                  max_context: int | None = None,
                  device: str = "auto", kv_cache_mb: int | None = 512, seed: int = 0,
                  trust_remote_code: bool = False, chat_template: str = AUTO,
-                 engine_options: Mapping[str, Any] | None = None) -> None:
+                 engine_options: Mapping[str, Any] | None = None, tool_format: str = AUTO) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
         name = str(model_path_or_name)
@@ -79,6 +80,8 @@ class VLLMPolicy(ChatTemplateCodec):
         tok = self.tokenizer
         # as the hf backend: both render alike
         tok.chat_template = choose_chat_template(tok, chat_template, name)
+        self.dialect = dialects.resolve(tool_format, tok.chat_template, model=name)
+        self.tool_format = tool_format
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         self.pad_id = int(tok.pad_token_id)
@@ -304,7 +307,7 @@ class VLLMPolicy(ChatTemplateCodec):
                               error=f"engine returned {len(steps)} log-probs for {len(ids)} tokens")
         lps = [float(step[t].logprob) for step, t in zip(steps, ids)]
         reason = FINISH_REASONS.get(str(out.finish_reason), "stop")
-        return Completion(text=self.decode(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompt,
+        return Completion(text=self.decode_turn(ids), token_ids=ids, logprobs=lps, prompt_token_ids=prompt,
                           finish_reason=reason,
                           error="engine aborted the request" if reason == "error" else None,
                           top_logprobs=[_alternatives(step, top) for step in steps] if top else [])
