@@ -55,7 +55,7 @@ def test_export_and_compute_score_as_verl_uses_them(cli,
 
 def test_bad_export_inputs_are_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     for args, why in ((["--tasks", "nosuch:3"], "nosuch"),
-                      (["--tasks", "math:2", "--format", "csv"], "unknown format"),
+                      (["--tasks", "math:2", "--format", "csv"], "unknown export format"),
                       (["--tasks", "math:2", "-o", str(tmp_path / "no" / "x.parquet")], "no such directory")):
         if "-o" not in args:
             args = [*args, "-o", str(tmp_path / "x.parquet")]

@@ -133,8 +133,9 @@ def test_a_sandbox_default_reaches_a_tool_call(field: str, value: float) -> None
         call = {"name": "run", "arguments": {"command": "true"}}
         res = env.step(Message(role="assistant", content=f"<tool_call>{json.dumps(call)}</tool_call>"))
     assert res.messages[0].exec_status == "ok"
-    [run] = pool.calls
+    run, sweep = pool.calls  # the command, then the sweep of links it left out of the workspace
     assert run.argv == ["sh", "-c", "true"] and getattr(run.limits, field) == value
+    assert sweep.argv[:2] == ["bash", "-c"] and getattr(sweep.limits, field) == value
 
 
 def _code_task(**limits: object) -> Task:
