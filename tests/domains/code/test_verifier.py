@@ -259,6 +259,26 @@ def test_regression_gate_zeroes_the_score(pool: SandboxPool) -> None:
     assert broken.details["gates_failed"] == ["test_m.py::test_dec"]
 
 
+def test_a_weighted_test_is_a_whole_share(pool: SandboxPool) -> None:
+    """A fail-to-pass test whose other parametrized cases pass on the broken code earns nothing until all its
+    cases pass; an unweighted test still earns the share of its cases that pass."""
+    hidden = ("import pytest\nfrom m import f\n\n@pytest.mark.parametrize('x', [0, 1, 2, 3])\n"
+              "def test_f(x):\n    assert f(x) == x * 2\n\n@pytest.mark.parametrize('x', [0, 1, 2, 3])\n"
+              "def test_g(x):\n    assert f(x) == x * 2\n")
+    weights = {"test_m.py::test_f": 1.0, "test_m.py::test_g": 1.0}
+    weighted = Task(id="share", domain="code", prompt="Fix f.",
+                    workspace={"m.py": "def f(x):\n    return x\n"}, hidden={"test_m.py": hidden},
+                    verifier={"tests": ["test_m.py"], "weights": weights})
+    broken = FinalState(files={"m.py": "def f(x):\n    return x\n"})  # right for 0 only: 1 case of 4
+    assert verify(weighted, broken, _ctx(pool)).score == 0.0
+    half = FinalState(files={"m.py": "def f(x):\n    return x * 2 if x < 2 else x\n"})  # cases 0 and 1 pass
+    assert verify(weighted, half, _ctx(pool)).score == 0.0
+    unweighted = weighted.model_copy(update={"verifier": {"tests": ["test_m.py"]}})
+    assert verify(unweighted, half, _ctx(pool)).score == pytest.approx(0.5)
+    fixed = FinalState(files={"m.py": "def f(x):\n    return x * 2\n"})
+    assert verify(weighted, fixed, _ctx(pool)).score == 1.0
+
+
 # -------------------------------------------------------------------------------------------- io cases
 class _SpySandbox:
     """A leased sandbox that keeps the stdin of every command run in it."""

@@ -154,7 +154,9 @@ class CodeSettings(VerifierSettings):
     tests: list[str] = Field(default_factory=list)
     """Hidden test files (paths under hidden/)."""
     weights: dict[str, float] = Field(default_factory=dict)
-    """Test id -> weight."""
+    """Test id -> weight. A weighted test counts whole: its share is earned when every one of its
+    parametrized cases passes (a fail-to-pass test whose other cases pass on the broken code earns nothing);
+    a test not named here earns the share of its cases that pass."""
     gate: list[str] = Field(default_factory=list)
     """Test ids that must pass for any credit (regression gates)."""
     tests_weight: float = Field(1.0, ge=0)

@@ -317,6 +317,8 @@ class CodeVerifier:
                     and rep.durations.get(i, float("inf")) > s.time_limits[tid]]
             good = [i for i in good if i not in slow]
             score = len(good) / len(items) if items else 0.0
+            if tid in s.weights and score < 1.0:  # a weighted test is a share, whole: all its cases or none
+                score = 0.0
             detail = "not collected" if not items else next(
                 (f"{i}: {rep.outcomes.get(i, 'not run')}: {rep.details.get(i, '')[-400:]}" for i in items
                  if i not in good and i not in slow), "")
