@@ -27,7 +27,7 @@ src layout)."""
 PER_PROJECT = 64
 """Most tasks kept per project (the pack holds up to len(PROJECTS) * PER_PROJECT)."""
 STAMP = ".built.json"
-BUILD_VERSION = 9
+BUILD_VERSION = 10
 """What the pack's stamp records of the builder: raise it when a change to the builder or the verifier's
 harness changes which tasks a build keeps, so a cached pack of the old build is rebuilt."""
 
