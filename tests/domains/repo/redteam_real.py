@@ -5,8 +5,8 @@ Tasks come from two real projects built by the builder (`pypi:funcy==2.0`, whose
 `whatever`, and `pypi:pathspec==1.1.1`, whose tests are unittest classes), picked by what their break is:
 `one` (funcy's `one` removed), `reductions` (funcy's `reductions` removed: two failing tests; the real pack
 gates every kept test, so a partial fix scores 0) and `segs` (an off-by-one in pathspec's gitignore spec).
-Each attempt is a list of bash commands, run through the env's own bash tool in the task's sandbox; the final workspace is what the env hands
-the verifier.
+Each attempt is a list of bash commands, run through the env's own bash tool in the task's sandbox; the final
+workspace is what the env hands the verifier.
 """
 from __future__ import annotations
 
