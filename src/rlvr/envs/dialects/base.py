@@ -9,6 +9,7 @@ turn.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +54,7 @@ def split_reasoning(text: str, think: tuple[str, str] = THINK) -> tuple[str | No
     return None, text
 
 
-class Dialect:
+class Dialect(ABC):
     """One family's tool-call form. Subclasses set the class attributes and implement `parse` and
     `format_call`."""
 
@@ -87,20 +88,20 @@ class Dialect:
         """True when `template` (a chat template's source) writes this family's tool calls."""
         return bool(self.signature) and all(s in template for s in self.signature)
 
+    @abstractmethod
     def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None, *,
               id_prefix: str = "call") -> Parsed:
         """The calls, errors, content and reasoning of one model turn. `tools` (OpenAI tool specs) lets a
         family whose arguments are untyped text (XML forms) keep a string parameter a string."""
-        raise NotImplementedError
 
     def call_error(self, n: int, why: str) -> str:
         """The message for malformed call number `n` (1-based), ending with how to write one."""
         return f"tool call {n} {why}; write {self.hint}"
 
     # ------------------------------------------------------------------------------------------- writing
+    @abstractmethod
     def format_call(self, call: ToolCall, index: int = 0) -> str:
         """One call in the family's form (`index`: its place in the turn)."""
-        raise NotImplementedError
 
     def format_turn(self, calls: Sequence[ToolCall], content: str = "") -> str:
         """A whole assistant turn: its text, then its calls, as the model writes them."""

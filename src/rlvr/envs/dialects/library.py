@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,8 +84,9 @@ class LibraryDialect(Dialect):
     schema_typed: bool = False
     """True for forms whose arguments are untyped text: the tools' schemas decide what stays a string."""
 
+    @abstractmethod
     def parser(self) -> tuple[MarkerTokenizer, Callable[..., Any]]:
-        raise NotImplementedError
+        """The family's `renderers` parser: its tokenizer and a callable from token ids and tools."""
 
     @functools.cached_property
     def _parser(self) -> tuple[MarkerTokenizer, Callable[..., Any]]:

@@ -55,7 +55,7 @@ class PriorityQueue(Family):
                 "void pq_free(struct pq *q)\n{\n    if (q)\n        free(q->a);\n    free(q);\n}\n")
 
     def start(self, p: dict[str, Any]) -> str:
-        return ('#include <stdlib.h>\n#include "pq.h"\n\n/* TODO: implement every function */\n\n'
+        return ('#include <stdlib.h>\n#include "pq.h"\n\n/* implement every function */\n\n'
                 "struct pq *pq_new(void)\n{\n    return NULL;\n}\n\n"
                 "int pq_push(struct pq *q, int priority, int id)\n{\n    (void)q;\n    (void)priority;\n"
                 "    (void)id;\n    return -1;\n}\n\n"

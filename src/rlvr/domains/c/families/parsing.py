@@ -44,7 +44,7 @@ class RleEncode(Family):
 
     def start(self, p: dict[str, Any]) -> str:
         return ('#include "rle.h"\n\nint rle_encode(const char *s, char *out, size_t cap)\n{\n'
-                "    (void)s;\n    (void)out;\n    (void)cap;\n    /* TODO */\n    return -1;\n}\n")
+                "    (void)s;\n    (void)out;\n    (void)cap;\n    /* your code */\n    return -1;\n}\n")
 
     def wrong(self, p: dict[str, Any]) -> str:
         return ('#include <stdio.h>\n#include "rle.h"\n\n/* writes the whole encoding, whatever cap says */\n'
@@ -136,7 +136,7 @@ class ParseKv(Family):
         return ('#include "kv.h"\n\n'
                 "int parse_kv(const char *line, char *key, size_t keycap, char *val, size_t valcap)\n{\n"
                 "    (void)line;\n    (void)key;\n    (void)keycap;\n    (void)val;\n    (void)valcap;\n"
-                "    /* TODO */\n    return -1;\n}\n")
+                "    /* your code */\n    return -1;\n}\n")
 
     def wrong(self, p: dict[str, Any]) -> str:
         return self.gold(p).replace("    size_t klen = trimmed(&k, eq);\n    size_t vlen = trimmed(&v, line "
@@ -236,7 +236,7 @@ class ParseLong(Family):
 
     def start(self, p: dict[str, Any]) -> str:
         return ('#include "num.h"\n\nint parse_long(const char *s, long *out)\n{\n    (void)s;\n'
-                "    (void)out;\n    /* TODO */\n    return -1;\n}\n")
+                "    (void)out;\n    /* your code */\n    return -1;\n}\n")
 
     def wrong(self, p: dict[str, Any]) -> str:
         return ('#include "num.h"\n\n/* accumulates without looking at the range */\n'

@@ -46,7 +46,7 @@ class CountWords(Family):
 
     def start(self, p: dict[str, Any]) -> str:
         return ('#include "words.h"\n\nsize_t count_words(const char *s)\n{\n    (void)s;\n'
-                "    /* TODO */\n    return 0;\n}\n")
+                "    /* your code */\n    return 0;\n}\n")
 
     def wrong(self, p: dict[str, Any]) -> str:
         return ('#include <string.h>\n#include "words.h"\n\n/* one more word than separators */\n'
@@ -112,7 +112,7 @@ class ReverseWords(Family):
 
     def start(self, p: dict[str, Any]) -> str:
         return ('#include <stdlib.h>\n#include "reverse.h"\n\nchar *reverse_words(const char *s)\n{\n'
-                "    (void)s;\n    /* TODO */\n    return NULL;\n}\n")
+                "    (void)s;\n    /* your code */\n    return NULL;\n}\n")
 
     def wrong(self, p: dict[str, Any]) -> str:
         return ('#include <stdlib.h>\n#include <string.h>\n#include "reverse.h"\n\n'
@@ -169,7 +169,7 @@ class JoinStrings(Family):
     def start(self, p: dict[str, Any]) -> str:
         return ('#include <stdlib.h>\n#include "join.h"\n\n'
                 "char *join_strings(const char *const *parts, size_t n, const char *sep)\n{\n"
-                "    (void)parts;\n    (void)n;\n    (void)sep;\n    /* TODO */\n    return NULL;\n}\n")
+                "    (void)parts;\n    (void)n;\n    (void)sep;\n    /* your code */\n    return NULL;\n}\n")
 
     def wrong(self, p: dict[str, Any]) -> str:
         return ('#include <stdlib.h>\n#include <string.h>\n#include "join.h"\n\n'

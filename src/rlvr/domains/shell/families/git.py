@@ -7,6 +7,7 @@ must be clean.
 from __future__ import annotations
 
 import random
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +24,9 @@ class GitFamily(Family):
     packed = True
 
     def commits(self, p: dict[str, Any]) -> list[tuple[str, dict[str, bytes]]]:
-        """The history of `main`: (message, the files after it), oldest first."""
-        raise NotImplementedError
+        """The history of `main`: (message, the files after it), oldest first; a family that builds its
+        repository in its own `initial` has none."""
+        raise NotImplementedError(f"{type(self).__name__} builds its repository in initial()")
 
     def initial(self, p: dict[str, Any]) -> Snapshot:
         commits = self.commits(p)
@@ -39,8 +41,9 @@ class GitFamily(Family):
         checks, flags = self.verdict(p, f)
         return [*checks, worktree_clean(j, f)], flags
 
+    @abstractmethod
     def verdict(self, p: dict[str, Any], f: Facts) -> tuple[list[Check], list[Flag]]:
-        raise NotImplementedError
+        """Checks and flags of the repository's final facts for the task's parameters."""
 
 
 def _kept(f: Facts, shas: list[str]) -> list[Flag]:
