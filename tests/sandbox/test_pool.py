@@ -611,3 +611,26 @@ def test_an_interpreter_under_tmp_is_relocated_not_hidden(tmp_path: Path) -> Non
         import shutil
 
         shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_an_interpreter_reached_through_a_linked_folder_runs(tmp_path: Path) -> None:
+    """A venv under a linked folder (a clone's .rlvr-cache links to a cache outside the clone): the link is
+    not in the sandbox, so the venv must be bound and run at its real path, and still find its site-packages."""
+    import shutil
+    import subprocess
+    import sys
+
+    real = Path("/var/tmp") / f"rlvr-real-{os.getpid()}"
+    link = Path("/var/tmp") / f"rlvr-link-{os.getpid()}"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(real / "venv")], check=True,
+                       timeout=120)
+        (next((real / "venv").glob("lib/python*/site-packages")) / "marker_mod.py").write_text("HERE = 1\n")
+        link.symlink_to(real)
+        with BwrapPool(python=str(link / "venv" / "bin" / "python"), workers=1, spares=0, warm=()) as p:
+            res = p.run(["python", "-c", "import sys, marker_mod; print(sys.prefix)"])
+            assert res.ok, res.stderr
+            assert res.stdout.strip() == str(real / "venv")
+    finally:
+        link.unlink(missing_ok=True)
+        shutil.rmtree(real, ignore_errors=True)

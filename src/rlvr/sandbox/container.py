@@ -46,8 +46,12 @@ def inner_interpreter(python: str) -> tuple[str, tuple[str, str] | None]:
 
     A venv under /tmp (a CI checkout, say) would be hidden by the sandbox's fresh /tmp, so its prefix is
     mounted read-only at RELOCATED_PREFIX instead; a venv finds its site-packages from the path it is run as.
+    The interpreter's directory is resolved (a venv reached through a linked folder, such as a clone's
+    .rlvr-cache, is bound at its real path; the link itself is not in the sandbox), its file name is not (a
+    venv's bin/python is a link to the base interpreter, and the venv is found from the unresolved path).
     """
-    python = os.path.abspath(python)
+    bindir, name = os.path.split(os.path.abspath(python))
+    python = os.path.join(os.path.realpath(bindir), name)
     prefix = os.path.dirname(os.path.dirname(python))
     if not _shadowed(os.path.realpath(prefix)) and not _shadowed(prefix):
         return python, None
