@@ -615,7 +615,7 @@ def test_an_interpreter_under_tmp_is_relocated_not_hidden(tmp_path: Path) -> Non
 
 def test_an_interpreter_reached_through_a_linked_folder_runs(tmp_path: Path) -> None:
     """A venv under a linked folder (a clone's .rlvr-cache links to a cache outside the clone): the link is
-    not in the sandbox, so the venv must be bound and run at its real path, and still find its site-packages."""
+    not in the sandbox, so the venv must be bound and run at its real path, and find its site-packages."""
     import shutil
     import subprocess
     import sys
