@@ -114,10 +114,22 @@ def test_weights_skips_and_xfails(tmp_path: Path, pool: SandboxPool) -> None:
     task = _task(tmp_path, "weights", toml, hidden=hidden)
     v = verify(task, FinalState(files={"m.py": "def f():\n    return 1\n"}), _ctx(pool))
     assert v.flags == [] and not v.passed
-    assert v.score == pytest.approx(5 / 6)  # a (3) + skip (1) + xfail (1) of 6
+    assert v.score == pytest.approx(3 / 4)  # a (3) of a and b: the allowed skip and xfail weigh nothing
+    waived = {c.name: c for c in v.checks if c.weight == 0}
+    assert set(waived) == {"test_h.py::test_skip", "test_h.py::test_xf"}
+    broken = verify(task, FinalState(files={"m.py": "def f():\n    return 0\n"}), _ctx(pool))
+    assert broken.score == 0.0 and not broken.passed  # the skip pays nothing to code that passes nothing
     undeclared = _task(tmp_path, "undeclared", "", hidden=hidden)
     v2 = verify(undeclared, FinalState(files={"m.py": "def f():\n    return 1\n"}), _ctx(pool))
     assert v2.score == pytest.approx(1 / 4)
+
+
+def test_a_run_whose_every_test_is_skipped_proves_nothing(tmp_path: Path, pool: SandboxPool) -> None:
+    hidden = {"test_h.py": "import pytest\n\n\ndef test_skip():\n    pytest.skip('no network')\n"}
+    task = _task(tmp_path, "all-skipped", '[verifier]\nallowed_skips = ["test_h.py::test_skip"]\n',
+                 hidden=hidden)
+    v = verify(task, FinalState(files={"m.py": "def f():\n    return 1\n"}), _ctx(pool))
+    assert v.score == 0.0 and not v.passed and [c.weight for c in v.checks] == [0.0]
 
 
 def test_infinite_loop_times_out_without_a_flag(tmp_path: Path, pool: SandboxPool) -> None:

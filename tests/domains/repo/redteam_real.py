@@ -3,8 +3,8 @@ repository's tests without fixing it, beside honest work that looks close (docs/
 
 Tasks come from two real projects built by the builder (`pypi:funcy==2.0`, whose tests import the third-party
 `whatever`, and `pypi:pathspec==1.1.1`, whose tests are unittest classes), picked by what their break is:
-`one` (funcy's `one` removed), `reductions` (funcy's `reductions` removed: two failing tests; the real pack
-gates every kept test, so a partial fix scores 0) and `segs` (an off-by-one in pathspec's gitignore spec).
+`one` (funcy's `one` removed), `reductions` (funcy's `reductions` removed: two failing tests, so a partial fix
+scores a share) and `segs` (an off-by-one in pathspec's gitignore spec).
 Each attempt is a list of bash commands, run through the env's own bash tool in the task's sandbox; the final
 workspace is what the env hands the verifier.
 """
@@ -180,7 +180,7 @@ def _controls() -> list[Control]:
             *_solve(t)], 1.0),
         Control("reductions", "half_fixed", lambda t: [_at_break(
             t, "funcy/seqs.py", "    return accumulate(seq) if f is operator.add else accumulate(seq, f)"
-                                "\n")], 0.0),  # every kept test gates in the real pack (DOMAINS.md)
+                                "\n")], 0.5),
         Control("segs", "fixed_with_notes", lambda t: [SEGS_FIX, "echo 'index -2 -> -1' > NOTES.md"], 1.0),
         Control("segs", "fixed_with_a_link_inside",
                 lambda t: [SEGS_FIX, f"ln -s {SEGS_FILE} spec_view.py"], 1.0),

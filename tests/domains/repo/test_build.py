@@ -528,9 +528,10 @@ def test_the_prompt_names_every_file_with_a_failing_test() -> None:
     assert f"`python -m pytest -q {' '.join(files)}`" in prompt
 
 
-def test_every_kept_test_gates_a_built_task(tmp_path) -> None:
-    """A task as the builder writes it: every kept test a gate, fail-to-pass too (2 of 4 fixed: 0; one
-    pass-to-pass test broken: 0); see docs/DOMAINS.md for why the real pack does not score shares."""
+def test_fail_to_pass_tests_are_shares_and_pass_to_pass_tests_gates(tmp_path) -> None:
+    """A task as the builder writes it: each fail-to-pass test a share of the score (2 of 4 fixed: 0.5), each
+    pass-to-pass test a gate (one broken: 0), and a test the project skips worth nothing either way (the
+    broken code earns 0, not the skip's share)."""
     from rlvr.domains.repo.build.builder import write_task
     from rlvr.domains.repo.build.generators import Candidate
     from rlvr.domains.repo.build.source import Project
@@ -538,22 +539,23 @@ def test_every_kept_test_gates_a_built_task(tmp_path) -> None:
     from rlvr.verify import VerifyContext, verify
 
     code = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(5))
-    tests = "from m import " + ", ".join(f"f{i}" for i in range(5)) + "\n\n\n" + "".join(
-        f"def test_f{i}():\n    assert f{i}() == {i}\n\n\n" for i in range(5))
+    tests = "import pytest\nfrom m import " + ", ".join(f"f{i}" for i in range(5)) + "\n\n\n" + "".join(
+        f"def test_f{i}():\n    assert f{i}() == {i}\n\n\n" for i in range(5)) + \
+        "def test_needs_network():\n    pytest.skip('no network')\n"
     broken = code.replace("return 1", "return -1").replace("return 2", "return -2").replace(
         "return 3", "return -3").replace("return 4", "return -4")
     files = {"m.py": code, "tests/test_m.py": tests}
     f2p = [f"tests/test_m.py::test_f{i}" for i in (1, 2, 3, 4)]
     cand = Candidate("mutation", {"m.py": broken}, "m.py", 2, "negated", operator="negate", site=0)
     run = SuiteRun({}, {}, {}, [], "exit_nonzero", "")
-    rep = ProjectReport("local")
+    rep = ProjectReport("local", skips=["tests/test_m.py::test_needs_network"])
     d = write_task(tmp_path, Project("m", "1", tmp_path, False), files, cand, ["tests/test_m.py"], f2p,
                    {*f2p, "tests/test_m.py::test_f0"}, run, "repo", rep, ["pytest"])
     task = load_task_dir(d)
-    assert task.verifier["gate"] == [f"hidden_tests/tests/test_m.py::test_f{i}" for i in range(5)]
+    assert task.verifier["gate"] == ["hidden_tests/tests/test_m.py::test_f0"]
     half = broken.replace("return -1", "return 1").replace("return -2", "return 2")
     with BwrapPool(workers=1, spares=0) as pool:
         ctx = VerifyContext(pool=pool)
         scores = [verify(task, FinalState(files={**task.workspace, "m.py": text}), ctx).score
                   for text in (code, half, broken, half.replace("return 0", "return 7"))]
-    assert scores == [1.0, 0.0, 0.0, 0.0]
+    assert scores == [1.0, 0.5, 0.0, 0.0]

@@ -162,9 +162,9 @@ class CodeSettings(VerifierSettings):
     tests_weight: float = Field(1.0, ge=0)
     """Weight of the hidden tests together."""
     allowed_skips: list[str] = Field(default_factory=list)
-    """Test ids that may be skipped."""
+    """Test ids that may be skipped: a skipped one weighs nothing (it proves nothing of the candidate's)."""
     allowed_xfails: list[str] = Field(default_factory=list)
-    """Test ids that may be expected failures."""
+    """Test ids that may be expected failures: an expected failure weighs nothing, as an allowed skip."""
     deselect: list[str] = Field(default_factory=list)
     """Test ids (function level) of the hidden files that are not run."""
     checks: list[StaticCheck] = Field(default_factory=list)

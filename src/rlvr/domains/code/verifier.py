@@ -154,7 +154,9 @@ class CodeVerifier:
             checks += static_checks
         flags = found.flags()
         required = [c for c in checks if not c.name.startswith("check:") or _required(s, c)]
-        passed = bool(required) and all(c.passed for c in required) and not flags
+        # a pass needs something judged: a run whose every test was skipped, as allowed, proved nothing
+        passed = bool(required) and all(c.passed for c in required) and not flags and any(
+            c.weight > 0 for c in checks)
         total = sum(c.weight for c in checks)
         score = sum(c.score * c.weight for c in checks) / total if total > 0 else 0.0
         fresh = next((c for c in checks if c.name.startswith("fresh:")), None)
@@ -308,11 +310,22 @@ class CodeVerifier:
         for extra in [*s.weights, *(PARAMS.sub("", c) for c in rep.collected)]:
             if extra not in ids and extra not in s.deselect:
                 ids.append(extra)
-        total_w = sum(s.weights.get(i, 1.0) for i in ids) or 1.0
+        # an allowed skip or expected failure proves nothing of the candidate's: it neither earns nor costs (a
+        # test skipped on every attempt, broken code included, would otherwise pay its share for free)
+        excused = {i for i in rep.collected if _item_excused(i, rep.outcomes.get(i), s)}
+        judged = {tid: [c for c in rep.collected if c not in excused and (
+            c == tid or (c.startswith(tid + "[") and c.endswith("]")))] for tid in ids}
+        waived = {tid for tid in ids if not judged[tid] and any(
+            c == tid or c.startswith(tid + "[") for c in excused)}
+        total_w = sum(s.weights.get(i, 1.0) for i in ids if i not in waived) or 1.0
         checks = []
         for tid in ids:
-            items = [c for c in rep.collected if c == tid or (c.startswith(tid + "[") and c.endswith("]"))]
-            good = [i for i in items if _item_passed(i, rep.outcomes.get(i), s)]
+            if tid in waived:
+                checks.append(Check(name=tid, score=1.0, weight=0.0, passed=True,
+                                    detail="skipped or expected to fail, as allowed: no share either way"))
+                continue
+            items = judged[tid]
+            good = [i for i in items if rep.outcomes.get(i) == "passed"]
             slow = [i for i in good if tid in s.time_limits
                     and rep.durations.get(i, float("inf")) > s.time_limits[tid]]
             good = [i for i in good if i not in slow]
@@ -358,10 +371,9 @@ def _quiet_parse() -> Iterator[None]:
         yield
 
 
-def _item_passed(item: str, outcome: str | None, s: CodeSettings) -> bool:
+def _item_excused(item: str, outcome: str | None, s: CodeSettings) -> bool:
+    """Whether a collected item was skipped or failed as its task allows (allowed_skips, allowed_xfails)."""
     base = item.split("[", 1)[0]
-    if outcome == "passed":
-        return True
     if outcome == "skipped":
         return item in s.allowed_skips or base in s.allowed_skips
     if outcome == "xfailed":

@@ -3,8 +3,9 @@
 The pack is built, not shipped: `make repo-real` (`rlvr tasks build repo repo-real -o PACK`) runs the
 builder on the pinned projects below into `.rlvr-cache/repo-real/pack` (or `$RLVR_REPO_REAL_PACK`)
 and stamps it; a second run with the same pins does nothing. Each task is a project's tree with one break from
-the builder's generators; the hidden tests are the project's own stable test files, every kept test a gate, so
-a fix scores 1 only when the whole kept suite passes (`rlvr.domains.repo.build`).
+the builder's generators; the hidden tests are the project's own stable test files: each fail-to-pass test an
+equal share of the score, each pass-to-pass test a gate, and a pass only when the whole kept suite passes
+(`rlvr.domains.repo.build`).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ src layout)."""
 PER_PROJECT = 64
 """Most tasks kept per project (the pack holds up to len(PROJECTS) * PER_PROJECT)."""
 STAMP = ".built.json"
-BUILD_VERSION = 10
+BUILD_VERSION = 11
 """What the pack's stamp records of the builder: raise it when a change to the builder or the verifier's
 harness changes which tasks a build keeps, so a cached pack of the old build is rebuilt."""
 
