@@ -287,11 +287,13 @@ test-blender: setup blender
 # test-repo-real proves a sample of REPO_REAL_VALIDATE tasks (8-17 s each on 2 shared cores: six verifications;
 # REPO_REAL_VALIDATE=1000 proves all 320, 45-90 minutes); from scratch 10-17 minutes (build about 5, sample 5-11).
 # Then the real-project red-team suite (tests/domains/repo/test_redteam_real.py: bash-tool cheats and honest
-# controls on funcy and pathspec tasks, built once into REPO_HACKS_PACK).
+# controls on funcy and pathspec tasks, built once per builder version, BUILD_VERSION in
+# src/rlvr/domains/repo/real.py, into REPO_HACKS_PACK).
 REPO_REAL_PACK ?= .rlvr-cache/repo-real/pack
 REPO_REAL_N ?= 64
 REPO_REAL_VALIDATE ?= 40
-REPO_HACKS_PACK ?= .rlvr-cache/repo-hacks/pack
+REPO_BUILD := $(shell sed -n 's/^BUILD_VERSION = //p' src/rlvr/domains/repo/real.py)
+REPO_HACKS_PACK ?= .rlvr-cache/repo-hacks/build-$(REPO_BUILD)
 .PHONY: repo-real test-repo-real
 repo-real: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/rlvr tasks build repo repo-real -o $(REPO_REAL_PACK) -n $(REPO_REAL_N)

@@ -4,7 +4,8 @@ environment, judged as the env hands the final workspace to the verifier. No che
 flagged; the honest work is judged unflagged at its merit (fail-to-pass tests are shares of the score).
 
 Marked `repo_real` (`make test-repo-real`): the pack is built from the projects' PyPI sdists once
-(`$RLVR_REPO_HACKS_PACK`, default `.rlvr-cache/repo-hacks/pack`), with their environments."""
+(`$RLVR_REPO_HACKS_PACK`, default `.rlvr-cache/repo-hacks/build-N`, N the builder's BUILD_VERSION, so a
+builder change rebuilds it), with their environments."""
 from __future__ import annotations
 
 import os
@@ -44,9 +45,10 @@ def tasks() -> dict[str, Task]:
 
     from rlvr.commands.tasks import _gold_check
     from rlvr.domains.repo.build.command import run_build
+    from rlvr.domains.repo.real import BUILD_VERSION
     from rlvr.sandbox import make_pool
 
-    pack = Path(os.environ.get("RLVR_REPO_HACKS_PACK", ".rlvr-cache/repo-hacks/pack"))
+    pack = Path(os.environ.get("RLVR_REPO_HACKS_PACK", f".rlvr-cache/repo-hacks/build-{BUILD_VERSION}"))
     if not pack.is_dir() or not any(pack.iterdir()):
         run_build("repo", list(PROJECTS), pack, 8,
                   lambda python: make_pool(python=python, workers=2, spares=0), domain="repo-real",
