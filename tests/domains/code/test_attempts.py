@@ -7,8 +7,14 @@ import ast
 
 import pytest
 
-from rlvr.domains.code.attempts import MIN_RIVALS, N_SHOWN, VISIBLE_IO
-from rlvr.domains.code.families import TINY_FAMILIES, compiled
+from rlvr.domains.code.attempts import (
+    CONVENTIONS,
+    MIN_RIVALS,
+    N_SHOWN,
+    PAD_WIDTH,
+    VISIBLE_IO,
+    expression_pool,
+)
 from rlvr.domains.code.feedback import feedback
 from rlvr.domains.code.problem import agrees
 from rlvr.envs.feedback import message
@@ -24,7 +30,7 @@ def cases(text: str) -> list[tuple[tuple, object]]:
 
 
 def pool_of(param: str) -> list:
-    return [e for f in TINY_FAMILIES if f.param == param for e in compiled(f.param, f.exprs)]
+    return expression_pool(param)
 
 
 def test_the_example_leaves_rivals_and_the_visible_case_rejects_every_one() -> None:
@@ -42,11 +48,29 @@ def test_the_example_leaves_rivals_and_the_visible_case_rejects_every_one() -> N
         assert len(rivals) >= MIN_RIVALS and answer not in t.metadata["consts"]["rivals"]
         assert agrees(target, visible) and agrees(target, hidden)
         assert all(agrees(r, shown) and not agrees(r, check) for r in rivals)
+        assert not any(agrees(r, hidden) for r in rivals)  # a guess that ignored the failing case fails
         # with the visible cases, no expression of the pool but the answer fits: the hidden cases decide
         assert [e.text for e in pool_of(param) if agrees(e, visible)] == [answer]
         assert not {repr(a) for a, _ in visible} & {repr(a) for a, _ in hidden}
         assert t.verifier["visible_io"] == VISIBLE_IO and t.verifier["io"]["file"] == "io_cases.txt"
         assert t.metadata["visible"] == [[list(a), w] for a, w in visible]
+
+
+def test_a_convention_is_shown_by_the_failing_case_only() -> None:
+    """The fill and pad families: the example is full width (it shows no padding), the failing case is short
+    and its expected result shows the padding character, which names the answer among its rivals."""
+    src = registry.make("code", tier="tiny", mode="attempts", seed=3)
+    conventions = {f.name for f in CONVENTIONS}
+    tasks = [t for t in src.sample(300) if t.metadata["family"]
+             in conventions]
+    assert 0.3 < len(tasks) / 300 < 0.7
+    for t in tasks:
+        (shown_args, shown), (check_args, check) = cases(t.workspace[VISIBLE_IO])
+        assert shown == shown_args[0] and len(shown) == PAD_WIDTH  # the example is its own padding
+        assert len(check_args[0]) < PAD_WIDTH
+        pad = check[-1]
+        named = f"[{pad}]*" if isinstance(pad, int) else f"'{pad}'"  # how the expression writes it
+        assert named in t.answer and not any(named in r for r in t.metadata["consts"]["rivals"])
 
 
 def test_rebuilt_exactly_and_ids_name_the_mode() -> None:

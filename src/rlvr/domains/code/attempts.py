@@ -10,6 +10,12 @@ example, can name the one expression that fits both, and one that does not read 
 among the rivals. The hidden cases, which no expression of the family fits with the visible ones unless it
 is the answer, decide as in the tiny tier.
 
+Two kinds of family. The tiny tier's string and list operations (`s[::-1]`, `max(xs)`): there the failing
+case tells the operation only to a model that can work out which operation maps its input to its expected
+result. And conventions (`CONVENTIONS`): the prompt's example is too long to show a padding character, the
+failing case is short enough to show it, so reading the expected result is how the answer is found, and the
+hidden cases (some of them short too) judge it; a first answer can only guess the character.
+
 Gold trajectories (`gold_attempts`) teach the loop: a share of them first gives a rival, then the answer after
 the feedback.
 """
@@ -18,7 +24,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rlvr.domains.code.families import TINY_FAMILIES, compiled
+from rlvr.domains.code.families import TINY_FAMILIES, TinyFamily, compiled, draw_word
 from rlvr.domains.code.problem import EXPR_ERRORS, Problem, agrees, compact, draw_inputs
 from rlvr.tasks.spec import Task, TaskLimits
 
@@ -30,8 +36,16 @@ be right without reading anything."""
 N_HIDDEN = 5
 PROMPT_MAX = 160
 FAMILIES = ("string", "list")
-"""The families of the form: the ones the quickstart's model learns (`families.TINY_FAMILIES` says why the
-arithmetic ones are left out)."""
+"""The tiny tier's families the form draws from: the ones the quickstart's model learns
+(`families.TINY_FAMILIES` says why the arithmetic ones are left out)."""
+PAD_WIDTH = 5
+CONVENTIONS = (
+    TinyFamily("fill", "s", tuple(f"s.ljust({PAD_WIDTH},'{c}')" for c in "pqrstuvwxyz"), draw_word, 0.48),
+    TinyFamily("pad", "xs", tuple(f"(xs+[{d}]*{PAD_WIDTH})[:{PAD_WIDTH}]" for d in range(10)),
+               lambda r: [r.randint(0, 9) for _ in range(r.randint(2, PAD_WIDTH))], 0.48),
+)
+"""The form's own families: a word or list padded to PAD_WIDTH with a character the example cannot show (an
+example of full width is its own padding); a shorter input shows it."""
 VISIBLE_IO = "examples.txt"
 """The workspace file of the visible cases (`[verifier] visible_io`)."""
 TOKENS_PER_ATTEMPT = 48
@@ -41,10 +55,10 @@ TOKENS_PER_ATTEMPT = 48
 def attempts_problem(rng: random.Random) -> Problem:
     """A problem whose shown example fits the answer and its rivals, whose second visible case every rival
     fails, and whose hidden cases only the answer fits together with the visible ones."""
-    families = [f for f in TINY_FAMILIES if f.name in FAMILIES]
+    families = form_families()
     fam = rng.choices(families, weights=[f.weight for f in families])[0]
     exprs = compiled(fam.param, fam.exprs)
-    pool = [e for f in TINY_FAMILIES if f.param == fam.param for e in compiled(f.param, f.exprs)]
+    pool = expression_pool(fam.param)
     draw = lambda r: (fam.inputs(r),)  # noqa: E731
     while True:
         target = rng.choice(exprs)
@@ -64,10 +78,23 @@ def attempts_problem(rng: random.Random) -> Problem:
             continue
         if any(agrees(e, visible) and not agrees(e, hidden) for e in pool):
             continue
+        if any(agrees(e, hidden) for e in rivals):  # a guess that ignored the failing case must fail
+            continue
         p = Problem("f", fam.param, target.text, visible, hidden, fam.name,
                     {"expr": target.text, "rivals": [e.text for e in rivals]})
         if len(attempts_prompt(p)) <= PROMPT_MAX:
             return p
+
+
+def form_families() -> list[TinyFamily]:
+    """The families an attempts task is drawn from: the tiny tier's `FAMILIES` and the `CONVENTIONS`."""
+    return [*(f for f in TINY_FAMILIES if f.name in FAMILIES), *CONVENTIONS]
+
+
+def expression_pool(param: str) -> list[Any]:
+    """Every expression over `param` of the tiny tier and the conventions: what the hidden cases must tell
+    apart from the answer."""
+    return [e for f in (*TINY_FAMILIES, *CONVENTIONS) if f.param == param for e in compiled(f.param, f.exprs)]
 
 
 def _case(target: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any] | None:

@@ -44,7 +44,7 @@ def _small_int(rng: random.Random) -> int:
     return rng.randint(0, 12)
 
 
-def _word(rng: random.Random) -> str:
+def draw_word(rng: random.Random) -> str:
     return "".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 5)))
 
 
@@ -65,7 +65,7 @@ TINY_FAMILIES: tuple[TinyFamily, ...] = (
     TinyFamily("number", "x", tuple([f"x*x{b:+d}" for b in range(1, 10)] + [f"x%{k}" for k in range(2, 10)]
                                     + [f"x//{k}" for k in range(2, 10)]), _small_int, 0.02),
     TinyFamily("string", "s", ("s[::-1]", "s.upper()", "s+s", "s[0]", "s[-1]", "s[1:]", "s[:-1]", "len(s)",
-                               "s[:2]", "s[-2:]", "s+'a'", "'a'+s", "s.count('a')", "s*3"), _word, 0.48),
+                               "s[:2]", "s[-2:]", "s+'a'", "'a'+s", "s.count('a')", "s*3"), draw_word, 0.48),
     TinyFamily("list", "xs", ("sum(xs)", "max(xs)", "min(xs)", "len(xs)", "sorted(xs)", "xs[::-1]", "xs[0]",
                               "xs[-1]", "xs+xs", "xs[1:]", "[v*2 for v in xs]", "[v+1 for v in xs]",
                               "max(xs)-min(xs)", "sum(xs)*2"), _digits, 0.48),
