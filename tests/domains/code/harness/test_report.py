@@ -18,10 +18,19 @@ def line(payload: dict, key: str = KEY) -> str:
 
 def test_only_the_signed_line_counts_and_forgeries_are_counted() -> None:
     good = {"messages": [{"t": "hello"}]}
-    out = "\n".join([line({"messages": []}, "cd" * 32), "noise", line(good), f"{RESULT_MARK} 00 {{}}"])
+    out = "\n".join([line({"messages": []}, "cd" * 32), "noise", line(good), f"{RESULT_MARK} 00 {{}}"]) + "\n"
     payload, forged = authenticate(out, KEY)
     assert payload == good and forged == 2
     assert authenticate("nothing", KEY) == (None, 0)
+
+
+def test_a_result_line_cut_by_the_sandbox_is_no_forgery() -> None:
+    """The supervisor ended mid-write (its deadline, under load): the cut line is not a forgery, and nothing
+    counts; a whole signed line that only lost its newline still counts."""
+    whole = line({"messages": [{"t": "hello"}]})
+    assert authenticate("noise\n" + whole[:-40], KEY) == (None, 0)
+    assert authenticate(whole, KEY) == ({"messages": [{"t": "hello"}]}, 0)
+    assert authenticate(whole[:-40] + "\n", KEY) == (None, 1)  # a whole line that does not verify is forged
 
 
 def run(messages: list[dict], exit_code: int | None = 0, unconditional: set[str] = frozenset(),

@@ -49,9 +49,14 @@ class RunReport:
 
 
 def authenticate(stdout: str, key: str) -> tuple[dict[str, Any] | None, int]:
-    """(payload of the one correctly signed result line, number of forged result lines)."""
+    """(payload of the one correctly signed result line, number of forged result lines).
+
+    A last line without its newline was cut (the sandbox ended the supervisor while it wrote, at the run's
+    deadline or its memory cap): it counts if its signature holds and is not a forgery if it does not. A
+    forgery is a whole line."""
     good, forged = None, 0
-    for line in stdout.splitlines():
+    lines = stdout.split("\n")
+    for n, line in enumerate(lines):
         if not line.startswith(RESULT_MARK):
             continue
         parts = line.split(" ", 2)
@@ -59,7 +64,7 @@ def authenticate(stdout: str, key: str) -> tuple[dict[str, Any] | None, int]:
             hmac.new(bytes.fromhex(key), parts[2].encode(), hashlib.sha256).hexdigest(), parts[1])
         if ok and good is None:
             good = json.loads(parts[2])
-        else:
+        elif n < len(lines) - 1:
             forged += 1
     return good, forged
 
