@@ -23,10 +23,9 @@ class GitFamily(Family):
 
     packed = True
 
+    @abstractmethod
     def commits(self, p: dict[str, Any]) -> list[tuple[str, dict[str, bytes]]]:
-        """The history of `main`: (message, the files after it), oldest first; a family that builds its
-        repository in its own `initial` has none."""
-        raise NotImplementedError(f"{type(self).__name__} builds its repository in initial()")
+        """The history of `main`: (message, the files after it), oldest first."""
 
     def initial(self, p: dict[str, Any]) -> Snapshot:
         commits = self.commits(p)
@@ -181,12 +180,17 @@ class CherryPick(GitFamily):
         return {"seed": rng.randrange(1 << 30), "n": rng.randint(3, 5), "fork": rng.randint(1, 2),
                 "before": rng.randint(0, 1), "after": rng.randint(0, 1)}
 
-    def _graph(self, p: dict[str, Any]) -> Forked:
-        """main adds the parser at the fork and never touches it again; hotfix changes it once, in FIX."""
+    def commits(self, p: dict[str, Any]) -> list[tuple[str, dict[str, bytes]]]:
+        """main adds the parser at the fork and never touches it again (hotfix branches off in `_graph`)."""
         done = history(random.Random(p["seed"]), p["n"] + p["fork"])
         main = [(msg, {**files, "src/parse.py": self.BEFORE}) if k >= p["fork"] - 1 else (msg, files)
                 for k, (msg, files) in enumerate(done)]
         main[p["fork"] - 1] = ("Add the parser", main[p["fork"] - 1][1])
+        return main
+
+    def _graph(self, p: dict[str, Any]) -> Forked:
+        """main as `commits` has it; hotfix changes the parser once, in FIX."""
+        main = self.commits(p)
         repo, shas = build(main)
         hot, files = [], main[p["fork"] - 1][1]
         for k in range(p["before"] + 1 + p["after"]):
