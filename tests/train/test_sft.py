@@ -63,3 +63,21 @@ def test_sft_learns_the_examples(tiny_policy) -> None:
     assert len(seen) == 60 and seen[-1] < seen[0] / 3
     assert metrics["sft/final_loss"] < seen[0] / 3
     assert tiny_policy.version == version + 1
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine"])
+def test_a_decaying_rate_reaches_lr_final_at_the_last_step(tiny_policy, decay: str) -> None:
+    exs = [SFTExample(f"q{i}", a) for i, a in enumerate(["ab", "cd", "ef", "gh"])]
+    weight = next(p for p in tiny_policy.model.parameters() if p.requires_grad)
+    moved: list[float] = []
+    last = [weight.detach().clone()]
+
+    def on_step(step: int, loss: float) -> None:
+        moved.append(float((weight.detach() - last[0]).abs().max()))
+        last[0] = weight.detach().clone()
+
+    cfg = SFTConfig(enabled=True, steps=6, lr=1e-2, batch_size=4, warmup_steps=1, lr_decay=decay,
+                    lr_final=0.0)
+    train_sft(tiny_policy, exs, cfg, on_step=on_step)
+    assert len(moved) == 6 and all(m > 0 for m in moved[:-1])
+    assert moved[-1] == 0.0  # the rate at the last step is lr_final x lr = 0

@@ -349,7 +349,15 @@ class SFTConfig(Section):
     steps: int = Field(200, ge=0)
     """Optimizer steps."""
     lr: float = Field(2e-3, gt=0)
-    """Learning rate (constant)."""
+    """Peak learning rate (after `warmup_steps`, then shaped by `lr_decay`)."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warm-up steps."""
+    lr_decay: Literal["constant", "linear", "cosine"] = "constant"
+    """After warm-up: keep the rate (`constant`), or decay it over the remaining `steps` to `lr_final` x `lr`
+    (`train.lr_decay`'s shapes, `rlvr.train.update.lr_lambda`). A decayed rate ends SFT in a settled state:
+    at a constant rate the last steps' noise decides much of where the start lands."""
+    lr_final: float = Field(0.1, ge=0, le=1)
+    """The learning rate at the last step, as a fraction of `lr`, under a decaying `lr_decay`."""
     batch_size: int = Field(32, ge=1)
     """Examples per step."""
 

@@ -29,6 +29,7 @@ from rlvr.tasks.spec import Task
 from rlvr.train.activations import enable_activation_checkpointing
 from rlvr.train.distributed import SINGLE, Dist
 from rlvr.train.logprobs import token_scores
+from rlvr.train.update import lr_lambda
 
 
 @dataclass(frozen=True)
@@ -216,8 +217,8 @@ def sft_step(model: nn.Module, batch: Sequence[Encoded], pad_id: int, opt: torch
 def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, *, seed: int = 0,
               on_step: Callable[[int, float], None] | None = None,
               activation_checkpointing: bool = False, dist: Dist = SINGLE) -> dict[str, float]:
-    """`cfg.steps` AdamW steps at a constant rate over shuffled examples (prompt/completion pairs, or token
-    records such as gold trajectories); returns `sft/*` metrics.
+    """`cfg.steps` AdamW steps (at the rate `cfg.lr_decay` shapes) over shuffled examples (prompt/completion
+    pairs, or token records such as gold trajectories); returns `sft/*` metrics.
 
     Dropout stays off (the model is kept in eval mode): with fresh procedural data there is nothing to
     regularise, and RL later compares log-probs of the same deterministic function. `activation_checkpointing`
@@ -231,6 +232,7 @@ def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, 
     records = encoded(policy, examples)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
     rng = random.Random(seed)
     order: list[int] = []
     model.eval()
@@ -242,6 +244,7 @@ def train_sft(policy, examples: Sequence[SFTExample | Encoded], cfg: SFTConfig, 
             order.extend(fresh)
         batch = [records[order.pop()] for _ in range(min(cfg.batch_size, len(records)))]
         losses.append(sft_step(model, batch, policy.pad_id, opt, params, dist))
+        schedule.step()
         if on_step is not None:
             on_step(step + 1, losses[-1])
     policy.version += 1

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from rlvr.config import TrainConfig
+from rlvr.config import SFTConfig, TrainConfig
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 from rlvr.train.activations import enable_activation_checkpointing
@@ -196,9 +196,10 @@ def collate(samples: Sequence[Sample], pad_id: int, device: torch.device) -> dic
     }
 
 
-def lr_lambda(cfg: TrainConfig) -> Callable[[int], float]:
+def lr_lambda(cfg: TrainConfig | SFTConfig) -> Callable[[int], float]:
     """The learning rate's factor after `step` schedule steps: linear warm-up over `warmup_steps`, then
-    constant or decaying to `lr_final` at the last of `steps` (`lr_decay`)."""
+    constant or decaying to `lr_final` at the last of `steps` (`lr_decay`). RL's and SFT's sections both
+    carry these fields."""
     warmup, total, final = cfg.warmup_steps, cfg.steps, cfg.lr_final
 
     def factor(step: int) -> float:
