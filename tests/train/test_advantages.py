@@ -8,7 +8,8 @@ import pytest
 from rlvr.errors import UserError
 from rlvr.rollout.core.groups import zero_variance_groups
 from rlvr.rollout.episode import Episode
-from rlvr.train.advantages import ADVANTAGES, episode_advantages, estimator
+from rlvr.train.advantages import ADVANTAGES, episode_advantages, estimator, turn_advantages, turn_spans
+from rlvr.train.update import samples_from
 from rlvr.verify.verdict import Verdict
 
 
@@ -55,3 +56,51 @@ def test_masked_episodes_are_left_out_of_their_group() -> None:
     assert adv[eps[1].episode_id] == pytest.approx(-0.5)
     assert adv[eps[3].episode_id] == adv[eps[4].episode_id] == 0.0
     assert zero_variance_groups(eps) == ["g-b"]
+
+
+def _turns(task: str, reward: float, turns: int, segments: bool = False) -> Episode:
+    """An episode of `turns` generated turns (3 tokens each, 2 tokens of env text between them)."""
+    mask = [0, 0] + [m for _ in range(turns) for m in (1, 1, 1, 0, 0)]
+    meta = {"segments": [{"token_ids": [1], "loss_mask": [1], "logprobs": [0.0]}]} if segments else {}
+    return _ep(task, reward).model_copy(update={
+        "token_ids": list(range(len(mask))), "loss_mask": mask, "logprobs": [0.0] * len(mask),
+        "metadata": meta})
+
+
+def test_turn_spans_are_the_runs_of_generated_tokens() -> None:
+    assert turn_spans([0, 1, 1, 0, 0, 1, 0, 1]) == [(1, 3), (5, 6), (7, 8)]
+    assert turn_spans([0, 0]) == []
+
+
+def test_each_turn_is_compared_with_the_episodes_that_reached_it() -> None:
+    # passed at turn 1, passed at turn 2, failed both, failed both
+    eps = [_turns("a", 1.0, 1), _turns("a", 1.0, 2), _turns("a", 0.0, 2), _turns("a", 0.0, 2)]
+    turns = turn_advantages(eps, "dr_grpo")
+    whole = episode_advantages(eps, "dr_grpo")
+    assert [turns[e.episode_id][0] for e in eps] == pytest.approx([whole[e.episode_id] for e in eps])
+    # turn 2: three episodes reached it, one of them passed: mean 1/3
+    assert [turns[e.episode_id][1] for e in eps[1:]] == pytest.approx([2 / 3, -1 / 3, -1 / 3])
+    assert sum(turns[e.episode_id][1] for e in eps[1:]) == pytest.approx(0.0)
+    # against the whole group's baseline (0.5) the later turns would sum to -0.5
+    assert sum(whole[e.episode_id] for e in eps[1:]) == pytest.approx(-0.5)
+
+
+def test_a_turn_only_one_episode_reached_gets_no_advantage_and_segments_keep_theirs() -> None:
+    eps = [_turns("a", 1.0, 1), _turns("a", 0.0, 2), _turns("a", 0.0, 3, segments=True)]
+    turns = turn_advantages(eps, "dr_grpo")
+    whole = episode_advantages(eps, "dr_grpo")
+    assert turns[eps[1].episode_id] == pytest.approx([whole[eps[1].episode_id], 0.0])
+    assert turns[eps[2].episode_id] == pytest.approx([whole[eps[2].episode_id]] * 3)
+
+
+def test_samples_carry_each_turns_advantage_on_its_tokens() -> None:
+    eps = [_turns("a", 1.0, 1), _turns("a", 1.0, 2), _turns("a", 0.0, 2), _turns("a", 0.0, 2)]
+    turns = turn_advantages(eps, "dr_grpo")
+    samples = samples_from(eps, episode_advantages(eps, "dr_grpo"), turns)
+    adv = samples[1].token_advantages
+    assert adv is not None and len(adv) == len(eps[1].token_ids)
+    spans = turn_spans(eps[1].loss_mask)
+    assert [adv[i] for i in range(*spans[0])] == pytest.approx([turns[eps[1].episode_id][0]] * 3)
+    assert [adv[i] for i in range(*spans[1])] == pytest.approx([turns[eps[1].episode_id][1]] * 3)
+    assert all(adv[i] == 0.0 for i, m in enumerate(eps[1].loss_mask) if not m)
+    assert samples_from(eps, episode_advantages(eps, "dr_grpo"))[1].token_advantages is None

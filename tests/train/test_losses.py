@@ -199,3 +199,33 @@ def test_unknown_names_say_did_you_mean() -> None:
         aggregate_fn("tokens")
     assert set(IS_CORRECTIONS) == {"tis", "mis", "none"} and set(IS_LEVELS) == {"token", "sequence",
                                                                                 "geometric"}
+
+
+@pytest.mark.parametrize("name", ["ppo_clip", "pg", "cispo", "gspo"])
+def test_per_token_advantages_equal_to_the_sequences_give_the_same_loss(name: str) -> None:
+    logp, old, mask = [[-0.2, -1.0, -0.7]], [[-0.5, -0.9, -0.7]], [[1, 1, 1]]
+    fn = LOSSES[name]
+    s = LossSettings(clip_low=0.2, clip_high=0.2)
+    per_seq, _ = fn(_batch(logp, old, [1.5], mask), s)
+    t = lambda x: torch.tensor(x, dtype=torch.float64)
+    per_tok, _ = fn(TokenBatch(logp=t(logp), old_logp=t(old), advantages=t([[1.5, 1.5, 1.5]]),
+                               mask=t(mask)), s)
+    assert per_tok[0].tolist() == pytest.approx(per_seq[0].tolist())
+
+
+def test_each_turn_takes_its_own_advantage() -> None:
+    # on-policy (ratio 1) the policy gradient's per-token loss is -A_t: each turn's tokens their own A
+    t = lambda x: torch.tensor(x, dtype=torch.float64)
+    b = TokenBatch(logp=t([[-0.3, -0.4, -0.5, -0.6]]), old_logp=t([[-0.3, -0.4, -0.5, -0.6]]),
+                   advantages=t([[0.5, 0.5, -1.0, -1.0]]), mask=t([[1, 1, 1, 1]]))
+    loss, _ = LOSSES["pg"](b, LossSettings(clip_low=0.2, clip_high=0.2))
+    assert loss[0].tolist() == pytest.approx([-0.5, -0.5, 1.0, 1.0])
+
+
+def test_turn_baselines_are_refused_with_gspo() -> None:
+    from rlvr.config import TrainConfig
+    from rlvr.train.update import check_settings
+
+    with pytest.raises(UserError, match="turn_baseline"):
+        check_settings(TrainConfig(loss="gspo", turn_baseline=True))
+    check_settings(TrainConfig(loss="ppo_clip", turn_baseline=True))

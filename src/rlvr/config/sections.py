@@ -215,6 +215,12 @@ class TrainConfig(Section):
     """AdamW weight decay."""
     advantage: str = "grpo"
     """Advantage estimator: grpo, dr_grpo or rloo."""
+    turn_baseline: bool = False
+    """Multi-turn episodes: each generated turn's tokens get the estimator's advantage among the group's
+    episodes that reached that turn, not the whole group's (`rlvr.train.advantages.turn_advantages`). An
+    episode reaches a later turn only when its earlier ones failed, so against the whole group later turns are
+    pushed down on average and, on a small model, drift to high entropy. Not with `loss = "gspo"` (one
+    advantage per sequence)."""
     loss: str = "ppo_clip"
     """Policy loss from the loss table: ppo_clip (PPO's clipped token ratio), pg (importance-weighted policy
     gradient, no clipping), gspo (GSPO: one ratio per sequence, the geometric mean of its token ratios,

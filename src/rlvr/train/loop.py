@@ -32,7 +32,7 @@ from rlvr.rollout.core.groups import group_key, zero_variance_groups
 from rlvr.rollout.episode import Episode, split_segments
 from rlvr.store.layout import HELDOUT_AFTER, HELDOUT_BEFORE, heldout_label
 from rlvr.train import distributed
-from rlvr.train.advantages import episode_advantages
+from rlvr.train.advantages import episode_advantages, turn_advantages
 from rlvr.train.display import phase
 from rlvr.train.feed import Feed, SyncFeed, feed_for
 from rlvr.train.heldout import evaluate
@@ -155,8 +155,9 @@ def update_policy(trainer: Trainer, episodes: list[Episode], step: int) -> dict[
     learn = [ep for ep in shaped if group_key(ep) not in skipped | stale]
     lags = [policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, cfg.train.advantage)
+    turns = turn_advantages(learn, cfg.train.advantage) if cfg.train.turn_baseline else None
     # an agent's episode may hold several segments (it edited its history): each trains on its own tokens
-    samples = samples_from(split_segments(learn), advantages) if dist.main else None
+    samples = samples_from(split_segments(learn), advantages, turns) if dist.main else None
     # rank 0 holds the step's episodes; every rank steps on the same samples
     samples = dist.broadcast(samples)
     with dist.collective("the update"):  # FSDP2/DDP collectives run inside it

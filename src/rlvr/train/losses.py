@@ -41,7 +41,9 @@ class TokenBatch:
     old_logp: Tensor
     """Log-probs under the behaviour policy that generated the tokens (stored with the episode)."""
     advantages: Tensor
-    """One advantage per sequence, shape (sequences,)."""
+    """Per token, shape (sequences, positions) (a sequence's tokens share its episode's advantage, or each
+    turn has its own: `train.turn_baseline`); one per sequence, shape (sequences,), is taken as that on every
+    token."""
     mask: Tensor
     """1.0 on tokens the model generated, 0.0 on prompt, tool output and padding."""
     ref_logp: Tensor | None = None
@@ -72,6 +74,20 @@ def _with_kl(loss: Tensor, stats: dict[str, Tensor], batch: TokenBatch, s: LossS
     return loss, stats
 
 
+def token_advantages(batch: TokenBatch) -> Tensor:
+    """The batch's advantages per token, shape (sequences, positions) or broadcastable to it."""
+    adv = batch.advantages
+    return adv if adv.dim() == 2 else adv.unsqueeze(-1)
+
+
+def sequence_advantages(batch: TokenBatch) -> Tensor:
+    """One advantage per sequence: the mean over its generated tokens of per-token advantages."""
+    adv = batch.advantages
+    if adv.dim() == 1:
+        return adv
+    return (adv * batch.mask).sum(-1) / batch.mask.sum(-1).clamp(min=1.0)
+
+
 def _weighted(loss: Tensor, batch: TokenBatch) -> Tensor:
     return loss if batch.is_weight is None else loss * batch.is_weight.detach()
 
@@ -80,7 +96,7 @@ def ppo_clip(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tens
     """PPO's clipped surrogate with separate low/high clip ranges (DAPO clip-higher when clip_high >
     clip_low): -min(ratio * A, clip(ratio, 1 - low, 1 + high) * A)."""
     ratio = torch.exp(batch.logp - batch.old_logp)
-    adv = batch.advantages.unsqueeze(-1)
+    adv = token_advantages(batch)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - s.clip_low, 1.0 + s.clip_high) * adv
     loss = _weighted(-torch.minimum(unclipped, clipped), batch)
@@ -92,7 +108,7 @@ def policy_gradient(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[st
     """The plain importance-weighted policy gradient, -ratio * A, without clipping (REINFORCE when the data
     is on-policy: its gradient is then -A * grad log p)."""
     ratio = torch.exp(batch.logp - batch.old_logp)
-    loss = _weighted(-ratio * batch.advantages.unsqueeze(-1), batch)
+    loss = _weighted(-ratio * token_advantages(batch), batch)
     return _with_kl(loss, {"ratio": ratio.detach()}, batch, s)
 
 
@@ -110,7 +126,7 @@ def gspo(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]]
     than PPO: clip_low 3e-4, clip_high 4e-4."""
     log_ratio = (batch.logp - batch.old_logp) * batch.mask
     seq_ratio = torch.exp(log_ratio.sum(-1) / batch.mask.sum(-1).clamp(min=1.0))
-    adv = batch.advantages
+    adv = sequence_advantages(batch)
     unclipped = seq_ratio * adv
     clipped = torch.clamp(seq_ratio, 1.0 - s.clip_low, 1.0 + s.clip_high) * adv
     per_seq = -torch.minimum(unclipped, clipped)
@@ -133,7 +149,7 @@ def cispo(batch: TokenBatch, s: LossSettings) -> tuple[Tensor, dict[str, Tensor]
     ratio = torch.exp(batch.logp - batch.old_logp)
     low, high = 1.0 - s.clip_low, 1.0 + s.clip_high
     weight = torch.clamp(ratio, low, high).detach()
-    loss = _weighted(-weight * batch.advantages.unsqueeze(-1) * batch.logp, batch)
+    loss = _weighted(-weight * token_advantages(batch) * batch.logp, batch)
     stats = {"clip_frac": ((ratio < low) | (ratio > high)).float().detach(), "ratio": ratio.detach()}
     return _with_kl(loss, stats, batch, s)
 

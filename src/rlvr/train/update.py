@@ -21,6 +21,7 @@ from rlvr.config import SFTConfig, TrainConfig
 from rlvr.errors import UserError
 from rlvr.rollout.episode import Episode
 from rlvr.train.activations import enable_activation_checkpointing
+from rlvr.train.advantages import turn_spans
 from rlvr.train.distributed import COMPUTE_DTYPES, SINGLE, Dist, casts_itself, unwrapped
 from rlvr.train.logprobs import TokenScores, token_scores
 from rlvr.train.losses import (
@@ -54,18 +55,29 @@ class Sample:
     """The episode's advantage."""
     proximal: list[float] | None = None
     """Decoupled PPO: log-prob of each token under the weights at the start of the update (0.0 elsewhere)."""
+    token_advantages: list[float] | None = None
+    """Per position, when turns have their own advantages (`train.turn_baseline`); None: `advantage` on every
+    token."""
 
 
-def samples_from(episodes: Sequence[Episode], advantages: dict[str, float]) -> list[Sample]:
-    """The episodes that have an advantage and at least one generated token, as update samples."""
+def samples_from(episodes: Sequence[Episode], advantages: dict[str, float],
+                 turns: dict[str, list[float]] | None = None) -> list[Sample]:
+    """The episodes that have an advantage and at least one generated token, as update samples. With `turns`
+    (`rlvr.train.advantages.turn_advantages`) each generated turn's tokens carry their turn's advantage."""
     out: list[Sample] = []
     for ep in episodes:
         if ep.episode_id not in advantages or not any(ep.loss_mask):
             continue
         if not (len(ep.token_ids) == len(ep.loss_mask) == len(ep.logprobs)):
             raise ValueError(f"episode {ep.episode_id}: token_ids, loss_mask and logprobs differ in length")
+        per_token = None
+        if turns is not None and ep.episode_id in turns:
+            per_token = [0.0] * len(ep.token_ids)
+            own = turns[ep.episode_id]
+            for k, (a, b) in enumerate(turn_spans(ep.loss_mask)):
+                per_token[a:b] = [own[min(k, len(own) - 1)]] * (b - a)
         out.append(Sample(list(ep.token_ids), list(ep.loss_mask), list(ep.logprobs),
-                          advantages[ep.episode_id]))
+                          advantages[ep.episode_id], token_advantages=per_token))
     return out
 
 
@@ -192,7 +204,8 @@ def collate(samples: Sequence[Sample], pad_id: int, device: torch.device) -> dic
         "old_logp": padded([s.logprobs for s in samples], 0.0, torch.float32),
         **({"prox_logp": padded([s.proximal for s in samples], 0.0, torch.float32)}  # type: ignore[misc]
            if all(s.proximal is not None for s in samples) else {}),
-        "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device),
+        "advantages": padded([s.token_advantages if s.token_advantages is not None
+                              else [s.advantage] * len(s.token_ids) for s in samples], 0.0, torch.float32),
     }
 
 
@@ -471,6 +484,10 @@ def check_settings(cfg: TrainConfig) -> None:
 
     estimator(cfg.advantage)
     loss_fn(cfg.loss)
+    if cfg.turn_baseline and cfg.loss == "gspo":
+        raise UserError("turn_baseline gives each turn its own advantage; gspo takes one per sequence",
+                        field="train.turn_baseline",
+                        fix='set it to false, or use loss = "ppo_clip", "pg" or "cispo"')
     aggregate_fn(loss_settings(cfg)[1])
     correction_settings(cfg)
 
