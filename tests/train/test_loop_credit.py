@@ -122,16 +122,17 @@ def recovery(model_dir: Path, feedback: str) -> float:
     return total / n
 
 
-def first_turn_only(episodes: Sequence[Episode], advantages: dict[str, float]) -> list[Sample]:
+def first_turn_only(episodes: Sequence[Episode], advantages: dict[str, float],
+                    turns: dict[str, list[float]] | None = None) -> list[Sample]:
     """The broken credit assignment: each sample keeps its loss on its first generated turn only."""
     out = []
-    for s in SAMPLES_FROM(episodes, advantages):
+    for s in SAMPLES_FROM(episodes, advantages, turns):
         mask, ended, started = [], False, False
         for m in s.loss_mask:
             started = started or bool(m)
             ended = ended or (started and not m)
             mask.append(0 if ended else m)
-        out.append(Sample(s.token_ids, mask, s.logprobs, s.advantage, s.proximal))
+        out.append(Sample(s.token_ids, mask, s.logprobs, s.advantage, s.proximal, s.token_advantages))
     return out
 
 
