@@ -88,7 +88,7 @@ def _guess_domain():
 
 
 def config(tmp_path: Path, model: Path, name: str, *, sft: bool, steps: int,
-           feedback: str = "cases") -> RunConfig:
+           feedback: str = "cases", turn_baseline: bool = False) -> RunConfig:
     return RunConfig.model_validate({
         "name": name, "output_dir": str(tmp_path), "seed": 1,
         "tasks": {"train": GUESS, "heldout": ""},
@@ -98,7 +98,7 @@ def config(tmp_path: Path, model: Path, name: str, *, sft: bool, steps: int,
         "sft": {"enabled": sft, "source": "gold", "examples": 400, "steps": 150, "lr": 3e-3,
                 "batch_size": 16},
         "train": {"steps": steps, "batch_size": 16, "lr": 5e-3, "lr_decay": "constant", "threads": 1,
-                  "checkpoint_every": 1000},
+                  "checkpoint_every": 1000, "turn_baseline": turn_baseline},
         "monitor": {"tensorboard": False, "report": False, "detectors": False},
     })
 
@@ -175,3 +175,12 @@ def test_with_credit_on_the_first_turn_only_the_recovery_chance_does_not_rise(wa
     run.train(config(root, model, "first-turn", sft=False, steps=STEPS))
     after = recovery(root / "first-turn" / "model", "cases")
     assert after - before < 0.03, (before, after)
+
+
+def test_with_a_baseline_per_turn_the_recovery_chance_rises_too(warm) -> None:
+    # the loop quickstart's credit (`train.turn_baseline`): turn 2 against the episodes that reached it
+    root, model = warm
+    before = recovery(model, "cases")
+    run.train(config(root, model, "per-turn", sft=False, steps=STEPS, turn_baseline=True))
+    after = recovery(root / "per-turn" / "model", "cases")
+    assert after - before >= 0.08, (before, after)
