@@ -137,3 +137,11 @@ def test_recovery_on_several_ranks_trains_every_rank_on_rank_0s_samples(wide, mo
                                                  "recovery/loss": 0.5}
     assert wide.version == before + 1
     assert load_config(None, ["sft.recovery_every=2", "train.world_size=2"]).sft.recovery_every == 2
+
+
+def test_a_recovery_step_runs_at_the_rate_the_warm_start_ended_on() -> None:
+    from rlvr.train.recovery import recovery_lr
+
+    assert recovery_lr(SFTConfig(lr=2e-3, steps=600)) == pytest.approx(2e-3)  # constant
+    assert recovery_lr(SFTConfig(lr=2e-3, steps=600, warmup_steps=20, lr_decay="cosine", lr_final=0.1)) \
+        == pytest.approx(2e-4)

@@ -6,10 +6,12 @@ Every `sft.recovery_every` RL steps, up to `sft.recovery_samples` of the honest 
 become recovery samples: the failed episode's turns before its last one are replayed through the env as they
 were (context, no loss), then the task's gold turns continue from the state they left (write the fix, run the
 tests, submit; an attempts task's reference answer after the feedback its failed answers got), played
-through the env and scored like any episode
-(`rlvr.rollout.policies.gold.recovery_plan`). The samples that pass get one SFT step (`train.sft.sft_step`, at
-`sft.lr`, its own AdamW state). A held-out task is never used: the RL batch never holds one, and the mixer
-checks the run's held-out keys besides.
+through the env and scored like any episode (`rlvr.rollout.policies.gold.recovery_plan`). The samples that
+pass get one SFT step (`train.sft.sft_step`, its own AdamW state) at the rate the warm start ended on
+(`recovery_lr`): a fresh Adam's first steps move every weight by about the rate, so at the warm start's peak
+(2e-3 for the small model) the steps undid it (the loop quickstart's held-out pass@1 fell from 67 % to 4 % in
+80 RL steps with recovery samples every 5). A held-out task is never used: the RL batch never holds one, and
+the mixer checks the run's held-out keys besides.
 """
 from __future__ import annotations
 
@@ -24,8 +26,15 @@ from rlvr.rollout.policies.gold import play, recovery_plan
 from rlvr.tasks.spec import Task
 from rlvr.train.distributed import SINGLE, Dist
 from rlvr.train.sft import Encoded, episode_example, sft_step
+from rlvr.train.update import lr_lambda
 
-__all__ = ["RecoveryMixer", "honest_failure"]
+__all__ = ["RecoveryMixer", "honest_failure", "recovery_lr"]
+
+
+def recovery_lr(cfg: SFTConfig) -> float:
+    """The rate of a recovery step: the warm start's at its last step (`sft.lr` at a constant rate,
+    `lr_final` x `lr` when it decays), so recovery continues where the warm start left off."""
+    return cfg.lr * lr_lambda(cfg)(max(cfg.steps - 1, 0))
 
 
 def honest_failure(ep: Episode) -> bool:
@@ -78,7 +87,7 @@ class RecoveryMixer:
         model = self.policy.model
         params = [p for p in model.parameters() if p.requires_grad]
         if self._opt is None:
-            self._opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
+            self._opt = torch.optim.AdamW(params, lr=recovery_lr(self.cfg), weight_decay=0.0)
         was_training = model.training
         model.eval()  # as in the warm start: no dropout, the same function RL compares log-probs of
         metrics["recovery/loss"] = sft_step(model, records, self.policy.pad_id, self._opt, params, self.dist)
