@@ -21,9 +21,10 @@ attempts used (`rlvr.monitor.evals.loop_summary`). Contrasts are paired by seed;
 difference over seeds +- t(0.975, n-1) x its standard error.
 
 Results are kept per run under `runs/bench-loop/` (a finished run is not trained again: stop and restart at
-any time) and summed up in `runs/bench-loop/results.json`. On a quiet 2-core machine one seed takes about
-30-40 minutes; `--seeds 0 1 2` (the default) about two hours. Run: `.venv/bin/python benchmarks/bench_loop.py
-[--seeds 0 1 2] [--arms loop blank single recovery] [--steps N]`.
+any time) and summed up in `runs/bench-loop/results.json`. On the 2-core machine three seeds, one process each
+(`--seeds 0`, `--seeds 1`, `--seeds 2` side by side, then `--seeds 0 1 2` to sum the cached runs up), took
+about an hour for every arm. Run: `.venv/bin/python benchmarks/bench_loop.py [--seeds 0 1 2]
+[--arms loop blank single recovery] [--steps N]`.
 """
 from __future__ import annotations
 
