@@ -105,8 +105,8 @@ def test_train_with_an_agent_stores_its_episodes_and_updates_on_every_segment(
     fed: list[tuple[list, list]] = []
     real = loop.samples_from
 
-    def spy(episodes, advantages):
-        samples = real(episodes, advantages)
+    def spy(episodes, advantages, turns=None):
+        samples = real(episodes, advantages, turns)
         fed.append((list(episodes), samples))
         return samples
 
