@@ -75,8 +75,8 @@ def test_turn_spans_are_the_runs_of_generated_tokens() -> None:
 def test_each_turn_is_compared_with_the_episodes_that_reached_it() -> None:
     # passed at turn 1, passed at turn 2, failed both, failed both
     eps = [_turns("a", 1.0, 1), _turns("a", 1.0, 2), _turns("a", 0.0, 2), _turns("a", 0.0, 2)]
-    turns = turn_advantages(eps, "dr_grpo")
     whole = episode_advantages(eps, "dr_grpo")
+    turns = turn_advantages(eps, "dr_grpo", whole)
     assert [turns[e.episode_id][0] for e in eps] == pytest.approx([whole[e.episode_id] for e in eps])
     # turn 2: three episodes reached it, one of them passed: mean 1/3
     assert [turns[e.episode_id][1] for e in eps[1:]] == pytest.approx([2 / 3, -1 / 3, -1 / 3])
@@ -87,16 +87,21 @@ def test_each_turn_is_compared_with_the_episodes_that_reached_it() -> None:
 
 def test_a_turn_only_one_episode_reached_gets_no_advantage_and_segments_keep_theirs() -> None:
     eps = [_turns("a", 1.0, 1), _turns("a", 0.0, 2), _turns("a", 0.0, 3, segments=True)]
-    turns = turn_advantages(eps, "dr_grpo")
     whole = episode_advantages(eps, "dr_grpo")
+    turns = turn_advantages(eps, "dr_grpo", whole)
     assert turns[eps[1].episode_id] == pytest.approx([whole[eps[1].episode_id], 0.0])
-    assert turns[eps[2].episode_id] == pytest.approx([whole[eps[2].episode_id]] * 3)
+    # the restarted record keeps its episode advantage on every one of its turns
+    sample = samples_from(eps, whole, turns)[2]
+    assert sample.token_advantages is not None
+    generated = {sample.token_advantages[i] for i, m in enumerate(eps[2].loss_mask) if m}
+    assert generated == {whole[eps[2].episode_id]}
 
 
 def test_samples_carry_each_turns_advantage_on_its_tokens() -> None:
     eps = [_turns("a", 1.0, 1), _turns("a", 1.0, 2), _turns("a", 0.0, 2), _turns("a", 0.0, 2)]
-    turns = turn_advantages(eps, "dr_grpo")
-    samples = samples_from(eps, episode_advantages(eps, "dr_grpo"), turns)
+    whole = episode_advantages(eps, "dr_grpo")
+    turns = turn_advantages(eps, "dr_grpo", whole)
+    samples = samples_from(eps, whole, turns)
     adv = samples[1].token_advantages
     assert adv is not None and len(adv) == len(eps[1].token_ids)
     spans = turn_spans(eps[1].loss_mask)

@@ -74,10 +74,11 @@ def turn_spans(loss_mask: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def turn_advantages(episodes: Sequence[Episode], name: str) -> dict[str, list[float]]:
+def turn_advantages(episodes: Sequence[Episode], name: str,
+                    first: dict[str, float]) -> dict[str, list[float]]:
     """Advantage per episode id and turn (`train.turn_baseline`): within each group, the tokens of turn k are
     compared only with the group's episodes that reached turn k, so turn k's baseline is what the
-    policy earns from there on (turn 1: the whole group, as `episode_advantages`).
+    policy earns from there on. Turn 1 is the whole group's: `first`, the step's `episode_advantages`.
 
     Why: a multi-turn episode reaches turn k only when its earlier turns did not end it (an attempt that
     passed ends the episode), so the episodes that hold a later turn are, as a set, below the group's mean.
@@ -87,25 +88,19 @@ def turn_advantages(episodes: Sequence[Episode], name: str) -> dict[str, list[fl
     sum to zero as the first turn's do. The baseline depends only on what happened before turn k (whether the
     episode got there), never on the turn's own tokens, so the gradient stays unbiased.
 
-    An episode whose record started over (`metadata["segments"]`) keeps its episode advantage on every turn:
-    its turns cannot be counted from one record. A turn only one episode of its group reached gets 0 (no
-    other to compare with)."""
+    An episode whose record started over (`metadata["segments"]`) keeps its episode advantage alone (its
+    turns cannot be counted from one record; `update.samples_from` gives a turn past the list's end its last
+    entry). A turn only one episode of its group reached gets 0 (no other to compare with)."""
     fn = estimator(name)
-    out: dict[str, list[float]] = {}
+    out = {eid: [adv] for eid, adv in first.items()}
     for members in groups(episodes).values():
         counted = [ep for ep in members if not ep.metadata.get("segments")]
-        whole = dict(zip((ep.episode_id for ep in members), fn([ep.reward for ep in members]), strict=True))
         turns = {ep.episode_id: len(turn_spans(ep.loss_mask)) for ep in counted}
-        for ep in members:
-            out[ep.episode_id] = [whole[ep.episode_id]]
         for k in range(2, max(turns.values(), default=0) + 1):
             reached = [ep for ep in counted if turns[ep.episode_id] >= k]
-            advs = fn([ep.reward for ep in reached]) if len(reached) > 1 else [0.0] * len(reached)
+            advs = fn([ep.reward for ep in reached]) if len(reached) > 1 else [0.0]
             for ep, adv in zip(reached, advs, strict=True):
                 out[ep.episode_id].append(adv)
-        for ep in members:
-            if ep.metadata.get("segments"):
-                out[ep.episode_id] = [whole[ep.episode_id]] * max(1, len(turn_spans(ep.loss_mask)))
     return out
 
 

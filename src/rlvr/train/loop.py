@@ -155,7 +155,7 @@ def update_policy(trainer: Trainer, episodes: list[Episode], step: int) -> dict[
     learn = [ep for ep in shaped if group_key(ep) not in skipped | stale]
     lags = [policy.version - ep.policy_version for ep in learn]
     advantages = episode_advantages(learn, cfg.train.advantage)
-    turns = turn_advantages(learn, cfg.train.advantage) if cfg.train.turn_baseline else None
+    turns = turn_advantages(learn, cfg.train.advantage, advantages) if cfg.train.turn_baseline else None
     # an agent's episode may hold several segments (it edited its history): each trains on its own tokens
     samples = samples_from(split_segments(learn), advantages, turns) if dist.main else None
     # rank 0 holds the step's episodes; every rank steps on the same samples

@@ -204,8 +204,11 @@ def collate(samples: Sequence[Sample], pad_id: int, device: torch.device) -> dic
         "old_logp": padded([s.logprobs for s in samples], 0.0, torch.float32),
         **({"prox_logp": padded([s.proximal for s in samples], 0.0, torch.float32)}  # type: ignore[misc]
            if all(s.proximal is not None for s in samples) else {}),
+        # one per sequence unless turns carry their own (`train.turn_baseline`): then one per token
         "advantages": padded([s.token_advantages if s.token_advantages is not None
-                              else [s.advantage] * len(s.token_ids) for s in samples], 0.0, torch.float32),
+                              else [s.advantage] * len(s.token_ids) for s in samples], 0.0, torch.float32)
+        if any(s.token_advantages is not None for s in samples)
+        else torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device),
     }
 
 
